@@ -1,0 +1,31 @@
+# The two commands of the README: `make demo` (set up, then run the demo DAG) and `make test`.
+# Set-up is idempotent: .venv is created once and reinstalled when pyproject.toml changes.
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# A CPU build of torch where no NVIDIA GPU is present; with one, pip's default (CUDA) build is used.
+TORCH_CPU ?= torch==2.13.0
+CORES ?= all
+
+.PHONY: setup demo test lint dryrun clean-demo
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	if ! command -v nvidia-smi >/dev/null 2>&1; then $(BIN)/pip install --quiet "$(TORCH_CPU)"; fi
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+demo: setup
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --cores $(CORES)
+
+test: setup
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q
+
+lint: setup
+	$(BIN)/ruff check src tests
+
+dryrun: setup
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake -n

@@ -1,0 +1,60 @@
+"""rnmt: recurrent NMT papers from raw corpora to their tables.
+
+    snakemake --cores all                                  # every table in config.yaml
+    snakemake --cores all results/demo/tables/demo-rnnsearch.csv   # one table and what it needs
+    snakemake -n                                           # list the jobs without running them
+"""
+
+import shlex
+import sys
+from pathlib import Path
+
+from snakemake.settings.types import DeploymentMethod
+from snakemake.utils import min_version
+
+from rnmt.plan import SIDES, SPLITS, Plan
+
+min_version("9.0")
+
+
+configfile: workflow.source_path("config.yaml")
+
+
+# Validates config.yaml (and --config/--configfile overrides) and the experiment files before any job
+# starts; a bad key or value stops here with a message naming it.
+PLAN = Plan(config, Path(workflow.basedir))
+R = PLAN.results
+EXPERIMENTS = Path(workflow.basedir) / "workflow/experiments"
+
+# Rules run the rnmt CLI from this checkout's src/, with the Python of the environment they run in:
+# the conda environment of the rule under --sdm conda, otherwise the Python running Snakemake.
+if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method:
+    RNMT = "python -m rnmt"
+else:
+    RNMT = f"{shlex.quote(sys.executable)} -m rnmt"
+SRC = shlex.quote(str(Path(workflow.basedir) / "src"))
+# (braces doubled twice: once for this f-string, once for Snakemake's formatting of shell commands)
+shell.prefix(f"set -euo pipefail; export PYTHONPATH={SRC}${{{{PYTHONPATH:+:$PYTHONPATH}}}}; ")
+
+wildcard_constraints:
+    corpus=r"[A-Za-z0-9_-]+",
+    variant=r"[a-z0-9-]+",
+    seed=r"\d+",
+    split="|".join(SPLITS),
+    side="|".join(SIDES),
+    testset="dev|test",
+    table=r"[a-z0-9-]+",
+
+
+include: "workflow/rules/data.smk"
+include: "workflow/rules/bpe.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/decode.smk"
+include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/tables.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        PLAN.table_targets(),

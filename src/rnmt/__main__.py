@@ -1,0 +1,7 @@
+"""`python -m rnmt` is the `rnmt` command (what the Snakemake rules run)."""
+
+import sys
+
+from rnmt.cli import main
+
+sys.exit(main())

@@ -1,0 +1,80 @@
+"""The recurrent-cell interface and the sequence runner shared by every cell.
+
+A cell splits its work in two: `project_inputs` maps the inputs of all timesteps at once (one
+matrix product over [batch, time, input]), and `step` applies the recurrence to one timestep's
+projection and the previous state. The state is a single tensor [batch, state_size] (an LSTM
+concatenates h and c), so beam search can reorder any cell's state with one `index_select`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import torch
+from torch import Tensor, nn
+
+
+class RecurrentCell(nn.Module, ABC):
+    #: weight matrices that touch the input or the state (ATR paper, Table 1)
+    weight_matrices: int = 0
+
+    def __init__(self, input_size: int, hidden_size: int) -> None:
+        super().__init__()
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+
+    @property
+    def state_size(self) -> int:
+        return self.hidden_size
+
+    @abstractmethod
+    def project_inputs(self, x: Tensor) -> Tensor:
+        """[..., input_size] → [..., projection]: everything that depends on the input only."""
+
+    @abstractmethod
+    def step(self, p: Tensor, state: Tensor) -> Tensor:
+        """One timestep: projected input [batch, projection], state [batch, state_size] → new state."""
+
+    def output(self, state: Tensor) -> Tensor:
+        """The part of the state that the next layer sees, [batch, hidden_size]."""
+        return state
+
+    def initial_state(self, batch: int, like: Tensor) -> Tensor:
+        return like.new_zeros(batch, self.state_size)
+
+
+def reverse_padded(x: Tensor, lengths: Tensor) -> Tensor:
+    """Reverse each sequence of x [batch, time, ...] within its own length; padding stays at the end."""
+    T = x.size(1)
+    t = torch.arange(T, device=x.device).unsqueeze(0)
+    idx = torch.where(t < lengths.unsqueeze(1), lengths.unsqueeze(1) - 1 - t, t)
+    idx = idx.view(*idx.shape, *([1] * (x.dim() - 2))).expand_as(x)
+    return x.gather(1, idx)
+
+
+def run(cell: RecurrentCell, x: Tensor, mask: Tensor, state: Tensor | None = None,
+        reverse: bool = False) -> tuple[Tensor, Tensor]:
+    """Run `cell` over x [batch, time, input] with mask [batch, time] (True at real tokens).
+
+    Padded positions leave the state unchanged and give zero outputs; with `reverse=True` each
+    sentence is read from its own last real token backwards. Returns (outputs [batch, time, hidden],
+    final state).
+    """
+    lengths = mask.sum(1)
+    if reverse:
+        x = reverse_padded(x, lengths)
+    projected = cell.project_inputs(x)
+    if state is None:
+        state = cell.initial_state(x.size(0), projected)
+    full = bool(mask.all())
+    outputs = []
+    for t in range(x.size(1)):
+        new = cell.step(projected[:, t], state)
+        state = new if full else torch.where(mask[:, t, None], new, state)
+        outputs.append(cell.output(state))
+    out = torch.stack(outputs, 1)
+    if not full:
+        out = out * mask.unsqueeze(-1).to(out.dtype)
+    if reverse:
+        out = reverse_padded(out, lengths)
+    return out, state

@@ -1,0 +1,271 @@
+"""The `rnmt` command: one subcommand per pipeline stage, each what one Snakemake rule runs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from rnmt.io import InputError
+
+log = logging.getLogger("rnmt")
+
+
+def cmd_synth(a: argparse.Namespace) -> None:
+    from rnmt.data.synthetic import LANGUAGE_SEED, write_corpus
+
+    sizes = {"train": a.train, "dev": a.dev, "test": a.test}
+    written = write_corpus(Path(a.out_dir), sizes, a.seed, a.language_seed or LANGUAGE_SEED, a.max_words)
+    log.info("synthetic corpus in %s: %s", a.out_dir, written)
+
+
+def cmd_tokenize(a: argparse.Namespace) -> None:
+    from rnmt.data.tokenize import tokenize
+    from rnmt.io import atomic_writer, read_lines
+
+    lines = read_lines(a.input)
+    with atomic_writer(a.output) as f:
+        for line in lines:
+            f.write(tokenize(line, a.lang, escape=not a.no_escape, normalize=not a.no_normalize,
+                             lowercase=a.lowercase) + "\n")
+    log.info("tokenized %d lines (%s) → %s", len(lines), a.lang, a.output)
+
+
+def cmd_bpe_learn(a: argparse.Namespace) -> None:
+    from rnmt.data import bpe
+    from rnmt.io import read_lines
+
+    lines = [line for path in a.inputs for line in read_lines(path)]
+    bpe.learn(lines, a.codes, a.merges, a.min_frequency)
+    log.info("learned up to %d BPE merges from %d lines → %s", a.merges, len(lines), a.codes)
+
+
+def cmd_bpe_apply(a: argparse.Namespace) -> None:
+    from rnmt.data import bpe
+    from rnmt.io import read_lines, write_lines
+
+    seg = bpe.Segmenter(a.codes)
+    write_lines(a.output, [seg(line) for line in read_lines(a.input)])
+
+
+def cmd_vocab(a: argparse.Namespace) -> None:
+    from rnmt.data.vocab import Vocab
+    from rnmt.io import read_lines
+
+    v = Vocab.build(read_lines(a.input), max_size=a.max_size)
+    v.save(a.output)
+    log.info("vocabulary of %d entries → %s", len(v), a.output)
+
+
+def cmd_train(a: argparse.Namespace) -> None:
+    from rnmt.train.trainer import Trainer, TrainSettings
+
+    settings = TrainSettings.from_dict(json.loads(a.settings))
+    model_config = json.loads(a.model)
+    trainer = Trainer(model_config, settings, Path(a.train_src), Path(a.train_tgt), Path(a.dev_src),
+                      Path(a.dev_tgt), Path(a.src_vocab), Path(a.tgt_vocab), Path(a.out_dir))
+    m = trainer.run()
+    log.info("trained %d steps in %.0f s (%s); %.0f target words/s; best dev ppl %.3f at step %s",
+             m["steps"], m["train_seconds"], m["stop_reason"], m["train_tgt_words_per_s"], m["best_dev_ppl"],
+             m["best_step"])
+
+
+def cmd_translate(a: argparse.Namespace) -> None:
+    import torch
+
+    from rnmt import hardware
+    from rnmt.data.batching import count_words
+    from rnmt.decode.translate import translate_ids
+    from rnmt.io import read_lines, write_json, write_lines
+    from rnmt.train.checkpoint import load_model
+
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    device = hardware.pick_device(a.device)
+    model, src_vocab, tgt_vocab = load_model(a.model, device)
+    lines = read_lines(a.input)
+    sources = [src_vocab.encode(line) for line in lines]
+    t0 = time.perf_counter()
+    hyps = translate_ids(model, sources, beam=a.beam, batch_size=a.batch_size, max_len_ratio=a.max_len_ratio,
+                         max_len_extra=a.max_len_extra, penalty=a.length_penalty, alpha=a.alpha, device=device,
+                         progress=True)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    seconds = time.perf_counter() - t0
+    out = [tgt_vocab.decode(h) for h in hyps]
+    write_lines(a.output, out)
+    words = sum(count_words(line) for line in out)
+    log.info("translated %d sentences in %.1f s (beam %d)", len(lines), seconds, a.beam)
+    if a.metrics:
+        write_json(a.metrics, {
+            "beam": a.beam, "batch_size": a.batch_size, "length_penalty": a.length_penalty, "alpha": a.alpha,
+            "sentences": len(lines), "words": words, "decode_seconds": seconds,
+            "decode_words_per_s": words / seconds if seconds else 0.0,
+            "decode_seconds_per_sentence": seconds / max(len(lines), 1),
+            "hardware": hardware.describe(device)})
+
+
+def cmd_postprocess(a: argparse.Namespace) -> None:
+    from rnmt.data.bpe import undo
+    from rnmt.data.tokenize import detokenize
+    from rnmt.io import read_lines, write_lines
+
+    tok = [undo(line) for line in read_lines(a.input)]
+    write_lines(a.tok_output, tok)
+    write_lines(a.output, [detokenize(line, a.lang) for line in tok])
+
+
+def cmd_score(a: argparse.Namespace) -> None:
+    from rnmt.evaluate.score import score
+    from rnmt.io import read_json, read_lines, write_json
+
+    scores = score(read_lines(a.hyp), read_lines(a.ref),
+                   read_lines(a.hyp_tok) if a.hyp_tok else None, read_lines(a.ref_tok) if a.ref_tok else None)
+    meta = dict(kv.split("=", 1) for kv in a.meta)
+    out = {**meta, "seed": int(meta["seed"]) if "seed" in meta else None, "scores": scores,
+           "train": read_json(a.train_metrics) if a.train_metrics else {},
+           "decode": read_json(a.decode_metrics) if a.decode_metrics else {}}
+    write_json(a.output, out)
+    log.info("%s: BLEU %.2f (tok %.2f), chrF %.2f", a.output, scores["bleu"], scores.get("tok_bleu", float("nan")),
+             scores["chrf"])
+
+
+def cmd_table(a: argparse.Namespace) -> None:
+    from rnmt.config import load_yaml
+    from rnmt.plan import table_from_experiment
+    from rnmt.report.tables import build
+
+    table = table_from_experiment(load_yaml(a.experiment), Path(a.experiment))
+    df = build(table, a.metrics, a.run, a.scale, a.csv, a.md)
+    log.info("table %s: %d cells → %s, %s", table.name, len(df), a.csv, a.md)
+
+
+def cmd_check_config(a: argparse.Namespace) -> None:
+    from rnmt.config import load_yaml
+    from rnmt.plan import Plan
+
+    config = load_yaml(a.config)
+    for extra in a.configfile:
+        config.update(load_yaml(extra))
+    plan = Plan(config, Path(a.root))
+    print(f"config OK: run {plan.run}, tables {', '.join(plan.tables)}, variants {', '.join(plan.variants)}")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="rnmt", description=__doc__)
+    p.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("synth", help="generate the synthetic language pair")
+    s.add_argument("--out-dir", required=True)
+    s.add_argument("--seed", type=int, default=1)
+    s.add_argument("--language-seed", type=int, default=None)
+    s.add_argument("--train", type=int, default=20000)
+    s.add_argument("--dev", type=int, default=500)
+    s.add_argument("--test", type=int, default=1000)
+    s.add_argument("--max-words", type=int, default=None)
+    s.set_defaults(func=cmd_synth)
+
+    s = sub.add_parser("tokenize", help="normalise punctuation and Moses-tokenize a file")
+    s.add_argument("--lang", required=True)
+    s.add_argument("--no-escape", action="store_true")
+    s.add_argument("--no-normalize", action="store_true")
+    s.add_argument("--lowercase", action="store_true")
+    s.add_argument("input")
+    s.add_argument("output")
+    s.set_defaults(func=cmd_tokenize)
+
+    bpe = sub.add_parser("bpe", help="learn or apply BPE").add_subparsers(dest="bpe_command", required=True)
+    s = bpe.add_parser("learn")
+    s.add_argument("--merges", type=int, required=True)
+    s.add_argument("--min-frequency", type=int, default=2)
+    s.add_argument("--codes", required=True)
+    s.add_argument("inputs", nargs="+")
+    s.set_defaults(func=cmd_bpe_learn)
+    s = bpe.add_parser("apply")
+    s.add_argument("--codes", required=True)
+    s.add_argument("input")
+    s.add_argument("output")
+    s.set_defaults(func=cmd_bpe_apply)
+
+    s = sub.add_parser("vocab", help="build a vocabulary from a segmented file")
+    s.add_argument("--max-size", type=int, default=None)
+    s.add_argument("input")
+    s.add_argument("output")
+    s.set_defaults(func=cmd_vocab)
+
+    s = sub.add_parser("train", help="train one model")
+    s.add_argument("--model", required=True, help="model settings as JSON (arch, cell, sizes)")
+    s.add_argument("--settings", required=True, help="training settings as JSON")
+    for name in ("train-src", "train-tgt", "dev-src", "dev-tgt", "src-vocab", "tgt-vocab", "out-dir"):
+        s.add_argument(f"--{name}", required=True)
+    s.set_defaults(func=cmd_train)
+
+    s = sub.add_parser("translate", help="beam-search a segmented source file")
+    s.add_argument("--model", required=True)
+    s.add_argument("--beam", type=int, default=10)
+    s.add_argument("--batch-size", type=int, default=64)
+    s.add_argument("--length-penalty", choices=("average", "gnmt", "none"), default="average")
+    s.add_argument("--alpha", type=float, default=0.6)
+    s.add_argument("--max-len-ratio", type=float, default=2.0)
+    s.add_argument("--max-len-extra", type=int, default=10)
+    s.add_argument("--threads", type=int, default=0)
+    s.add_argument("--device", default="auto")
+    s.add_argument("--metrics", help="write decoding speed here (JSON)")
+    s.add_argument("input")
+    s.add_argument("output")
+    s.set_defaults(func=cmd_translate)
+
+    s = sub.add_parser("postprocess", help="remove BPE and detokenize")
+    s.add_argument("--lang", required=True)
+    s.add_argument("--tok-output", required=True, help="BPE removed, still tokenized")
+    s.add_argument("input")
+    s.add_argument("output")
+    s.set_defaults(func=cmd_postprocess)
+
+    s = sub.add_parser("score", help="score a translation and write metrics.json")
+    s.add_argument("--hyp", required=True)
+    s.add_argument("--ref", required=True)
+    s.add_argument("--hyp-tok")
+    s.add_argument("--ref-tok")
+    s.add_argument("--train-metrics")
+    s.add_argument("--decode-metrics")
+    s.add_argument("--meta", nargs="*", default=[], help="key=value pairs stored in the metrics")
+    s.add_argument("--output", required=True)
+    s.set_defaults(func=cmd_score)
+
+    s = sub.add_parser("table", help="build a table's CSV and Markdown from metrics files")
+    s.add_argument("--experiment", required=True)
+    s.add_argument("--run", required=True)
+    s.add_argument("--scale", required=True)
+    s.add_argument("--csv", required=True)
+    s.add_argument("--md", required=True)
+    s.add_argument("metrics", nargs="+")
+    s.set_defaults(func=cmd_table)
+
+    s = sub.add_parser("check-config", help="validate a config and its experiment files")
+    s.add_argument("config", nargs="?", default="config.yaml")
+    s.add_argument("--configfile", action="append", default=[], help="overrides, as snakemake --configfile")
+    s.add_argument("--root", default=".", help="the repository root (holds workflow/)")
+    s.set_defaults(func=cmd_check_config)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
+                        format="%(asctime)s %(name)s %(levelname)s: %(message)s", stream=sys.stderr)
+    try:
+        args.func(args)
+    except InputError as e:
+        print(f"rnmt {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

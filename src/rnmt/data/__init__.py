@@ -1,0 +1,1 @@
+"""Corpora: generation, tokenization, subwords, vocabularies and batching."""

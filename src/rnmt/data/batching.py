@@ -1,0 +1,97 @@
+"""Parallel data as token ids, length-bucketed batches and padding."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from rnmt.data.bpe import SEPARATOR
+from rnmt.data.vocab import BOS_ID, EOS_ID, PAD_ID, Vocab
+from rnmt.io import InputError, read_parallel
+
+
+def count_words(subword_line: str) -> int:
+    """Words before BPE in a segmented line: subwords that do not continue into the next one."""
+    return sum(1 for t in subword_line.split() if not t.endswith(SEPARATOR))
+
+
+@dataclass
+class ParallelData:
+    src: list[list[int]]
+    tgt: list[list[int]]
+    src_words: list[int]
+    tgt_words: list[int]
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+
+def load_parallel(src_path: str | Path, tgt_path: str | Path, src_vocab: Vocab, tgt_vocab: Vocab,
+                  max_len: int | None = None) -> ParallelData:
+    """Read segmented parallel files; pairs with an empty side or longer than `max_len` subwords are skipped."""
+    src_lines, tgt_lines = read_parallel(src_path, tgt_path)
+    data = ParallelData([], [], [], [])
+    for s, t in zip(src_lines, tgt_lines, strict=True):
+        si, ti = src_vocab.encode(s), tgt_vocab.encode(t)
+        if not si or not ti or (max_len is not None and max(len(si), len(ti)) > max_len):
+            continue
+        data.src.append(si)
+        data.tgt.append(ti)
+        data.src_words.append(count_words(s))
+        data.tgt_words.append(count_words(t))
+    if not data.src:
+        raise InputError(f"{src_path} / {tgt_path}: no sentence pair left (empty files, or every pair is "
+                         f"longer than max_len={max_len})")
+    return data
+
+
+def bucketed_batches(lengths: Sequence[int], batch_size: int, rng: random.Random,
+                     bucket_batches: int = 20) -> Iterator[list[int]]:
+    """Shuffle, sort windows of `bucket_batches` batches by length, cut batches, shuffle batches."""
+    order = list(range(len(lengths)))
+    rng.shuffle(order)
+    window = batch_size * bucket_batches
+    batches: list[list[int]] = []
+    for w in range(0, len(order), window):
+        chunk = sorted(order[w:w + window], key=lambda i: lengths[i])
+        batches += [chunk[b:b + batch_size] for b in range(0, len(chunk), batch_size)]
+    rng.shuffle(batches)
+    yield from batches
+
+
+def pad(seqs: Sequence[Sequence[int]], bos: bool = False, eos: bool = False) -> tuple[Tensor, Tensor]:
+    """Right-pad id sequences into [B, T] with optional <s>/</s>; returns (ids, mask of real tokens)."""
+    seqs = [([BOS_ID] if bos else []) + list(s) + ([EOS_ID] if eos else []) for s in seqs]
+    T = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), T), PAD_ID, dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)] = torch.tensor(s, dtype=torch.long)
+    return ids, ids != PAD_ID
+
+
+@dataclass
+class Batch:
+    src: Tensor
+    src_mask: Tensor
+    tgt_in: Tensor
+    tgt_out: Tensor
+    tgt_tokens: int
+    src_words: int
+    tgt_words: int
+
+    def to(self, device: torch.device) -> Batch:
+        return Batch(self.src.to(device), self.src_mask.to(device), self.tgt_in.to(device),
+                     self.tgt_out.to(device), self.tgt_tokens, self.src_words, self.tgt_words)
+
+
+def make_batch(data: ParallelData, idx: Sequence[int]) -> Batch:
+    src, src_mask = pad([data.src[i] for i in idx], eos=True)
+    tgt_in, _ = pad([data.tgt[i] for i in idx], bos=True)
+    tgt_out, tgt_mask = pad([data.tgt[i] for i in idx], eos=True)
+    return Batch(src, src_mask, tgt_in, tgt_out, int(tgt_mask.sum()),
+                 sum(data.src_words[i] for i in idx), sum(data.tgt_words[i] for i in idx))

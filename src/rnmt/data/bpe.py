@@ -1,0 +1,44 @@
+"""Byte-pair encoding with subword-nmt: learn codes, apply them, undo them.
+
+Subwords that continue into the next one end in the separator `@@` (subword-nmt's convention), so
+undoing BPE is joining on "@@ ".
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable
+from pathlib import Path
+
+from subword_nmt.apply_bpe import BPE
+from subword_nmt.learn_bpe import learn_bpe as _learn_bpe
+
+from rnmt.io import InputError, atomic_writer
+
+SEPARATOR = "@@"
+
+
+def learn(lines: Iterable[str], codes_path: str | Path, merges: int, min_frequency: int = 2) -> None:
+    """Learn `merges` BPE merge operations from tokenized `lines` and write the codes file."""
+    text = io.StringIO("".join(line + "\n" for line in lines))
+    with atomic_writer(codes_path) as out:
+        _learn_bpe(text, out, merges, min_frequency=min_frequency)
+
+
+class Segmenter:
+    """Applies a learned codes file to tokenized lines."""
+
+    def __init__(self, codes_path: str | Path) -> None:
+        path = Path(codes_path)
+        if not path.is_file():
+            raise InputError(f"{path}: BPE codes file not found; learn it first (rnmt bpe learn)")
+        with open(path, encoding="utf-8") as f:
+            self._bpe = BPE(f, separator=SEPARATOR)
+
+    def __call__(self, line: str) -> str:
+        return self._bpe.process_line(line).strip()
+
+
+def undo(line: str) -> str:
+    """Join subwords back into words: `Ver@@ suchs@@ weise` → `Versuchsweise`."""
+    return (line + " ").replace(SEPARATOR + " ", "").rstrip()

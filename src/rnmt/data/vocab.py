@@ -1,0 +1,51 @@
+"""Token vocabularies: reserved symbols first, then tokens by frequency."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from rnmt.io import InputError, atomic_writer
+
+PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<s>", "</s>"
+SPECIALS = (PAD, UNK, BOS, EOS)
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = range(4)
+
+
+class Vocab:
+    def __init__(self, tokens: Sequence[str]) -> None:
+        if tuple(tokens[:4]) != SPECIALS:
+            raise InputError(f"a vocabulary must start with {' '.join(SPECIALS)}; got {' '.join(tokens[:4])}")
+        self.itos = list(tokens)
+        self.stoi = {t: i for i, t in enumerate(self.itos)}
+
+    def __len__(self) -> int:
+        return len(self.itos)
+
+    @classmethod
+    def build(cls, lines: Iterable[str], max_size: int | None = None, min_count: int = 1) -> Vocab:
+        counts: Counter[str] = Counter()
+        for line in lines:
+            counts.update(line.split())
+        ranked = sorted((t for t, c in counts.items() if c >= min_count and t not in SPECIALS),
+                        key=lambda t: (-counts[t], t))
+        if max_size is not None:
+            ranked = ranked[: max(0, max_size - len(SPECIALS))]
+        return cls([*SPECIALS, *ranked])
+
+    def save(self, path: str | Path) -> None:
+        with atomic_writer(path) as f:
+            for t in self.itos:
+                f.write(t + "\n")
+
+    @classmethod
+    def load(cls, path: str | Path) -> Vocab:
+        with open(path, encoding="utf-8") as f:
+            return cls([line.rstrip("\n") for line in f])
+
+    def encode(self, line: str) -> list[int]:
+        return [self.stoi.get(t, UNK_ID) for t in line.split()]
+
+    def decode(self, ids: Iterable[int]) -> str:
+        return " ".join(self.itos[i] for i in ids if i not in (PAD_ID, BOS_ID, EOS_ID))

@@ -1,0 +1,1 @@
+"""Scoring translations: sacrebleu BLEU (detokenized and tokenized) and chrF."""

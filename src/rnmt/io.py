@@ -1,0 +1,82 @@
+"""File helpers shared by every stage: atomic writes, line readers with clear errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
+
+class InputError(Exception):
+    """A problem with the user's input: the message names the file or key and the fix."""
+
+
+@contextmanager
+def atomic_writer(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
+    """Write to a temporary file beside `path`, rename it over `path` only when the block succeeds.
+
+    A killed job therefore never leaves a half-written file under the final name.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    os.chmod(tmp, 0o666 & ~_UMASK)   # mkstemp makes 0600; finished files get the usual permissions
+    try:
+        encoding = None if "b" in mode else "utf-8"
+        with os.fdopen(fd, mode, encoding=encoding) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: str | Path, obj: Any) -> None:
+    with atomic_writer(path) as f:
+        json.dump(obj, f, indent=2, sort_keys=True)
+        f.write("\n")
+
+
+def read_json(path: str | Path) -> Any:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def read_lines(path: str | Path) -> list[str]:
+    """All lines of a UTF-8 text file without their newline; invalid UTF-8 names the line."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: file not found")
+    out: list[str] = []
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f, 1):
+            try:
+                out.append(raw.decode("utf-8").rstrip("\r\n"))
+            except UnicodeDecodeError as e:
+                raise InputError(f"{path}, line {n}: not valid UTF-8 ({e.reason} at byte {e.start}); "
+                                 "convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)") from None
+    return out
+
+
+def write_lines(path: str | Path, lines: list[str]) -> None:
+    with atomic_writer(path) as f:
+        for line in lines:
+            f.write(line + "\n")
+
+
+def read_parallel(src: str | Path, tgt: str | Path) -> tuple[list[str], list[str]]:
+    """Read two line-aligned files; different line counts are an error naming both files."""
+    a, b = read_lines(src), read_lines(tgt)
+    if len(a) != len(b):
+        raise InputError(f"parallel files differ in length: {src} has {len(a)} lines, {tgt} has {len(b)}; "
+                         "the two sides must be line-aligned (one sentence pair per line)")
+    return a, b

@@ -1,0 +1,1 @@
+"""Tables and plots built from the runs' metrics files."""

@@ -1,0 +1,1 @@
+"""Training: optimisation loop, schedules, checkpoints."""

@@ -1,0 +1,82 @@
+"""A bad config stops the run before any job, with a message naming the key and what is allowed."""
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import ROOT, run_snakemake
+from rnmt.config import ConfigError
+from rnmt.plan import Plan
+
+
+@pytest.fixture
+def config() -> dict:
+    return yaml.safe_load((ROOT / "config.yaml").read_text())
+
+
+def test_shipped_config_is_valid(config: dict) -> None:
+    plan = Plan(config, ROOT)
+    assert "demo-rnnsearch" in plan.tables
+    assert plan.variants["rnnsearch-gru"].model["cell"] == "gru"
+
+
+def test_misspelled_key_names_it_and_suggests(config: dict) -> None:
+    config["train"]["learning_rate"] = 0.1
+    with pytest.raises(ConfigError) as e:
+        Plan(config, ROOT)
+    msg = str(e.value)
+    assert "unknown key 'train.learning_rate'" in msg
+    assert "did you mean 'lr'" in msg or "allowed keys here:" in msg
+    assert "batch_size" in msg                       # lists what is allowed
+
+
+def test_misspelled_top_level_key(config: dict) -> None:
+    config["tabels"] = config.pop("tables")
+    with pytest.raises(ConfigError) as e:
+        Plan(config, ROOT)
+    assert "unknown key 'tabels' (did you mean 'tables'?)" in str(e.value)
+    assert "missing key 'tables'" in str(e.value)
+
+
+def test_wrong_type_names_key_and_type(config: dict) -> None:
+    config["train"]["batch_size"] = "eighty"
+    with pytest.raises(ConfigError, match=r"'train.batch_size' must be of type integer, got str 'eighty'"):
+        Plan(config, ROOT)
+
+
+def test_bad_enum_lists_allowed_values(config: dict) -> None:
+    config["decode"]["length_penalty"] = "gnmp"
+    with pytest.raises(ConfigError, match="allowed values: average, gnmt, none"):
+        Plan(config, ROOT)
+
+
+def test_unknown_table_lists_known_ones(config: dict) -> None:
+    config["tables"] = ["atr-tabel2"]
+    with pytest.raises(ConfigError, match="known tables: .*demo-rnnsearch"):
+        Plan(config, ROOT)
+
+
+def test_experiment_errors_name_the_file(config: dict, tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    (root / "workflow/experiments").mkdir(parents=True)
+    (root / "workflow/schemas").symlink_to(ROOT / "workflow/schemas")
+    exp = yaml.safe_load((ROOT / "workflow/experiments/demo-rnnsearch.yaml").read_text())
+    bad = copy.deepcopy(exp)
+    bad["rows"][0]["seed"] = [1]
+    (root / "workflow/experiments/demo-rnnsearch.yaml").write_text(yaml.safe_dump(bad))
+    with pytest.raises(ConfigError) as e:
+        Plan(config, root)
+    assert "demo-rnnsearch.yaml is invalid" in str(e.value)
+    assert "unknown key 'rows.0.seed' (did you mean 'seeds'?)" in str(e.value)
+
+
+def test_snakemake_stops_before_any_job(tmp_path: Path) -> None:
+    (tmp_path / "bad.yaml").write_text("train:\n  lr: fast\n")
+    r = run_snakemake(["-n", "--configfile", "bad.yaml"], tmp_path)
+    assert r.returncode != 0
+    out = r.stdout + r.stderr
+    assert "'train.lr' must be of type number, got str 'fast'" in out
+    assert "rule synthetic_corpus" not in out
+    assert not (tmp_path / "results").exists()

@@ -1,0 +1,129 @@
+"""Cells and RNNSearch: equal to the torch reference, blind to padding, trainable, decodable."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from rnmt.cells import build_cell, run
+from rnmt.data.batching import pad
+from rnmt.data.vocab import BOS_ID, EOS_ID, Vocab
+from rnmt.decode.beam import beam_search
+from rnmt.io import InputError
+from rnmt.models import build_model
+from rnmt.train import checkpoint
+
+
+def test_gru_equals_torch_grucell() -> None:
+    torch.manual_seed(0)
+    ours = build_cell("gru", 5, 7).double()
+    ref = torch.nn.GRUCell(5, 7).double()
+    ref.load_state_dict(ours.state_dict())
+    x, h = torch.randn(3, 5, dtype=torch.double), torch.randn(3, 7, dtype=torch.double)
+    torch.testing.assert_close(ours.step(ours.project_inputs(x), h), ref(x, h))
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_padding_never_changes_real_positions(reverse: bool) -> None:
+    torch.manual_seed(1)
+    cell = build_cell("gru", 4, 6)
+    long, short = torch.randn(1, 7, 4), torch.randn(1, 3, 4)
+    batch = torch.zeros(2, 7, 4)
+    batch[0], batch[1, :3] = long[0], short[0]
+    mask = torch.tensor([[True] * 7, [True] * 3 + [False] * 4])
+    out, final = run(cell, batch, mask, reverse=reverse)
+    alone, alone_final = run(cell, short, torch.ones(1, 3, dtype=torch.bool), reverse=reverse)
+    torch.testing.assert_close(out[1, :3], alone[0])
+    torch.testing.assert_close(final[1], alone_final[0])
+    assert torch.all(out[1, 3:] == 0)
+    if reverse:      # the backward pass starts at the sentence's last real token
+        first_step, _ = run(cell, short[:, 2:], torch.ones(1, 1, dtype=torch.bool))
+        torch.testing.assert_close(out[1, 2], first_step[0, 0])
+
+
+def tiny_model(cell: str = "gru", seed: int = 0):
+    torch.manual_seed(seed)
+    return build_model("rnnsearch", 20, 20, cell=cell, emb=8, hidden=12, dropout=0.0).eval()
+
+
+def test_rnnsearch_logits_do_not_depend_on_batch_padding() -> None:
+    model = tiny_model()
+    a, b = [5, 6, 7, 8, 9, 10], [11, 12]
+    src, mask = pad([a, b], eos=True)
+    tgt_in, _ = pad([[4, 5, 6], [7, 8, 9]], bos=True)
+    both = model(src, mask, tgt_in)
+    src_b, mask_b = pad([b], eos=True)
+    alone = model(src_b, mask_b, tgt_in[1:])
+    torch.testing.assert_close(both[1], alone[0])
+
+
+def greedy(model, src: list[int], steps: int) -> list[int]:
+    s, m = pad([src], eos=True)
+    state = model.start(s, m)
+    prev, out = torch.tensor([BOS_ID]), []
+    for _ in range(steps):
+        logp, state = model.step(prev, state)
+        tok = int(logp.argmax(-1))
+        if tok == EOS_ID:
+            break
+        out.append(tok)
+        prev = torch.tensor([tok])
+    return out
+
+
+def test_beam_one_is_greedy_and_beam_search_is_batched_consistently() -> None:
+    model = tiny_model(seed=3)
+    sources = [[5, 6, 7], [8, 9, 10, 11, 12], [13]]
+    src, mask = pad(sources, eos=True)
+    hyps = beam_search(model, src, mask, beam=1, max_len=12)
+    for s, (hyp, _) in zip(sources, hyps, strict=True):
+        assert hyp == greedy(model, s, 12)
+    batched = beam_search(model, src, mask, beam=4, max_len=12)
+    for i, s in enumerate(sources):
+        s1, m1 = pad([s], eos=True)
+        assert beam_search(model, s1, m1, beam=4, max_len=12)[0][0] == batched[i][0]
+
+
+def test_training_steps_lower_the_loss() -> None:
+    model = tiny_model().train()
+    src, mask = pad([[5, 6, 7], [8, 9]], eos=True)
+    tgt_in, _ = pad([[9, 8, 7], [6, 5]], bos=True)
+    tgt_out, _ = pad([[9, 8, 7], [6, 5]], eos=True)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    losses = []
+    for _ in range(30):
+        loss = torch.nn.functional.cross_entropy(model(src, mask, tgt_in).flatten(0, 1), tgt_out.flatten(),
+                                                 ignore_index=0)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.3 * losses[0]
+
+
+def test_checkpoint_roundtrip_gives_the_same_translations(tmp_path: Path) -> None:
+    model = tiny_model(seed=5)
+    vocab = Vocab(["<pad>", "<unk>", "<s>", "</s>", *[f"w{i}" for i in range(16)]])
+    cfg = {"arch": "rnnsearch", "cell": "gru", "emb": 8, "hidden": 12, "dropout": 0.0}
+    checkpoint.save(tmp_path / "m.pt", model, cfg, vocab, vocab)
+    loaded, sv, tv = checkpoint.load_model(tmp_path / "m.pt")
+    assert sv.itos == vocab.itos
+    src, mask = pad([[5, 6, 7, 8]], eos=True)
+    assert beam_search(model, src, mask, 3, 10)[0] == beam_search(loaded, src, mask, 3, 10)[0]
+
+
+def test_truncated_checkpoint_is_a_clear_error(tmp_path: Path) -> None:
+    model = tiny_model()
+    vocab = Vocab(["<pad>", "<unk>", "<s>", "</s>", *[f"w{i}" for i in range(16)]])
+    checkpoint.save(tmp_path / "m.pt", model, {"arch": "rnnsearch", "emb": 8, "hidden": 12}, vocab, vocab)
+    data = (tmp_path / "m.pt").read_bytes()
+    (tmp_path / "m.pt").write_bytes(data[: len(data) // 2])
+    with pytest.raises(InputError, match="not a readable rnmt checkpoint"):
+        checkpoint.load(tmp_path / "m.pt")
+
+
+def test_unknown_names_list_the_valid_ones() -> None:
+    with pytest.raises(InputError, match="unknown cell 'gruu'; valid cells: gru"):
+        build_cell("gruu", 2, 2)
+    with pytest.raises(InputError, match="unknown architecture 'rnnserch'; valid architectures: rnnsearch"):
+        build_model("rnnserch", 10, 10)

@@ -1,0 +1,93 @@
+"""The Snakemake DAG for real, at a tiny size: dry run, one table target, no-op rerun, table contents."""
+
+import json
+import math
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import sacrebleu
+import torch
+import yaml
+
+from conftest import run_snakemake
+
+TINY = {
+    "run": "tiny",
+    "corpora": {"synthetic-demo": {"sizes": {"train": 400, "dev": 30, "test": 40}}},
+    "bpe": {"merges": 150},
+    "model": {"emb": 16, "hidden": 24},
+    "train": {"max_steps": 40, "valid_every": 20, "max_minutes": 0, "threads": 1, "batch_size": 32},
+    "decode": {"beam": 3, "threads": 1},
+}
+TABLE = "results/tiny/tables/demo-rnnsearch.csv"
+
+
+def jobs(dry_run_output: str) -> Counter[str]:
+    """Job counts from the 'Job stats' block of a dry run."""
+    lines = dry_run_output.split("Job stats:")[1].splitlines()
+    counts: Counter[str] = Counter()
+    for line in lines[3:]:
+        parts = line.split()
+        if len(parts) != 2 or parts[0] == "total":
+            break
+        counts[parts[0]] = int(parts[1])
+    return counts
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("wf")
+    (d / "tiny.yaml").write_text(yaml.safe_dump(TINY))
+    return d
+
+
+@pytest.mark.workflow
+def test_dry_run_lists_the_dag(workdir: Path) -> None:
+    r = run_snakemake(["-n", "--configfile", "tiny.yaml"], workdir)
+    assert r.returncode == 0, r.stderr
+    counts = jobs(r.stdout)
+    assert counts == {"synthetic_corpus": 1, "tokenize": 6, "learn_bpe": 2, "apply_bpe": 5, "vocab": 2,
+                      "train": 1, "translate": 1, "postprocess": 1, "score": 1, "table": 1, "all": 1}
+
+
+@pytest.mark.workflow
+def test_a_data_target_needs_no_training(workdir: Path) -> None:
+    r = run_snakemake(["results/tiny/data/synthetic-demo/bpe/dev.src", "-n", "--configfile", "tiny.yaml"],
+                      workdir)
+    assert r.returncode == 0, r.stderr
+    assert jobs(r.stdout) == {"synthetic_corpus": 1, "tokenize": 2, "learn_bpe": 1, "apply_bpe": 1}
+
+
+@pytest.mark.workflow
+def test_table_target_runs_for_real_and_rerun_does_nothing(workdir: Path) -> None:
+    r = run_snakemake([TABLE, "--cores", "2", "--configfile", "tiny.yaml"], workdir)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    df = pd.read_csv(workdir / TABLE)
+    exp = yaml.safe_load((Path(__file__).parents[1] / "workflow/experiments/demo-rnnsearch.yaml").read_text())
+    assert list(df.metric) == exp["metrics"]
+    assert set(df.system) == {"RNNSearch + GRU"} and set(df.run) == {"tiny"} and set(df.scale) == {"demo"}
+    assert df.ours.map(math.isfinite).all()
+    ours = df.set_index("metric").ours
+
+    # the table's numbers are the run's numbers: BLEU recomputed from the files, params from the weights
+    run_dir = workdir / "results/tiny"
+    hyp = (run_dir / "translations/rnnsearch-gru/seed1/test.txt").read_text().splitlines()
+    ref = (run_dir / "data/synthetic-demo/raw/test.tgt").read_text().splitlines()
+    assert len(hyp) == len(ref) == 40
+    assert ours["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyp, [ref]).score)
+    state = torch.load(run_dir / "models/rnnsearch-gru/seed1/model.pt", weights_only=True)["state_dict"]
+    assert ours["params_m"] == pytest.approx(sum(t.numel() for t in state.values()) / 1e6)
+    assert df.set_index("metric").signature["bleu"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
+    metrics = json.loads((run_dir / "metrics/rnnsearch-gru/seed1/test.json").read_text())
+    assert metrics["train"]["steps"] == 40 and metrics["train"]["stop_reason"] == "max_steps"
+    log = [json.loads(x) for x in (run_dir / "models/rnnsearch-gru/seed1/train.jsonl").read_text().splitlines()]
+    assert [x["step"] for x in log if x["kind"] == "valid"] == [20, 40]
+
+    md = (workdir / TABLE).with_suffix(".md").read_text()
+    assert "| System | BLEU | tok BLEU | chrF | #Params (M) |" in md
+    assert "| RNNSearch + GRU |" in md
+
+    again = run_snakemake([TABLE, "-n", "--configfile", "tiny.yaml"], workdir)
+    assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
