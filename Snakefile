@@ -58,3 +58,4 @@ rule all:
     default_target: True
     input:
         PLAN.table_targets(),
+        PLAN.plot_targets(),

@@ -49,7 +49,8 @@ def test_dry_run_lists_the_dag(workdir: Path) -> None:
     assert r.returncode == 0, r.stderr
     counts = jobs(r.stdout)
     assert counts == {"synthetic_corpus": 1, "tokenize": 6, "learn_bpe": 2, "apply_bpe": 5, "vocab": 2,
-                      "train": 1, "translate": 1, "postprocess": 1, "score": 1, "table": 1, "all": 1}
+                      "train": 1, "translate": 1, "postprocess": 1, "score": 1, "table": 1, "learning_curve": 1,
+                      "all": 1}
 
 
 @pytest.mark.workflow

@@ -144,6 +144,12 @@ def cmd_table(a: argparse.Namespace) -> None:
     log.info("table %s: %d cells → %s, %s", table.name, len(df), a.csv, a.md)
 
 
+def cmd_plot_curve(a: argparse.Namespace) -> None:
+    from rnmt.report.curves import plot
+
+    plot(a.log, a.output, a.title)
+
+
 def cmd_check_config(a: argparse.Namespace) -> None:
     from rnmt.config import load_yaml
     from rnmt.plan import Plan
@@ -246,6 +252,12 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--md", required=True)
     s.add_argument("metrics", nargs="+")
     s.set_defaults(func=cmd_table)
+
+    s = sub.add_parser("plot-curve", help="plot a training log's learning curve")
+    s.add_argument("--title", default="")
+    s.add_argument("log")
+    s.add_argument("output")
+    s.set_defaults(func=cmd_plot_curve)
 
     s = sub.add_parser("check-config", help="validate a config and its experiment files")
     s.add_argument("config", nargs="?", default="config.yaml")

@@ -128,3 +128,6 @@ class Plan:
 
     def table_targets(self) -> list[str]:
         return [f"{self.results}/tables/{t}.{ext}" for t in self.tables for ext in ("csv", "md")]
+
+    def plot_targets(self) -> list[str]:
+        return [f"{self.results}/plots/{v.name}/seed{s}/curve.png" for v in self.variants.values() for s in v.seeds]

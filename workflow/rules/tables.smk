@@ -1,4 +1,4 @@
-# Tables: one CSV (tidy) and one Markdown (the paper's layout) per experiment file.
+# Tables: one CSV (tidy) and one Markdown (the paper's layout) per experiment file; learning curves.
 
 
 rule table:
@@ -17,3 +17,16 @@ rule table:
     shell:
         "{RNMT} table --experiment {input.experiment:q} --run {PLAN.run} --scale {params.scale} "
         "--csv {output.csv:q} --md {output.md:q} {input.metrics:q} 2> {log:q}"
+
+
+rule learning_curve:
+    input:
+        R + "/models/{variant}/seed{seed}/train.jsonl",
+    output:
+        R + "/plots/{variant}/seed{seed}/curve.png",
+    conda:
+        "../../envs/data.yaml"
+    log:
+        R + "/logs/learning_curve/{variant}.seed{seed}.log",
+    shell:
+        "{RNMT} plot-curve --title '{wildcards.variant} seed {wildcards.seed}' {input:q} {output:q} 2> {log:q}"
