@@ -123,7 +123,7 @@ def test_truncated_checkpoint_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_unknown_names_list_the_valid_ones() -> None:
-    with pytest.raises(InputError, match="unknown cell 'gruu'; valid cells: gru"):
+    with pytest.raises(InputError, match="unknown cell 'gruu'; valid cells: .*atr, .*gru, .*lstm"):
         build_cell("gruu", 2, 2)
-    with pytest.raises(InputError, match="unknown architecture 'rnnserch'; valid architectures: rnnsearch"):
+    with pytest.raises(InputError, match="unknown architecture 'rnnserch'; valid architectures: .*rnnsearch"):
         build_model("rnnserch", 10, 10)

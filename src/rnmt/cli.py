@@ -150,6 +150,15 @@ def cmd_plot_curve(a: argparse.Namespace) -> None:
     plot(a.log, a.output, a.title)
 
 
+def cmd_params(a: argparse.Namespace) -> None:
+    from rnmt.report.params import evaluate, to_csv
+
+    results = evaluate()
+    if a.table:
+        results = [r for r in results if r["table"] in a.table]
+    sys.stdout.write(to_csv(results))
+
+
 def cmd_check_config(a: argparse.Namespace) -> None:
     from rnmt.config import load_yaml
     from rnmt.plan import Plan
@@ -258,6 +267,10 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("log")
     s.add_argument("output")
     s.set_defaults(func=cmd_plot_curve)
+
+    s = sub.add_parser("params", help="parameter counts of the papers' rows, rebuilt at the papers' settings")
+    s.add_argument("--table", action="append", help="only these tables (e.g. atr-table4)")
+    s.set_defaults(func=cmd_params)
 
     s = sub.add_parser("check-config", help="validate a config and its experiment files")
     s.add_argument("config", nargs="?", default="config.yaml")

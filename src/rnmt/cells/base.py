@@ -15,9 +15,6 @@ from torch import Tensor, nn
 
 
 class RecurrentCell(nn.Module, ABC):
-    #: weight matrices that touch the input or the state (ATR paper, Table 1)
-    weight_matrices: int = 0
-
     def __init__(self, input_size: int, hidden_size: int) -> None:
         super().__init__()
         self.input_size = input_size
@@ -26,6 +23,18 @@ class RecurrentCell(nn.Module, ABC):
     @property
     def state_size(self) -> int:
         return self.hidden_size
+
+    @property
+    @abstractmethod
+    def projection_size(self) -> int:
+        """Width of `project_inputs`' output (0 for a cell without input, such as T-GRU)."""
+
+    @property
+    def weight_matrix_count(self) -> int:
+        """Weight matrices applied to the input or the state (ATR paper, Table 1), counted from the
+        parameters: each 2-D weight contributes one matrix per hidden-sized block of its rows."""
+        return sum(p.shape[0] // self.hidden_size for name, p in self.named_parameters()
+                   if p.dim() == 2 and "." not in name)
 
     @abstractmethod
     def project_inputs(self, x: Tensor) -> Tensor:

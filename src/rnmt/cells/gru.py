@@ -1,4 +1,4 @@
-"""Gated recurrent unit (Cho et al. 2014; ATR paper eqs. 2-5).
+"""Gated recurrent unit (Cho et al. 2014; ATR paper eqs. 2-5; DTMT eqs. 6-9).
 
     r = σ(W_r x + b_r + U_r h + c_r)
     z = σ(W_z x + b_z + U_z h + c_z)
@@ -8,6 +8,10 @@
 The reset gate multiplies U_n h after the product (cuDNN's and torch.nn.GRUCell's form; the
 paper's eq. 4 writes U_h (r ⊙ h), which has the same parameters). Weights are laid out as in
 torch.nn.GRUCell (gate order r, z, n), so the two can share a state dict.
+
+With `gate_norm=True` (DTMT's "per-gate layer normalisation"), r = σ(LN(W_r x + U_r h)) and
+z = σ(LN(W_z x + U_z h)) without biases, and the candidate has one bias: n = tanh(W_n x + r ⊙ (U_n h + c)).
+`candidate_dropout` drops out n during training (DTMT).
 """
 
 from __future__ import annotations
@@ -22,26 +26,45 @@ from rnmt.cells.registry import register_cell
 
 @register_cell("gru")
 class GRU(RecurrentCell):
-    weight_matrices = 6
-
-    def __init__(self, input_size: int, hidden_size: int) -> None:
+    def __init__(self, input_size: int, hidden_size: int, gate_norm: bool = False,
+                 candidate_dropout: float = 0.0) -> None:
         super().__init__(input_size, hidden_size)
-        self.weight_ih = nn.Parameter(torch.empty(3 * hidden_size, input_size))
-        self.weight_hh = nn.Parameter(torch.empty(3 * hidden_size, hidden_size))
-        self.bias_ih = nn.Parameter(torch.empty(3 * hidden_size))
-        self.bias_hh = nn.Parameter(torch.empty(3 * hidden_size))
-        bound = hidden_size ** -0.5
-        for p in self.parameters():
-            nn.init.uniform_(p, -bound, bound)
+        self.gate_norm, self.candidate_dropout = gate_norm, candidate_dropout
+        H = hidden_size
+        self.weight_ih = nn.Parameter(torch.empty(3 * H, input_size))
+        self.weight_hh = nn.Parameter(torch.empty(3 * H, H))
+        if gate_norm:
+            self.bias_ih = None
+            self.bias_hh = nn.Parameter(torch.zeros(H))          # the candidate's bias c
+            self.norm_r, self.norm_z = nn.LayerNorm(H), nn.LayerNorm(H)
+        else:
+            self.bias_ih = nn.Parameter(torch.empty(3 * H))
+            self.bias_hh = nn.Parameter(torch.empty(3 * H))
+        bound = H ** -0.5
+        for name, p in self.named_parameters():
+            if "norm" not in name:
+                nn.init.uniform_(p, -bound, bound)
+
+    @property
+    def projection_size(self) -> int:
+        return 3 * self.hidden_size
 
     def project_inputs(self, x: Tensor) -> Tensor:
         return F.linear(x, self.weight_ih, self.bias_ih)
 
     def step(self, p: Tensor, state: Tensor) -> Tensor:
-        g = F.linear(state, self.weight_hh, self.bias_hh)
         p_r, p_z, p_n = p.chunk(3, -1)
-        g_r, g_z, g_n = g.chunk(3, -1)
-        r = torch.sigmoid(p_r + g_r)
-        z = torch.sigmoid(p_z + g_z)
+        if self.gate_norm:
+            g = F.linear(state, self.weight_hh)
+            g_r, g_z, g_n = g.chunk(3, -1)
+            r = torch.sigmoid(self.norm_r(p_r + g_r))
+            z = torch.sigmoid(self.norm_z(p_z + g_z))
+            g_n = g_n + self.bias_hh
+        else:
+            g_r, g_z, g_n = F.linear(state, self.weight_hh, self.bias_hh).chunk(3, -1)
+            r = torch.sigmoid(p_r + g_r)
+            z = torch.sigmoid(p_z + g_z)
         n = torch.tanh(p_n + r * g_n)
+        if self.candidate_dropout:
+            n = F.dropout(n, self.candidate_dropout, self.training)
         return n + z * (state - n)

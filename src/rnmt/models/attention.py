@@ -27,3 +27,36 @@ class AdditiveAttention(nn.Module):
         scores = scores.masked_fill(~mask, float("-inf"))
         weights = torch.softmax(scores, dim=-1)
         return torch.bmm(weights.unsqueeze(1), memory).squeeze(1), weights
+
+
+class MultiHeadAdditiveAttention(nn.Module):
+    """Multi-head additive attention (DTMT, Meng & Zhang 2019; shapes as in its reference code).
+
+    The query q [N, Q] and the keys m_j [N, S, M] are projected to d and split into h heads;
+    e_{k,j} = vᵀ tanh(q_k + K_{k,j}) with one head-sized v shared by all heads; each head attends over
+    its slice of the raw memory (M/h values), the heads are concatenated (M) and mapped by W_o (M → M).
+    """
+
+    def __init__(self, query_size: int, memory_size: int, hidden_size: int, heads: int) -> None:
+        super().__init__()
+        if hidden_size % heads or memory_size % heads:
+            raise ValueError(f"{heads} heads must divide the attention size {hidden_size} and memory {memory_size}")
+        self.heads = heads
+        self.query_proj = nn.Linear(query_size, hidden_size, bias=False)
+        self.memory_proj = nn.Linear(memory_size, hidden_size, bias=False)
+        self.v = nn.Linear(hidden_size // heads, 1, bias=False)
+        self.out = nn.Linear(memory_size, memory_size)
+
+    def keys(self, memory: Tensor) -> Tensor:
+        return self.memory_proj(memory)
+
+    def forward(self, query: Tensor, keys: Tensor, memory: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+        N, S, _ = keys.shape
+        h = self.heads
+        q = self.query_proj(query).view(N, 1, h, -1)
+        scores = self.v(torch.tanh(keys.view(N, S, h, -1) + q)).squeeze(-1)           # [N, S, h]
+        scores = scores.masked_fill(~mask.unsqueeze(-1), float("-inf"))
+        weights = torch.softmax(scores, dim=1)
+        values = memory.view(N, S, h, -1)
+        context = torch.einsum("nsh,nshd->nhd", weights, values).reshape(N, -1)
+        return self.out(context), weights.mean(-1)

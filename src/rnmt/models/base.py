@@ -3,30 +3,31 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, fields
 
 from torch import Tensor, nn
 
 
-@dataclass
-class DecoderState:
-    """Per-hypothesis decoder tensors, batch first; beam search reorders them with `select`."""
+class DecoderState(dict[str, Tensor]):
+    """Per-hypothesis decoder tensors by name, each with the batch (or batch·beam) as first dimension.
 
-    state: Tensor          # the recurrent state
-    memory: Tensor         # encoder outputs the attention reads [N, S, M]
-    keys: Tensor           # the memory's precomputed attention projection [N, S, A]
-    mask: Tensor           # [N, S], True at real source tokens
+    An architecture keeps whatever it needs here (recurrent states of every layer, encoder memory,
+    precomputed attention keys, masks, the previous context for input feeding, ...); beam search only
+    reorders them with `select`.
+    """
 
     def select(self, index: Tensor) -> DecoderState:
-        return type(self)(**{f.name: getattr(self, f.name).index_select(0, index) for f in fields(self)})
+        return DecoderState({k: v.index_select(0, index) for k, v in self.items()})
 
 
 class Seq2Seq(nn.Module, ABC):
-    """An encoder-decoder: teacher-forced `forward` for training, `start`/`step` for search."""
+    """An encoder-decoder: teacher-forced `forward` for training, `start`/`step` for search.
+
+    `src` is [B, S] token ids, or [B, S, F] for factored input (word ids, then label ids).
+    """
 
     @abstractmethod
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
-        """Token ids src [B, S] and tgt_in [B, T] (starting with <s>) → logits [B, T, V]."""
+        """Source ids and tgt_in [B, T] (starting with <s>) → logits [B, T, V]."""
 
     @abstractmethod
     def start(self, src: Tensor, src_mask: Tensor) -> DecoderState:

@@ -1,0 +1,70 @@
+"""Cells made of cells, so that composite recurrences run through the same `run` loop.
+
+- `TransitionCell`: a deep transition block (DTMT, Meng & Zhang 2019, Figure 1): at every timestep
+  the bottom cell reads the input, then each transition cell (T-GRU) transforms the state in turn;
+  the top state is carried to the next timestep.
+- `TwoInputCell`: two cells per timestep with their own inputs, s = lower(h, a_t), h' = higher(s, b_t)
+  (the backward pass of the context-aware encoder, Zhang et al. 2017; ATR paper Table 2 "CA").
+  Its input is the concatenation [a_t; b_t].
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor, nn
+
+from rnmt.cells.base import RecurrentCell
+
+
+class TransitionCell(RecurrentCell):
+    def __init__(self, bottom: RecurrentCell, transitions: Sequence[RecurrentCell]) -> None:
+        super().__init__(bottom.input_size, bottom.hidden_size)
+        self.bottom = bottom
+        self.transitions = nn.ModuleList(transitions)
+
+    @property
+    def state_size(self) -> int:
+        return self.bottom.state_size
+
+    def project_inputs(self, x: Tensor) -> Tensor:
+        return self.bottom.project_inputs(x)
+
+    @property
+    def projection_size(self) -> int:
+        return self.bottom.projection_size
+
+    def step(self, p: Tensor, state: Tensor) -> Tensor:
+        state = self.bottom.step(p, state)
+        for cell in self.transitions:
+            state = cell.step(state.new_zeros(state.size(0), 0), state)
+        return state
+
+    def output(self, state: Tensor) -> Tensor:
+        return self.bottom.output(state)
+
+
+class TwoInputCell(RecurrentCell):
+    def __init__(self, lower: RecurrentCell, higher: RecurrentCell) -> None:
+        super().__init__(lower.input_size + higher.input_size, higher.hidden_size)
+        self.lower, self.higher = lower, higher
+
+    @property
+    def state_size(self) -> int:
+        return self.higher.state_size
+
+    def project_inputs(self, x: Tensor) -> Tensor:
+        a, b = x.split([self.lower.input_size, self.higher.input_size], -1)
+        return torch.cat([self.lower.project_inputs(a), self.higher.project_inputs(b)], -1)
+
+    @property
+    def projection_size(self) -> int:
+        return self.lower.projection_size + self.higher.projection_size
+
+    def step(self, p: Tensor, state: Tensor) -> Tensor:
+        pa, pb = p.split([self.lower.projection_size, self.higher.projection_size], -1)
+        return self.higher.step(pb, self.lower.step(pa, state))
+
+    def output(self, state: Tensor) -> Tensor:
+        return self.higher.output(state)

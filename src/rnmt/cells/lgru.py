@@ -1,0 +1,69 @@
+"""Linear-transformation enhanced GRU (L-GRU; Meng & Zhang 2019, DTMT eqs. 14-16), with the
+per-gate layer normalisation the paper applies ("Advanced Techniques").
+
+    r = σ(LN_r(W_xr x + W_hr h)),  z = σ(LN_z(W_xz x + W_hz h)),  l = σ(LN_l(W_xl x + W_hl h))   (8, 9, 16)
+    h̃ = tanh(W_xh x + r ⊙ (W_hh h + b)) + l ⊙ H x                                              (15)
+    h' = (1 − z) ⊙ h + z ⊙ h̃                                                                   (14)
+
+All input products (W_xr, W_xz, W_xl, W_xh, H) of all timesteps are one matrix product.
+Without `gate_norm` the gates get biases instead of layer norms.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from rnmt.cells.base import RecurrentCell
+from rnmt.cells.registry import register_cell
+
+
+class GatedLinearBase(RecurrentCell):
+    """Shared parameters of L-GRU and LAU: three gates, a candidate and a linear input map H."""
+
+    def __init__(self, input_size: int, hidden_size: int, gate_norm: bool = True,
+                 candidate_dropout: float = 0.0) -> None:
+        super().__init__(input_size, hidden_size)
+        H = hidden_size
+        self.gate_norm, self.candidate_dropout = gate_norm, candidate_dropout
+        self.weight_ih = nn.Parameter(torch.empty(5 * H, input_size))   # gates a, b, c, candidate, H
+        self.weight_hh = nn.Parameter(torch.empty(4 * H, H))            # gates a, b, c, candidate
+        self.bias_hh = nn.Parameter(torch.zeros(H))                     # the candidate's b
+        if gate_norm:
+            self.norms = nn.ModuleList(nn.LayerNorm(H) for _ in range(3))
+        else:
+            self.gate_bias = nn.Parameter(torch.zeros(3 * H))
+        for p in (self.weight_ih, self.weight_hh):
+            nn.init.uniform_(p, -H ** -0.5, H ** -0.5)
+
+    @property
+    def projection_size(self) -> int:
+        return 5 * self.hidden_size
+
+    def project_inputs(self, x: Tensor) -> Tensor:
+        return F.linear(x, self.weight_ih)
+
+    def parts(self, p: Tensor, state: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+        """→ (gate 1, gate 2, gate 3, candidate pre-activation, H x) for one step."""
+        H = self.hidden_size
+        px = p.split(H, -1)
+        ph = F.linear(state, self.weight_hh).split(H, -1)
+        pre = [px[k] + ph[k] for k in range(3)]
+        if self.gate_norm:
+            gates = [torch.sigmoid(n(a)) for n, a in zip(self.norms, pre, strict=True)]
+        else:
+            gates = [torch.sigmoid(a + b) for a, b in zip(pre, self.gate_bias.split(H), strict=True)]
+        candidate = px[3] + gates[0] * (ph[3] + self.bias_hh)
+        return gates[0], gates[1], gates[2], candidate, px[4]
+
+    def dropped(self, x: Tensor) -> Tensor:
+        return F.dropout(x, self.candidate_dropout, self.training) if self.candidate_dropout else x
+
+
+@register_cell("lgru")
+class LGRU(GatedLinearBase):
+    def step(self, p: Tensor, state: Tensor) -> Tensor:
+        _, z, lin, candidate, hx = self.parts(p, state)     # gates: r, z, l (the linear gate)
+        h_tilde = self.dropped(torch.tanh(candidate) + lin * hx)
+        return state + z * (h_tilde - state)

@@ -1,0 +1,56 @@
+"""Recurrent additive network (Lee et al. 2017; ATR paper section 2 and Table 1).
+
+    c̃ = W_c x                       (content; absent in the simplest version, where c̃ = x)
+    [i, f] = σ(W_x x + U h + b)
+    c' = i ⊙ c̃ + f ⊙ c,   h' = tanh(c')   (or h' = c' with `output_tanh=False`)
+
+The state is c; h is computed from it. The content projection is used when the input size differs
+from the hidden size (or when `content_projection=True`); the simplest version has the 4 weight
+matrices of the ATR paper's Table 1.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from rnmt.cells.base import RecurrentCell
+from rnmt.cells.registry import register_cell
+from rnmt.io import InputError
+
+
+@register_cell("ran")
+class RAN(RecurrentCell):
+    def __init__(self, input_size: int, hidden_size: int, content_projection: bool | None = None,
+                 output_tanh: bool = True) -> None:
+        super().__init__(input_size, hidden_size)
+        if content_projection is None:
+            content_projection = input_size != hidden_size
+        if not content_projection and input_size != hidden_size:
+            raise InputError(f"ran: without a content projection the input size ({input_size}) must equal the "
+                             f"hidden size ({hidden_size}); set content_projection: true")
+        self.output_tanh = output_tanh
+        self.weight_content = nn.Parameter(torch.empty(hidden_size, input_size)) if content_projection else None
+        self.weight_ih = nn.Parameter(torch.empty(2 * hidden_size, input_size))
+        self.weight_hh = nn.Parameter(torch.empty(2 * hidden_size, hidden_size))
+        self.bias = nn.Parameter(torch.empty(2 * hidden_size))
+        bound = hidden_size ** -0.5
+        for p in self.parameters():
+            nn.init.uniform_(p, -bound, bound)
+
+    @property
+    def projection_size(self) -> int:
+        return 3 * self.hidden_size
+
+    def project_inputs(self, x: Tensor) -> Tensor:
+        content = x if self.weight_content is None else F.linear(x, self.weight_content)
+        return torch.cat([content, F.linear(x, self.weight_ih, self.bias)], -1)
+
+    def step(self, p: Tensor, state: Tensor) -> Tensor:
+        content, gx = p.split([self.hidden_size, 2 * self.hidden_size], -1)
+        i, f = torch.sigmoid(gx + F.linear(self.output(state), self.weight_hh)).chunk(2, -1)
+        return i * content + f * state
+
+    def output(self, state: Tensor) -> Tensor:
+        return torch.tanh(state) if self.output_tanh else state

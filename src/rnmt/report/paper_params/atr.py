@@ -1,0 +1,25 @@
+"""ATR paper, Table 4 (WMT14 En-De, 40K BPE vocabulary per side; emb 620, hidden 1000).
+
+Design details the paper leaves open, chosen so that the counts follow from the reference code's
+structure (REFERENCES.md): the additive attention's hidden size equals the memory size (2d for the
+bidirectional encoder, d for CA); the output layer is tied to the target embeddings; the decoder
+init covers the whole state (h and c for the LSTM).
+"""
+
+from rnmt.report.paper_params import ParamRow
+
+V = 40_000          # "We set the vocabulary size of both source and target languages to 40K" (section 4.2)
+BASE = {"emb": 620, "hidden": 1000}
+
+ROWS = [
+    ParamRow("atr-table4", "RNNSearch+GRU", 83.5, "rnnsearch", {**BASE, "cell": "gru"}, V, V),
+    ParamRow("atr-table4", "RNNSearch+LSTM", 93.3, "rnnsearch", {**BASE, "cell": "lstm"}, V, V),
+    ParamRow("atr-table4", "RNNSearch+RAN", 79.5, "rnnsearch", {**BASE, "cell": "ran"}, V, V),
+    ParamRow("atr-table4", "RNNSearch+ATR", 67.8, "rnnsearch", {**BASE, "cell": "atr"}, V, V),
+    ParamRow("atr-table4", "RNNSearch+ATR+CA", 63.1, "rnnsearch-ca", {**BASE, "cell": "atr"}, V, V),
+    ParamRow("atr-table4", "DeepRNNSearch", 143.0, "deep-rnnsearch", {**BASE, "cell": "gru"}, V, V,
+             miss="the paper describes DeepRNNSearch only as 'a deep GRU RNNSearch (Wu et al. 2016) with 5 layers'; "
+                  "GNMT's stacking (1 bidirectional + 4 residual layers each side, context into every decoder layer "
+                  "above the first, attention over the top encoder layer) gives 130.9M with zero initial states "
+                  "(135.9M with a per-layer bridge); the missing ~12M are in structure the paper does not give"),
+]
