@@ -23,6 +23,6 @@ class ParamRow:
 
 
 def all_rows() -> list[ParamRow]:
-    from rnmt.report.paper_params import atr, dtmt
+    from rnmt.report.paper_params import atr, dtmt, srnmt
 
-    return [*atr.ROWS, *dtmt.ROWS]
+    return [*atr.ROWS, *srnmt.ROWS, *dtmt.ROWS]
