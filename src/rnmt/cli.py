@@ -10,6 +10,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from rnmt.data.commands import add_parsers as add_corpus_parsers
 from rnmt.io import InputError
 
 log = logging.getLogger("rnmt")
@@ -37,11 +38,9 @@ def cmd_tokenize(a: argparse.Namespace) -> None:
 
 def cmd_bpe_learn(a: argparse.Namespace) -> None:
     from rnmt.data import bpe
-    from rnmt.io import read_lines
 
-    lines = [line for path in a.inputs for line in read_lines(path)]
-    bpe.learn(lines, a.codes, a.merges, a.min_frequency)
-    log.info("learned up to %d BPE merges from %d lines → %s", a.merges, len(lines), a.codes)
+    bpe.learn(bpe.file_lines(a.inputs), a.codes, a.merges, a.min_frequency)
+    log.info("learned up to %d BPE merges from %s → %s", a.merges, ", ".join(a.inputs), a.codes)
 
 
 def cmd_bpe_apply(a: argparse.Namespace) -> None:
@@ -53,10 +52,10 @@ def cmd_bpe_apply(a: argparse.Namespace) -> None:
 
 
 def cmd_vocab(a: argparse.Namespace) -> None:
+    from rnmt.data.bpe import file_lines
     from rnmt.data.vocab import Vocab
-    from rnmt.io import read_lines
 
-    v = Vocab.build(read_lines(a.input), max_size=a.max_size)
+    v = Vocab.build(file_lines([a.input]), max_size=a.max_size, min_count=a.min_count)
     v.save(a.output)
     log.info("vocabulary of %d entries → %s", len(v), a.output)
 
@@ -202,16 +201,19 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("inputs", nargs="+")
     s.set_defaults(func=cmd_bpe_learn)
     s = bpe.add_parser("apply")
-    s.add_argument("--codes", required=True)
+    s.add_argument("--codes", help="the codes file; omit for word level (lines pass unsegmented)")
     s.add_argument("input")
     s.add_argument("output")
     s.set_defaults(func=cmd_bpe_apply)
 
     s = sub.add_parser("vocab", help="build a vocabulary from a segmented file")
     s.add_argument("--max-size", type=int, default=None)
+    s.add_argument("--min-count", type=int, default=1, help="leave out tokens seen fewer times")
     s.add_argument("input")
     s.add_argument("output")
     s.set_defaults(func=cmd_vocab)
+
+    add_corpus_parsers(sub)
 
     s = sub.add_parser("train", help="train one model")
     s.add_argument("--model", required=True, help="model settings as JSON (arch, cell, sizes)")

@@ -1,26 +1,43 @@
-# Subwords: learn BPE codes on the tokenized training text (per side, or joint), apply them, and
-# build the vocabularies from the segmented training text.
+# Subwords: learn BPE codes on the prepared training text (per side or joint, with the corpus' merges;
+# none at word level), apply them to dev/test per side and to the training pairs together (dropping
+# pairs over the corpus' subword limit), and build the vocabularies from the segmented training text.
 
 
-def bpe_codes(wc):
-    side = "joint" if config["bpe"].get("joint", False) else wc.side
-    return f"{R}/bpe/{wc.corpus}/codes.{side}"
+def text_file(corpus, split, side):
+    """The prepared text BPE starts from: truecased where the corpus truecases, else tokenized."""
+    stage = "tc" if CORPORA[corpus].preprocess.get("truecase") else "tok"
+    return f"{R}/data/{corpus}/{stage}/{split}.{side}"
+
+
+def bpe_codes(corpus, side):
+    """The codes file for one side ([] at word level, where no BPE is learned)."""
+    c = CORPORA[corpus]
+    if c.word_level:
+        return []
+    return [f"{R}/bpe/{corpus}/codes.{'joint' if c.bpe.get('joint') else side}"]
+
+
+def codes_flag(corpus, side, flag="--codes"):
+    codes = bpe_codes(corpus, side)
+    return f"{flag} {shlex.quote(codes[0])}" if codes else ""
 
 
 rule learn_bpe:
     input:
         lambda wc: (
-            expand(R + "/data/{corpus}/tok/train.{side}", corpus=wc.corpus, side=SIDES)
+            [text_file(wc.corpus, "train", s) for s in SIDES]
             if wc.codeside == "joint"
-            else R + f"/data/{wc.corpus}/tok/train.{wc.codeside}"
+            else text_file(wc.corpus, "train", wc.codeside)
         ),
     output:
         R + "/bpe/{corpus}/codes.{codeside}",
     wildcard_constraints:
         codeside="src|tgt|joint",
     params:
-        merges=config["bpe"]["merges"],
-        min_frequency=config["bpe"].get("min_frequency", 2),
+        merges=lambda wc: CORPORA[wc.corpus].bpe["merges"],
+        min_frequency=lambda wc: CORPORA[wc.corpus].bpe.get("min_frequency", 2),
+    resources:
+        mem_mb=4000,
     conda:
         "../../envs/data.yaml"
     log:
@@ -31,17 +48,51 @@ rule learn_bpe:
 
 
 rule apply_bpe:
+    """BPE on a dev or test side."""
     input:
-        text=R + "/data/{corpus}/tok/{split}.{side}",
-        codes=bpe_codes,
+        text=lambda wc: text_file(wc.corpus, wc.split, wc.side),
+        codes=lambda wc: bpe_codes(wc.corpus, wc.side),
     output:
         R + "/data/{corpus}/bpe/{split}.{side}",
+    wildcard_constraints:
+        split="dev|test",
+    params:
+        codes=lambda wc: codes_flag(wc.corpus, wc.side),
     conda:
         "../../envs/data.yaml"
     log:
         R + "/logs/apply_bpe/{corpus}.{split}.{side}.log",
     shell:
-        "{RNMT} bpe apply --codes {input.codes:q} {input.text:q} {output:q} 2> {log:q}"
+        "{RNMT} bpe apply {params.codes} {input.text:q} {output:q} 2> {log:q}"
+
+
+rule apply_bpe_train:
+    """BPE on the training pairs in parallel workers; pairs over the subword limit are dropped
+    (reported in bpe.json)."""
+    input:
+        src=lambda wc: text_file(wc.corpus, "train", "src"),
+        tgt=lambda wc: text_file(wc.corpus, "train", "tgt"),
+        codes=lambda wc: sorted(set(bpe_codes(wc.corpus, "src") + bpe_codes(wc.corpus, "tgt"))),
+    output:
+        src=R + "/data/{corpus}/bpe/train.src",
+        tgt=R + "/data/{corpus}/bpe/train.tgt",
+        report=R + "/data/{corpus}/bpe.json",
+    params:
+        codes=lambda wc: codes_flag(wc.corpus, "src", "--src-codes") + " " + codes_flag(wc.corpus, "tgt", "--tgt-codes"),
+        limit=lambda wc: (
+            f"--max-subwords {CORPORA[wc.corpus].preprocess['max_subwords']}"
+            if CORPORA[wc.corpus].preprocess.get("max_subwords")
+            else ""
+        ),
+    threads: 4
+    conda:
+        "../../envs/data.yaml"
+    log:
+        R + "/logs/apply_bpe_train/{corpus}.log",
+    shell:
+        "{RNMT} corpus segment-train {params.codes} {params.limit} --workers {threads} "
+        "--out-src {output.src:q} --out-tgt {output.tgt:q} --report {output.report:q} "
+        "{input.src:q} {input.tgt:q} 2> {log:q}"
 
 
 rule vocab:
@@ -50,12 +101,13 @@ rule vocab:
     output:
         R + "/data/{corpus}/vocab.{side}",
     params:
-        max_size=lambda wc: (
-            f"--max-size {config['vocab']['max_size']}" if config.get("vocab", {}).get("max_size") else ""
+        limits=lambda wc: " ".join(
+            [f"--min-count {int(CORPORA[wc.corpus].vocab.get('min_count') or 1)}"]
+            + ([f"--max-size {CORPORA[wc.corpus].vocab['max_size']}"] if CORPORA[wc.corpus].vocab.get("max_size") else [])
         ),
     conda:
         "../../envs/data.yaml"
     log:
         R + "/logs/vocab/{corpus}.{side}.log",
     shell:
-        "{RNMT} vocab {params.max_size} {input:q} {output:q} 2> {log:q}"
+        "{RNMT} vocab {params.limits} {input:q} {output:q} 2> {log:q}"

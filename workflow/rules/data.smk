@@ -1,9 +1,66 @@
-# Corpora: generate (or fetch) raw parallel text, then normalise and Moses-tokenize it.
+# Corpora: generate, or download and fetch, raw parallel text; assemble the splits; clean the training
+# pairs in a fixed number of parallel chunks and merge them (with deduplication); prepare dev/test text
+# the same way without filters; optionally truecase. Paper corpora come from workflow/corpora.yaml.
+# Downloads and fetched sources are shared by every run (results/downloads/, results/sources/).
+
+import json
+
+from rnmt.data.registry import DOWNLOADS, SOURCES, Corpora, Registry
+from rnmt.data.sources import manual_paths, missing_manual_message
+from rnmt.io import InputError
+
+REGISTRY_FILE = str(Path(workflow.basedir) / "workflow/corpora.yaml")
+REGISTRY = Registry(REGISTRY_FILE)
+CORPORA = Corpora(config, REGISTRY)
+NO_MATCH = "(?!x)x"
+
+
+def corpus_names(kind=None, not_kind=None):
+    return "|".join(CORPORA.names(kind, not_kind)) or NO_MATCH
 
 
 def corpus_lang(wc):
-    c = PLAN.corpus(wc.corpus)
-    return c["src_lang"] if wc.side == "src" else c["tgt_lang"]
+    c = CORPORA[wc.corpus]
+    return c.src_lang if wc.side == "src" else c.tgt_lang
+
+
+def preprocess_settings(wc):
+    return json.dumps(CORPORA[wc.corpus].preprocess, sort_keys=True)
+
+
+def manual_dir_for(source):
+    """The manual_dir of the first corpus that uses `source` (they normally agree)."""
+    for c in CORPORA.corpora.values():
+        if any(source in ids for ids in c.sources.values()):
+            return c.name, c.manual_dir
+    return "", Path("data/ldc")
+
+
+def fetch_inputs(wc):
+    src = REGISTRY.source(wc.source)
+    if src.kind == "url":
+        return [f"{DOWNLOADS}/{name}" for name, _ in src.downloads()]
+    if src.kind == "manual":
+        corpus, manual_dir = manual_dir_for(src.id)
+        msg = missing_manual_message(src, manual_dir, corpus)
+        if msg:
+            raise InputError(msg)
+        return [str(p) for ps in manual_paths(src, manual_dir).values() for p in ps]
+    return []
+
+
+def assemble_args(wc):
+    c = CORPORA[wc.corpus]
+    parts = c.split_parts(wc.split)
+    args = [f"--src {shlex.quote(s)} --tgt {shlex.quote(t)}" for s, t in parts]
+    if c.holdout and wc.split not in (set(c.parts) - {"train"}):
+        args.append(f"--holdout-slice --holdout {shlex.quote(json.dumps(c.holdout))}")
+    return " ".join(args)
+
+
+def chunk_files(wc):
+    n = int(CORPORA[wc.corpus].preprocess["chunks"])
+    return [f"{R}/data/{wc.corpus}/chunks/{i}.{ext}" for i in range(n) for ext in ("src", "tgt", "json")]
 
 
 rule synthetic_corpus:
@@ -11,6 +68,8 @@ rule synthetic_corpus:
     output:
         expand(R + "/data/{{corpus}}/raw/{split}.{side}", split=SPLITS, side=SIDES),
         expand(R + "/data/{{corpus}}/raw/{split}.src.conllu", split=SPLITS),
+    wildcard_constraints:
+        corpus=corpus_names("synthetic"),
     params:
         args=lambda wc: PLAN.synth_args(wc.corpus),
         out_dir=lambda wc, output: str(Path(output[0]).parent),
@@ -22,25 +81,183 @@ rule synthetic_corpus:
         "{RNMT} synth --out-dir {params.out_dir:q} {params.args} 2> {log:q}"
 
 
+rule download:
+    """One file of a url: source; retried with back-off, resumed, sha256-checked, written atomically."""
+    output:
+        DOWNLOADS + "/{file}",
+    wildcard_constraints:
+        file=r"[A-Za-z0-9_+-][A-Za-z0-9._+-]*",
+    params:
+        url=lambda wc: REGISTRY.download(wc.file)[0],
+        sha=lambda wc: f"--sha256 {REGISTRY.download(wc.file)[1]}" if REGISTRY.download(wc.file)[1] else "",
+    resources:
+        downloads=1,
+    retries: 1
+    conda:
+        "../../envs/data.yaml"
+    log:
+        "results/logs/download/{file}.log",
+    shell:
+        "{RNMT} corpus download --url {params.url:q} {params.sha} {output:q} 2> {log:q}"
+
+
+rule fetch_source:
+    """A registry source as one plain text file per language (mtdata, sacrebleu, archive, LDC files)."""
+    input:
+        fetch_inputs,
+    output:
+        SOURCES + "/{source}/{l1}-{l2}.{l1}",
+        SOURCES + "/{source}/{l1}-{l2}.{l2}",
+    wildcard_constraints:
+        source=r"[A-Za-z0-9_][A-Za-z0-9._-]*",
+        l1=r"[a-z]{2,3}",
+        l2=r"[a-z]{2,3}",
+    params:
+        out_dir=lambda wc, output: str(Path(output[0]).parent),
+        corpus=lambda wc: manual_dir_for(wc.source)[0],
+        manual_dir=lambda wc: str(manual_dir_for(wc.source)[1]),
+    resources:
+        downloads=1,
+    conda:
+        "../../envs/data.yaml"
+    log:
+        "results/logs/fetch_source/{source}.{l1}-{l2}.log",
+    shell:
+        "{RNMT} corpus fetch --registry {REGISTRY_FILE:q} --source {wildcards.source:q} --out-dir {params.out_dir:q} "
+        "--download-dir {DOWNLOADS:q} --manual-dir {params.manual_dir:q} --corpus {params.corpus:q} 2> {log:q}"
+
+
+rule assemble:
+    """A split of a local or registry corpus from its parts (alignment and UTF-8 checked)."""
+    input:
+        lambda wc: [f for pair in CORPORA[wc.corpus].split_parts(wc.split) for f in pair],
+    output:
+        src=R + "/data/{corpus}/raw/{split}.src",
+        tgt=R + "/data/{corpus}/raw/{split}.tgt",
+        manifest=R + "/data/{corpus}/raw/{split}.json",
+    wildcard_constraints:
+        corpus=corpus_names(not_kind="synthetic"),
+    params:
+        args=assemble_args,
+    conda:
+        "../../envs/data.yaml"
+    log:
+        R + "/logs/assemble/{corpus}.{split}.log",
+    shell:
+        "{RNMT} corpus assemble --split {wildcards.split} {params.args} --out-src {output.src:q} "
+        "--out-tgt {output.tgt:q} --manifest {output.manifest:q} 2> {log:q}"
+
+
+rule chunk_index:
+    """Byte offsets of a fixed number of chunks of the training pairs (the count comes from config)."""
+    input:
+        src=R + "/data/{corpus}/raw/train.src",
+        tgt=R + "/data/{corpus}/raw/train.tgt",
+    output:
+        R + "/data/{corpus}/chunks/index.json",
+    params:
+        n=lambda wc: CORPORA[wc.corpus].preprocess["chunks"],
+    conda:
+        "../../envs/data.yaml"
+    log:
+        R + "/logs/chunk_index/{corpus}.log",
+    shell:
+        "{RNMT} corpus chunks --chunks {params.n} {input.src:q} {input.tgt:q} {output:q} 2> {log:q}"
+
+
+rule clean_chunk:
+    """Normalise, segment, tokenize and filter one chunk of training pairs, with a per-step report."""
+    input:
+        src=R + "/data/{corpus}/raw/train.src",
+        tgt=R + "/data/{corpus}/raw/train.tgt",
+        index=R + "/data/{corpus}/chunks/index.json",
+    output:
+        src=temp(R + "/data/{corpus}/chunks/{chunk}.src"),
+        tgt=temp(R + "/data/{corpus}/chunks/{chunk}.tgt"),
+        report=R + "/data/{corpus}/chunks/{chunk}.json",
+    wildcard_constraints:
+        chunk=r"\d+",
+    params:
+        settings=preprocess_settings,
+        src_lang=lambda wc: CORPORA[wc.corpus].src_lang,
+        tgt_lang=lambda wc: CORPORA[wc.corpus].tgt_lang,
+    resources:
+        mem_mb=1000,
+    conda:
+        "../../envs/data.yaml"
+    log:
+        R + "/logs/clean_chunk/{corpus}.{chunk}.log",
+    shell:
+        "{RNMT} corpus clean --index {input.index:q} --chunk {wildcards.chunk} --src-lang {params.src_lang} "
+        "--tgt-lang {params.tgt_lang} --settings {params.settings:q} --out-src {output.src:q} "
+        "--out-tgt {output.tgt:q} --report {output.report:q} {input.src:q} {input.tgt:q} 2> {log:q}"
+
+
+rule merge_chunks:
+    """The cleaned training pairs in their original order, deduplicated where the paper did; the
+    report (lines kept and dropped per step) is written beside them as prepare.json."""
+    input:
+        chunk_files,
+    output:
+        src=R + "/data/{corpus}/tok/train.src",
+        tgt=R + "/data/{corpus}/tok/train.tgt",
+        report=R + "/data/{corpus}/prepare.json",
+    params:
+        dedupe=lambda wc: "--dedupe" if CORPORA[wc.corpus].preprocess["dedupe"] else "",
+    resources:
+        mem_mb=4000,
+    conda:
+        "../../envs/data.yaml"
+    log:
+        R + "/logs/merge_chunks/{corpus}.log",
+    shell:
+        "{RNMT} corpus merge {params.dedupe} --corpus {wildcards.corpus} --out-src {output.src:q} "
+        "--out-tgt {output.tgt:q} --report {output.report:q} {input:q} 2> {log:q}"
+
+
 rule tokenize:
+    """Dev and test text prepared like the training text (normalise, segment, tokenize), unfiltered."""
     input:
         R + "/data/{corpus}/raw/{split}.{side}",
     output:
         R + "/data/{corpus}/tok/{split}.{side}",
+    wildcard_constraints:
+        split="dev|test",
     params:
         lang=corpus_lang,
-        flags=" ".join(
-            f
-            for f, on in [
-                ("--no-escape", not config["preprocess"].get("escape", True)),
-                ("--no-normalize", not config["preprocess"].get("normalize", True)),
-                ("--lowercase", config["preprocess"].get("lowercase", False)),
-            ]
-            if on
-        ),
+        settings=preprocess_settings,
     conda:
         "../../envs/data.yaml"
     log:
         R + "/logs/tokenize/{corpus}.{split}.{side}.log",
     shell:
-        "{RNMT} tokenize --lang {params.lang} {params.flags} {input:q} {output:q} 2> {log:q}"
+        "{RNMT} corpus prepare-text --lang {params.lang} --settings {params.settings:q} {input:q} {output:q} "
+        "2> {log:q}"
+
+
+rule truecase_model:
+    """Moses truecasing model of one side, learned on the cleaned training text."""
+    input:
+        R + "/data/{corpus}/tok/train.{side}",
+    output:
+        R + "/data/{corpus}/truecase.{side}",
+    conda:
+        "../../envs/data.yaml"
+    log:
+        R + "/logs/truecase_model/{corpus}.{side}.log",
+    shell:
+        "{RNMT} corpus truecase-train {input:q} {output:q} 2> {log:q}"
+
+
+rule truecase:
+    input:
+        text=R + "/data/{corpus}/tok/{split}.{side}",
+        model=R + "/data/{corpus}/truecase.{side}",
+    output:
+        R + "/data/{corpus}/tc/{split}.{side}",
+    conda:
+        "../../envs/data.yaml"
+    log:
+        R + "/logs/truecase/{corpus}.{split}.{side}.log",
+    shell:
+        "{RNMT} corpus truecase --model {input.model:q} {input.text:q} {output:q} 2> {log:q}"

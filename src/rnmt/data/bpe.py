@@ -6,8 +6,7 @@ undoing BPE is joining on "@@ ".
 
 from __future__ import annotations
 
-import io
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from subword_nmt.apply_bpe import BPE
@@ -19,16 +18,31 @@ SEPARATOR = "@@"
 
 
 def learn(lines: Iterable[str], codes_path: str | Path, merges: int, min_frequency: int = 2) -> None:
-    """Learn `merges` BPE merge operations from tokenized `lines` and write the codes file."""
-    text = io.StringIO("".join(line + "\n" for line in lines))
+    """Learn `merges` BPE merge operations from tokenized `lines` and write the codes file.
+
+    The lines are streamed (subword-nmt only keeps word counts), so memory follows the vocabulary.
+    """
     with atomic_writer(codes_path) as out:
-        _learn_bpe(text, out, merges, min_frequency=min_frequency)
+        _learn_bpe((line + "\n" for line in lines), out, merges, min_frequency=min_frequency)
+
+
+def file_lines(paths: Iterable[str | Path]) -> Iterator[str]:
+    """The lines of several UTF-8 files in turn, without their newlines (for `learn` on big files)."""
+    for path in paths:
+        if not Path(path).is_file():
+            raise InputError(f"{path}: file not found")
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                yield line.rstrip("\r\n")
 
 
 class Segmenter:
-    """Applies a learned codes file to tokenized lines."""
+    """Applies a learned codes file to tokenized lines; without codes (word level) lines pass as they are."""
 
-    def __init__(self, codes_path: str | Path) -> None:
+    def __init__(self, codes_path: str | Path | None) -> None:
+        self._bpe: BPE | None = None
+        if codes_path is None:
+            return
         path = Path(codes_path)
         if not path.is_file():
             raise InputError(f"{path}: BPE codes file not found; learn it first (rnmt bpe learn)")
@@ -36,6 +50,8 @@ class Segmenter:
             self._bpe = BPE(f, separator=SEPARATOR)
 
     def __call__(self, line: str) -> str:
+        if self._bpe is None:
+            return " ".join(line.split())
         return self._bpe.process_line(line).strip()
 
 

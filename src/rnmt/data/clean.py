@@ -1,0 +1,174 @@
+"""Cleaning a parallel corpus as the papers did, step by step, counting what each step drops.
+
+Per line: Moses un-escaping (for input that is tokenized and escaped already), Romanian letter
+normalisation (optional), Chinese word segmentation (jieba, for Chinese that is not segmented yet),
+Moses punctuation normalisation and tokenization with or without escaping, lower-casing.
+Per pair: empty lines, a length window in tokens (`min_words`..`max_words`), a length-ratio limit
+(`max_ratio`); across the corpus (when merging chunks): exact duplicates.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from rnmt.data.tokenize import tokenize
+
+_CJK_RUN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]{5,}")     # 5+ Han characters without a space
+_RO = str.maketrans({"ş": "ș", "Ş": "Ș", "ţ": "ț", "Ţ": "Ț"})      # cedilla → comma below
+
+
+_MOSES_ESCAPES = (("&bar;", "|"), ("&#124;", "|"), ("&lt;", "<"), ("&gt;", ">"), ("&bra;", "["), ("&ket;", "]"),
+                  ("&#91;", "["), ("&#93;", "]"), ("&quot;", '"'), ("&apos;", "'"), ("&amp;", "&"))
+
+
+def unescape_moses(line: str) -> str:
+    """Undo Moses' XML escaping (for input that was already tokenized and escaped)."""
+    for entity, char in _MOSES_ESCAPES:
+        line = line.replace(entity, char)
+    return line
+
+
+def normalize_romanian(line: str) -> str:
+    """Romanian s/t with cedilla (a legacy encoding) → with comma below, as Sennrich et al. did."""
+    return line.translate(_RO)
+
+
+@lru_cache(maxsize=1)
+def _jieba() -> Any:
+    import logging
+
+    import jieba
+
+    jieba.setLogLevel(logging.WARNING)
+    jieba.initialize()
+    return jieba
+
+
+def is_segmented(line: str) -> bool:
+    """Chinese text counts as segmented when no run of five or more Han characters is unbroken."""
+    return _CJK_RUN.search(line) is None
+
+
+def segment_chinese(line: str, mode: str = "auto") -> str:
+    """Words separated by spaces (jieba); `auto` leaves already segmented lines alone."""
+    if mode == "never" or (mode == "auto" and is_segmented(line)):
+        return line
+    return " ".join(w for w in _jieba().lcut(line) if not w.isspace())
+
+
+@dataclass(frozen=True)
+class Preparer:
+    """Turns one raw line of one language into the tokenized line the model sees."""
+
+    lang: str
+    escape: bool = True
+    normalize: bool = True
+    lowercase: bool = False
+    segment: str = "auto"
+    romanian: bool = False
+    unescape: bool = False
+
+    @classmethod
+    def from_settings(cls, lang: str, s: dict[str, Any]) -> Preparer:
+        return cls(lang, bool(s.get("escape", True)), bool(s.get("normalize", True)), bool(s.get("lowercase")),
+                   str(s.get("segment", "auto")), bool(s.get("romanian")), bool(s.get("unescape")))
+
+    def __call__(self, line: str) -> str:
+        if self.unescape:
+            line = unescape_moses(line)
+        if self.romanian and self.lang == "ro":
+            line = normalize_romanian(line)
+        if self.lang == "zh":
+            line = segment_chinese(line, self.segment)
+        return tokenize(line, self.lang, escape=self.escape, normalize=self.normalize, lowercase=self.lowercase)
+
+
+@dataclass
+class Step:
+    name: str
+    kept: int = 0
+    dropped: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"step": self.name, "kept": self.kept, "dropped": self.dropped}
+
+
+@dataclass
+class Report:
+    """Lines in, then lines kept and dropped by each step, in order."""
+
+    lines_in: int = 0
+    steps: list[Step] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def step(self, name: str) -> Step:
+        for s in self.steps:
+            if s.name == name:
+                return s
+        self.steps.append(Step(name))
+        return self.steps[-1]
+
+    @property
+    def lines_out(self) -> int:
+        return self.steps[-1].kept if self.steps else self.lines_in
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"lines_in": self.lines_in, "lines_out": self.lines_out, "steps": [s.as_dict() for s in self.steps],
+                "seconds": round(self.seconds, 3),
+                "lines_per_second": round(self.lines_in / self.seconds, 1) if self.seconds else None}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Report:
+        return cls(d["lines_in"], [Step(s["step"], s["kept"], s["dropped"]) for s in d["steps"]], d["seconds"])
+
+    def add(self, other: Report) -> None:
+        """Sum another chunk's report into this one (steps in the same order)."""
+        self.lines_in += other.lines_in
+        self.seconds += other.seconds
+        for s in other.steps:
+            mine = self.step(s.name)
+            mine.kept += s.kept
+            mine.dropped += s.dropped
+
+
+def clean_pairs(pairs: Iterable[tuple[str, str]], src: Preparer, tgt: Preparer, settings: dict[str, Any],
+                report: Report) -> Iterator[tuple[str, str]]:
+    """Prepare and filter sentence pairs, counting every step in `report`."""
+    lo, hi = int(settings.get("min_words") or 0), settings.get("max_words")
+    ratio = settings.get("max_ratio")
+    names = ["non_empty", "tokenize"]
+    use_words = lo > 1 or bool(hi)
+    if use_words:
+        names.append(f"words_{lo}_to_{hi or 'any'}")
+    if ratio:
+        names.append(f"ratio_max_{ratio}")
+    steps = [report.step(n) for n in names]
+    t0 = time.perf_counter()
+    for a, b in pairs:
+        report.lines_in += 1
+        if not a.strip() or not b.strip():
+            steps[0].dropped += 1
+            continue
+        steps[0].kept += 1
+        a, b = src(a), tgt(b)
+        steps[1].kept += 1
+        i = 2
+        na, nb = len(a.split()), len(b.split())
+        if use_words:
+            if min(na, nb) < lo or (hi and max(na, nb) > hi):
+                steps[i].dropped += 1
+                continue
+            steps[i].kept += 1
+            i += 1
+        if ratio:
+            if max(na, nb) > ratio * max(min(na, nb), 1):
+                steps[i].dropped += 1
+                continue
+            steps[i].kept += 1
+        yield a, b
+    report.seconds += time.perf_counter() - t0

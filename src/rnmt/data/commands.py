@@ -1,0 +1,200 @@
+"""`rnmt corpus ...`: the subcommands of the corpus rules (download, fetch, assemble, chunk, clean,
+merge, prepare dev/test text, truecase, BPE on the training pairs) and `rnmt corpus list`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from rnmt.io import InputError
+
+log = logging.getLogger("rnmt")
+REGISTRY = Path(__file__).resolve().parents[3] / "workflow/corpora.yaml"
+
+
+def _registry(a: argparse.Namespace) -> Any:
+    from rnmt.data.registry import Registry
+
+    return Registry(a.registry)
+
+
+def cmd_download(a: argparse.Namespace) -> None:
+    from rnmt.data.download import download
+
+    url, sha = (a.url, a.sha256) if a.url else _registry(a).download(Path(a.output).name)
+    download(url, a.output, sha, retries=a.retries, backoff=a.backoff, timeout=a.timeout)
+
+
+def cmd_fetch(a: argparse.Namespace) -> None:
+    from rnmt.data.fetch import fetch
+
+    src = _registry(a).source(a.source)
+    fetch(src, Path(a.out_dir), Path(a.download_dir), Path(a.manual_dir), a.corpus)
+
+
+def cmd_assemble(a: argparse.Namespace) -> None:
+    from rnmt.data.prepare import assemble
+
+    if len(a.src) != len(a.tgt):
+        raise InputError("give as many --src as --tgt files")
+    holdout = json.loads(a.holdout) if a.holdout else None
+    info = assemble(list(zip(a.src, a.tgt, strict=True)), a.split, Path(a.out_src), Path(a.out_tgt),
+                    Path(a.manifest), holdout if a.holdout_slice else None)
+    log.info("%s: %d lines from %d part(s) → %s", a.split, info["lines"], len(info["parts"]), a.out_src)
+
+
+def cmd_chunks(a: argparse.Namespace) -> None:
+    from rnmt.data import chunks
+
+    idx = chunks.index(a.src, a.tgt, a.chunks)
+    chunks.write_index(a.output, idx, a.src, a.tgt)
+    log.info("%d lines in %d chunks → %s", sum(c.lines for c in idx), len(idx), a.output)
+
+
+def cmd_clean(a: argparse.Namespace) -> None:
+    from rnmt.data.prepare import clean_chunk
+
+    clean_chunk(Path(a.index), a.chunk, Path(a.src), Path(a.tgt), a.src_lang, a.tgt_lang, json.loads(a.settings),
+                Path(a.out_src), Path(a.out_tgt), Path(a.report))
+
+
+def cmd_merge(a: argparse.Namespace) -> None:
+    from rnmt.data.prepare import merge
+
+    n = len(a.chunks) // 3
+    if len(a.chunks) != 3 * n:
+        raise InputError("give each chunk as three files: src tgt report")
+    parts = [(Path(a.chunks[3 * i]), Path(a.chunks[3 * i + 1]), Path(a.chunks[3 * i + 2])) for i in range(n)]
+    merge(parts, Path(a.out_src), Path(a.out_tgt), Path(a.report), a.dedupe, {"corpus": a.corpus})
+
+
+def cmd_prepare_text(a: argparse.Namespace) -> None:
+    from rnmt.data.clean import Preparer
+    from rnmt.data.prepare import prepare_text
+
+    n = prepare_text(Path(a.input), Path(a.output), Preparer.from_settings(a.lang, json.loads(a.settings)))
+    log.info("prepared %d lines (%s) → %s", n, a.lang, a.output)
+
+
+def cmd_truecase_train(a: argparse.Namespace) -> None:
+    from rnmt.data import truecase
+
+    truecase.train(a.input, a.model)
+
+
+def cmd_truecase(a: argparse.Namespace) -> None:
+    from rnmt.data import truecase
+
+    truecase.apply(a.model, a.input, a.output)
+
+
+def cmd_segment_train(a: argparse.Namespace) -> None:
+    from rnmt.data.segment_pairs import segment_pairs
+
+    segment_pairs(Path(a.src), Path(a.tgt), a.src_codes, a.tgt_codes, Path(a.out_src), Path(a.out_tgt),
+                  Path(a.report), a.max_subwords, a.workers)
+
+
+def cmd_list(a: argparse.Namespace) -> None:
+    reg = _registry(a)
+    print("corpora (select one with `corpora: {<name>: {registry: <id>}}` in the config):")
+    for cid, c in reg.corpora.items():
+        splits = "; ".join(f"{k}: {', '.join(v)}" for k, v in (c.get("splits") or {}).items())
+        print(f"  {cid:22s} {c['src_lang']}-{c['tgt_lang']}  {splits}")
+    print("sources:")
+    for s in reg.sources.values():
+        print(f"  {s.id:30s} {s.kind}:{s.spec}")
+
+
+def add_parsers(sub: Any) -> None:
+    """Register `rnmt corpus <command>` on the CLI's subparsers."""
+    corpus = sub.add_parser("corpus", help="download, fetch, clean and prepare corpora")
+    cs = corpus.add_subparsers(dest="corpus_command", required=True)
+
+    def cmd(name: str, func: Any, help: str) -> argparse.ArgumentParser:
+        p = cs.add_parser(name, help=help)
+        p.add_argument("--registry", default=str(REGISTRY), help="the corpus registry (workflow/corpora.yaml)")
+        p.set_defaults(func=func)
+        return p
+
+    p = cmd("download", cmd_download, "download a file (retries, resumes, verifies sha256, atomic)")
+    p.add_argument("--url", help="default: the registry's URL for the output's file name")
+    p.add_argument("--sha256", help="with --url: the expected checksum")
+    p.add_argument("--retries", type=int, default=5)
+    p.add_argument("--backoff", type=float, default=2.0, help="seconds before the first retry, doubling")
+    p.add_argument("--timeout", type=float, default=60.0)
+    p.add_argument("output")
+
+    p = cmd("fetch", cmd_fetch, "turn a registry source into one plain text file per language")
+    p.add_argument("--source", required=True)
+    p.add_argument("--out-dir", required=True)
+    p.add_argument("--download-dir", default="results/downloads")
+    p.add_argument("--manual-dir", default="data/ldc")
+    p.add_argument("--corpus", default="", help="the corpus that needs it (for messages)")
+
+    p = cmd("assemble", cmd_assemble, "concatenate a split's parts (checks alignment and UTF-8)")
+    p.add_argument("--split", required=True, choices=("train", "dev", "test"))
+    p.add_argument("--src", action="append", required=True)
+    p.add_argument("--tgt", action="append", required=True)
+    p.add_argument("--holdout", default="", help='JSON, e.g. {"dev": 2000, "test": 2000}')
+    p.add_argument("--holdout-slice", action="store_true", help="the parts are train; take this split's slice")
+    p.add_argument("--out-src", required=True)
+    p.add_argument("--out-tgt", required=True)
+    p.add_argument("--manifest", required=True)
+
+    p = cmd("chunks", cmd_chunks, "index a file pair into a fixed number of chunks")
+    p.add_argument("--chunks", type=int, required=True)
+    p.add_argument("src")
+    p.add_argument("tgt")
+    p.add_argument("output")
+
+    p = cmd("clean", cmd_clean, "clean one chunk (normalise, segment, tokenize, filter) with a report")
+    p.add_argument("--index", required=True)
+    p.add_argument("--chunk", type=int, required=True)
+    p.add_argument("--src-lang", required=True)
+    p.add_argument("--tgt-lang", required=True)
+    p.add_argument("--settings", required=True, help="the corpus' preprocess settings as JSON")
+    p.add_argument("--out-src", required=True)
+    p.add_argument("--out-tgt", required=True)
+    p.add_argument("--report", required=True)
+    p.add_argument("src")
+    p.add_argument("tgt")
+
+    p = cmd("merge", cmd_merge, "merge cleaned chunks in order (optionally deduplicating)")
+    p.add_argument("--dedupe", action="store_true")
+    p.add_argument("--corpus", default="")
+    p.add_argument("--out-src", required=True)
+    p.add_argument("--out-tgt", required=True)
+    p.add_argument("--report", required=True)
+    p.add_argument("chunks", nargs="+", help="src tgt report of each chunk, in order")
+
+    p = cmd("prepare-text", cmd_prepare_text, "prepare dev/test text as the training text (no filters)")
+    p.add_argument("--lang", required=True)
+    p.add_argument("--settings", required=True)
+    p.add_argument("input")
+    p.add_argument("output")
+
+    p = cmd("truecase-train", cmd_truecase_train, "learn a Moses truecasing model")
+    p.add_argument("input")
+    p.add_argument("model")
+
+    p = cmd("truecase", cmd_truecase, "truecase a tokenized file")
+    p.add_argument("--model", required=True)
+    p.add_argument("input")
+    p.add_argument("output")
+
+    p = cmd("segment-train", cmd_segment_train, "BPE on the training pairs, with a subword length limit")
+    p.add_argument("--src-codes", help="omit for word level")
+    p.add_argument("--tgt-codes", help="omit for word level")
+    p.add_argument("--max-subwords", type=int)
+    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--out-src", required=True)
+    p.add_argument("--out-tgt", required=True)
+    p.add_argument("--report", required=True)
+    p.add_argument("src")
+    p.add_argument("tgt")
+
+    cmd("list", cmd_list, "list the registry's corpora and sources")

@@ -1,0 +1,154 @@
+"""The prepare stage: assemble a split from its parts, clean chunks, merge them (deduplicating),
+and prepare dev/test text the same way without filters. Reports go beside the outputs as JSON."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from rnmt.data import chunks
+from rnmt.data.clean import Preparer, Report, clean_pairs
+from rnmt.data.fetch import copy_refs
+from rnmt.io import InputError, atomic_writer, read_json, write_json
+
+log = logging.getLogger(__name__)
+
+
+def _decoded(path: Path, start: int, stop: int) -> Iterator[str]:
+    """Lines start..stop-1 of a file, decoded; invalid UTF-8 names the file and line."""
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f):
+            if n >= stop:
+                break
+            if n < start:
+                continue
+            try:
+                yield raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError as e:
+                raise InputError(f"{path}, line {n + 1}: not valid UTF-8 ({e.reason}); convert the file to UTF-8 "
+                                 "(e.g. iconv -f latin1 -t utf-8)") from None
+
+
+def holdout_range(split: str, total: int, holdout: dict[str, int]) -> tuple[int, int]:
+    """Line range of `split` in the concatenated training parts: test last, dev before it."""
+    dev, test = int(holdout.get("dev", 0)), int(holdout.get("test", 0))
+    if dev + test >= total:
+        raise InputError(f"holdout of {dev} dev + {test} test lines leaves no training data out of {total} lines; "
+                         "hold out fewer lines")
+    return {"train": (0, total - dev - test), "dev": (total - dev - test, total - test),
+            "test": (total - test, total)}[split]
+
+
+def assemble(parts: Sequence[tuple[str, str]], split: str, out_src: Path, out_tgt: Path, manifest: Path,
+             holdout: dict[str, int] | None = None) -> dict[str, Any]:
+    """Concatenate line-aligned (src, tgt) parts into one split, checking alignment and UTF-8.
+
+    With `holdout`, the parts are the training data and `split` takes its slice of them.
+    """
+    counts = []
+    for s, t in parts:
+        n, m = chunks.count_lines(s) if Path(s).is_file() else -1, chunks.count_lines(t) if Path(t).is_file() else -1
+        for p, k in ((s, n), (t, m)):
+            if k < 0:
+                raise InputError(f"{p}: file not found; check the corpus' files in the config")
+        if n != m:
+            raise InputError(f"parallel files differ in length: {s} has {n} lines, {t} has {m}; the two sides must "
+                             "be line-aligned (one sentence pair per line)")
+        counts.append(n)
+    lo, hi = holdout_range(split, sum(counts), holdout) if holdout else (0, sum(counts))
+    info: dict[str, Any] = {"split": split, "lines": hi - lo, "parts": []}
+    offset = 0
+    with atomic_writer(out_src) as fs, atomic_writer(out_tgt) as ft:
+        for (s, t), n in zip(parts, counts, strict=True):
+            a, b = max(lo - offset, 0), min(hi - offset, n)
+            if a < b:
+                for x, y in zip(_decoded(Path(s), a, b), _decoded(Path(t), a, b), strict=True):
+                    fs.write(x + "\n")
+                    ft.write(y + "\n")
+                info["parts"].append({"src": s, "tgt": t, "from_line": a + 1, "lines": b - a})
+            offset += n
+    refs = [copy_refs(Path(t), out_tgt) for _, t in parts] if not holdout else [0]
+    if len(parts) == 1 and refs[0]:
+        info["references"] = 1 + refs[0]
+    write_json(manifest, info)
+    return info
+
+
+def clean_chunk(index_path: Path, i: int, src: Path, tgt: Path, src_lang: str, tgt_lang: str,
+                settings: dict[str, Any], out_src: Path, out_tgt: Path, out_report: Path) -> Report:
+    """Clean chunk `i` of the index into its own files and report."""
+    chunk = chunks.read_index(index_path)[i]
+    report = Report()
+    sp, tp = Preparer.from_settings(src_lang, settings), Preparer.from_settings(tgt_lang, settings)
+    last = time.monotonic()
+    with atomic_writer(out_src) as fs, atomic_writer(out_tgt) as ft:
+        for a, b in clean_pairs(chunks.read_pairs(src, tgt, chunk), sp, tp, settings, report):
+            fs.write(a + "\n")
+            ft.write(b + "\n")
+            if time.monotonic() - last > 30:
+                last = time.monotonic()
+                log.info("chunk %d: %d of %d lines", i, report.lines_in, chunk.lines)
+    write_json(out_report, {"chunk": i, **report.as_dict()})
+    log.info("chunk %d: %d → %d lines in %.1f s", i, report.lines_in, report.lines_out, report.seconds)
+    return report
+
+
+def _pair_hash(a: str, b: str) -> int:
+    return int.from_bytes(hashlib.blake2b(f"{a}\t{b}".encode(), digest_size=8).digest(), "little")
+
+
+def merge(parts: Sequence[tuple[Path, Path, Path]], out_src: Path, out_tgt: Path, out_report: Path,
+          dedupe: bool, extra: dict[str, Any] | None = None) -> Report:
+    """Concatenate cleaned chunks in order, dropping repeated pairs if `dedupe`; sum the reports.
+
+    Duplicates are found by a 64-bit hash per pair (8 bytes of blake2b): memory grows with the
+    number of distinct pairs (about 60 bytes each), not with their text.
+    """
+    report = Report()
+    for _, _, r in parts:
+        report.add(Report.from_dict(read_json(r)))
+    seen: set[int] = set()
+    step = report.step("dedupe") if dedupe else None
+    t0 = time.perf_counter()
+    with atomic_writer(out_src) as fs, atomic_writer(out_tgt) as ft:
+        for s, t, _ in parts:
+            for a, b in zip(_decoded(s, 0, 1 << 62), _decoded(t, 0, 1 << 62), strict=True):
+                if step is not None:
+                    h = _pair_hash(a, b)
+                    if h in seen:
+                        step.dropped += 1
+                        continue
+                    seen.add(h)
+                    step.kept += 1
+                fs.write(a + "\n")
+                ft.write(b + "\n")
+    report.seconds += time.perf_counter() - t0
+    write_json(out_report, {**(extra or {}), "chunks": len(parts), **report.as_dict()})
+    log.info("merged %d chunks: %d → %d lines", len(parts), report.lines_in, report.lines_out)
+    return report
+
+
+def prepare_text(inp: Path, out: Path, preparer: Preparer) -> int:
+    """Prepare a dev/test file line by line (no filtering: every line is kept)."""
+    n = 0
+    with atomic_writer(out) as f:
+        for line in _decoded(inp, 0, 1 << 62):
+            f.write(preparer(line) + "\n")
+            n += 1
+    copy_refs_prepared(inp, out, preparer)
+    return n
+
+
+def copy_refs_prepared(inp: Path, out: Path, preparer: Preparer) -> int:
+    """Prepare the extra references of a multi-reference set as the first one."""
+    k = 1
+    while inp.with_name(f"{inp.name}.ref{k}").is_file():
+        src = inp.with_name(f"{inp.name}.ref{k}")
+        with atomic_writer(out.with_name(f"{out.name}.ref{k}")) as f:
+            f.writelines(preparer(line) + "\n" for line in _decoded(src, 0, 1 << 62))
+        k += 1
+    return k - 1

@@ -1,0 +1,51 @@
+"""Moses truecasing (sacremoses): learn the usual casing of each word from the tokenized training
+text, then restore it at the start of every sentence (as SR-NMT's En-Ro preprocessing did)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from sacremoses import MosesTruecaser
+
+from rnmt.io import InputError, atomic_writer
+
+
+def _token_lists(path: Path) -> Iterator[list[str]]:
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            yield line.split()
+
+
+def train(text: str | Path, model: str | Path) -> None:
+    """Learn a truecasing model from tokenized text, streaming it (no whole-file read)."""
+    text, model = Path(text), Path(model)
+    if not text.is_file():
+        raise InputError(f"{text}: file not found")
+    model.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{model.name}.", suffix=".part", dir=model.parent)
+    os.close(fd)
+    try:
+        # sacremoses' train_from_file reads the whole file into memory; _train takes an iterator.
+        MosesTruecaser()._train(_token_lists(text), save_to=tmp)
+        os.replace(tmp, model)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def apply(model: str | Path, inp: str | Path, out: str | Path) -> int:
+    """Truecase a tokenized file with a learned model; return the number of lines."""
+    if not Path(model).is_file():
+        raise InputError(f"{model}: truecasing model not found; learn it first (rnmt corpus truecase-train)")
+    if not Path(inp).is_file():
+        raise InputError(f"{inp}: file not found")
+    tc = MosesTruecaser(load_from=str(model))
+    n = 0
+    with open(inp, encoding="utf-8") as fin, atomic_writer(out) as f:
+        for line in fin:
+            f.write(tc.truecase(line.rstrip("\n"), return_str=True) + "\n")
+            n += 1
+    return n
