@@ -14,6 +14,7 @@ from rnmt.data.commands import add_parsers as add_corpus_parsers
 from rnmt.io import InputError
 
 log = logging.getLogger("rnmt")
+EXIT_INTERRUPTED = 75     # EX_TEMPFAIL: checkpoint saved, rerun to resume
 
 
 def cmd_synth(a: argparse.Namespace) -> None:
@@ -61,13 +62,19 @@ def cmd_vocab(a: argparse.Namespace) -> None:
 
 
 def cmd_train(a: argparse.Namespace) -> None:
-    from rnmt.train.trainer import Trainer, TrainSettings
+    from rnmt.train.trainer import Trainer, TrainingDiverged, TrainingInterrupted, TrainSettings
 
     settings = TrainSettings.from_dict(json.loads(a.settings))
     model_config = json.loads(a.model)
     trainer = Trainer(model_config, settings, Path(a.train_src), Path(a.train_tgt), Path(a.dev_src),
                       Path(a.dev_tgt), Path(a.src_vocab), Path(a.tgt_vocab), Path(a.out_dir))
-    m = trainer.run()
+    try:
+        m = trainer.run()
+    except TrainingInterrupted as e:
+        log.warning("interrupted: %s", e)
+        sys.exit(EXIT_INTERRUPTED)
+    except TrainingDiverged as e:
+        raise InputError(str(e)) from None
     log.info("trained %d steps in %.0f s (%s); %.0f target words/s; best dev ppl %.3f at step %s",
              m["steps"], m["train_seconds"], m["stop_reason"], m["train_tgt_words_per_s"], m["best_dev_ppl"],
              m["best_step"])

@@ -9,9 +9,12 @@ from typing import Any
 import torch
 
 
-def pick_device(requested: str = "auto") -> torch.device:
+def pick_device(requested: str = "auto", local_rank: int = 0) -> torch.device:
+    """CUDA when present (the process's own GPU under torchrun), else the CPU."""
     if requested == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        if torch.cuda.is_available():
+            return torch.device("cuda", int(os.environ.get("LOCAL_RANK", local_rank)) % torch.cuda.device_count())
+        return torch.device("cpu")
     return torch.device(requested)
 
 

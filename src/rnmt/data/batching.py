@@ -64,6 +64,33 @@ def bucketed_batches(lengths: Sequence[int], batch_size: int, rng: random.Random
     yield from batches
 
 
+def token_batches(src_lengths: Sequence[int], tgt_lengths: Sequence[int], max_tokens: int, rng: random.Random,
+                  window: int = 100_000) -> Iterator[list[int]]:
+    """Length-bucketed batches of at most `max_tokens` padded tokens per side (DTMT: 4096 per GPU).
+
+    Sentences are shuffled, sorted by length within windows, and cut so that (sentences in the batch)
+    × (longest side + 1) stays within the budget; the batches are then shuffled.
+    """
+    order = list(range(len(src_lengths)))
+    rng.shuffle(order)
+    batches: list[list[int]] = []
+    for w in range(0, len(order), window):
+        chunk = sorted(order[w:w + window], key=lambda i: (tgt_lengths[i], src_lengths[i]))
+        batch: list[int] = []
+        longest = 0
+        for i in chunk:
+            n = max(src_lengths[i], tgt_lengths[i]) + 1
+            if batch and (len(batch) + 1) * max(longest, n) > max_tokens:
+                batches.append(batch)
+                batch, longest = [], 0
+            batch.append(i)
+            longest = max(longest, n)
+        if batch:
+            batches.append(batch)
+    rng.shuffle(batches)
+    yield from batches
+
+
 def pad(seqs: Sequence[Sequence[int]], bos: bool = False, eos: bool = False) -> tuple[Tensor, Tensor]:
     """Right-pad id sequences into [B, T] with optional <s>/</s>; returns (ids, mask of real tokens)."""
     seqs = [([BOS_ID] if bos else []) + list(s) + ([EOS_ID] if eos else []) for s in seqs]

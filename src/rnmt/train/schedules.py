@@ -1,27 +1,50 @@
-"""Learning-rate schedules, each a function of (step, epoch) → factor applied to the base rate."""
+"""Learning-rate schedules: each maps (step, epoch) to a factor of the base rate.
+
+- constant
+- halve_every_epoch: ATR paper section 4.2, "decayed the learning rate with a factor of 0.5 between
+  each training epoch": factor 0.5^epoch.
+- rnmt_plus: DTMT eq. 17 (from RNMT+, Chen et al. 2018), with n replicas, p warm-up steps, decay from
+  step s to step e:   lr = lr0 · min(1 + t(n − 1)/(n p), n, n (2n)^((s − n t)/(e − s))).
+The SR-NMT schedule (retrain from the best checkpoint at half the rate once the dev perplexity stops
+improving) depends on validation results, so the trainer applies it (TrainSettings.plateau_*).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from rnmt.io import InputError
 
 Schedule = Callable[[int, int], float]
 
 
-def constant(step: int, epoch: int) -> float:
-    return 1.0
+def constant(**_: Any) -> Schedule:
+    return lambda step, epoch: 1.0
 
 
-def halve_every_epoch(step: int, epoch: int) -> float:
-    """ATR paper section 4.2: "decayed the learning rate with a factor of 0.5 between each training epoch"."""
-    return 0.5 ** epoch
+def halve_every_epoch(**_: Any) -> Schedule:
+    return lambda step, epoch: 0.5 ** epoch
 
 
-SCHEDULES: dict[str, Schedule] = {"constant": constant, "halve_every_epoch": halve_every_epoch}
+def rnmt_plus(replicas: int = 1, warmup_steps: int = 500, decay_start: int = 8000, decay_end: int = 64000,
+              **_: Any) -> Schedule:
+    n, p, s, e = replicas, warmup_steps, decay_start, decay_end
+    if not (p > 0 and e > s >= 0 and n >= 1):
+        raise InputError(f"rnmt_plus schedule needs warmup_steps > 0, decay_end > decay_start >= 0 and replicas >= 1 "
+                         f"(got p={p}, s={s}, e={e}, n={n})")
+
+    def factor(t: int, epoch: int) -> float:
+        return min(1 + t * (n - 1) / (n * p), n, n * (2 * n) ** ((s - n * t) / (e - s)))
+
+    return factor
 
 
-def get(name: str) -> Schedule:
+SCHEDULES: dict[str, Callable[..., Schedule]] = {
+    "constant": constant, "halve_every_epoch": halve_every_epoch, "rnmt_plus": rnmt_plus}
+
+
+def get(name: str, **params: Any) -> Schedule:
     if name not in SCHEDULES:
         raise InputError(f"unknown schedule {name!r}; valid schedules: {', '.join(sorted(SCHEDULES))}")
-    return SCHEDULES[name]
+    return SCHEDULES[name](**params)

@@ -2,9 +2,13 @@
 
 Writes into `out_dir`:
   model.pt      the checkpoint with the best dev loss (the file later stages read)
-  last.pt       the latest checkpoint
-  train.jsonl   one record per logged step (loss, lr, tokens/s) and per validation (dev loss, BLEU)
+  last.pt       the latest full training state (model, optimiser, progress, RNG streams, data position),
+                from which an interrupted run resumes and ends with the same weights as an uninterrupted one
+  train.jsonl   one record per logged step (loss, lr, tokens/s, memory) and per validation (dev loss, BLEU)
   train.json    the run's metrics (parameters, steps, time, words/s, best dev scores, hardware)
+
+SIGTERM or SIGUSR1 (a cluster's warning before its time limit) saves last.pt at the next step boundary
+and stops with TrainingInterrupted; rerunning the same command resumes.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ import json
 import logging
 import math
 import random
+import resource
+import signal
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -24,40 +30,64 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from rnmt import hardware
-from rnmt.data.batching import ParallelData, bucketed_batches, load_parallel, make_batch
+from rnmt.data.batching import ParallelData, bucketed_batches, load_parallel, make_batch, token_batches
 from rnmt.data.bpe import undo
 from rnmt.data.vocab import PAD_ID, Vocab
 from rnmt.decode.translate import translate_ids
 from rnmt.io import InputError, write_json
 from rnmt.models import Seq2Seq, build_model
-from rnmt.train import checkpoint, schedules
+from rnmt.train import checkpoint, distributed, schedules
+from rnmt.train.optim import initialise, make_optimizer
 
 log = logging.getLogger(__name__)
+
+# Settings a resumed run may change (budgets and bookkeeping); any other change starts afresh.
+BUDGET_FIELDS = {"max_epochs", "max_steps", "max_minutes", "patience", "log_every", "checkpoint_every", "threads",
+                 "device", "resume", "valid_bleu"}
+
+
+class TrainingInterrupted(Exception):
+    """A signal asked training to stop; last.pt holds the state to resume from."""
+
+
+class TrainingDiverged(Exception):
+    """The loss became NaN or infinite (with nan_policy=stop)."""
 
 
 @dataclass
 class TrainSettings:
     seed: int = 1
-    batch_size: int = 80
+    batch_size: int = 80               # sentences per batch (ATR 80, SR-NMT 64) ...
+    batch_tokens: int = 0              # ... or, when > 0, padded tokens per batch and side (DTMT 4096)
     max_len: int = 80                  # subwords per side; longer training pairs are skipped
     optimizer: str = "adam"
     lr: float = 5e-4
     betas: tuple[float, float] = (0.9, 0.999)
     eps: float = 1e-8
     clip: float = 5.0
-    schedule: str = "constant"
+    schedule: str = "constant"         # constant | halve_every_epoch | rnmt_plus
+    warmup_steps: int = 500            # rnmt_plus p
+    decay_start: int = 8000            # rnmt_plus s
+    decay_end: int = 64000             # rnmt_plus e
+    replicas: int = 1                  # rnmt_plus n
+    plateau_retrains: int = 0          # SR-NMT: when patience runs out, restart from the best checkpoint ...
+    plateau_factor: float = 0.5        # ... at this fraction of the rate, this many times
     label_smoothing: float = 0.0
-    init_scale: float = 0.08           # uniform ±init_scale for every parameter (ATR paper); 0 keeps defaults
+    init: str = "uniform"              # uniform | xavier | diagonal | default
+    init_scale: float = 0.08           # uniform ±init_scale (ATR, DTMT)
     max_epochs: int = 10
     max_steps: int = 0                 # 0: no limit
     max_minutes: float = 0.0           # 0: no limit; training time only (validation excluded)
     valid_every: int = 500             # steps
     valid_bleu: bool = True            # greedy dev BLEU at each validation
     patience: int = 0                  # validations without dev-loss improvement before stopping; 0: off
+    nan_policy: str = "stop"           # stop | skip (a batch with a NaN/inf loss)
     log_every: int = 50
+    checkpoint_every: int = 0          # steps between last.pt saves besides validations; 0: validations only
+    resume: bool = True
     threads: int = 0                   # CPU threads for torch; 0: torch's default
     device: str = "auto"
-    extra: dict[str, Any] = field(default_factory=dict)
+    amp: bool = True                   # bfloat16 autocast on CUDA
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainSettings:
@@ -68,23 +98,20 @@ class TrainSettings:
         d = dict(d)
         if "betas" in d:
             d["betas"] = tuple(d["betas"])
-        return cls(**d)
-
-
-def seed_everything(seed: int) -> random.Random:
-    random.seed(seed)
-    torch.manual_seed(seed)
-    return random.Random(seed)
-
-
-def initialise(model: Seq2Seq, scale: float) -> None:
-    if scale > 0:
-        for p in model.parameters():
-            torch.nn.init.uniform_(p, -scale, scale)
+        s = cls(**d)
+        if s.nan_policy not in ("stop", "skip"):
+            raise InputError(f"nan_policy must be 'stop' or 'skip', not {s.nan_policy!r}")
+        return s
 
 
 def count_parameters(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
+
+
+def memory_mb(device: torch.device) -> float:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 @torch.no_grad()
@@ -115,15 +142,20 @@ def dev_bleu(model: Seq2Seq, data: ParallelData, tgt_vocab: Vocab, device: torch
 
 @dataclass
 class Progress:
-    """Where training stands: counters, the best validation so far, the validation curve."""
+    """Where training stands; saved in last.pt so that a resumed run continues exactly."""
 
     step: int = 0
     epoch: int = 0
+    batch_in_epoch: int = 0             # batches of the current epoch already trained on
+    epoch_rng_state: Any = None         # the batch-order RNG at the start of the current epoch
     train_seconds: float = 0.0          # optimisation steps only (validation excluded)
     src_words: int = 0
     tgt_words: int = 0
     tgt_tokens: int = 0
     stale: int = 0                      # validations since the last improvement
+    lr_factor: float = 1.0              # SR-NMT retraining multiplies it by plateau_factor
+    retrains_done: int = 0
+    skipped_batches: int = 0            # NaN/inf losses skipped (nan_policy=skip)
     best: dict[str, Any] = field(default_factory=dict)
     curve: list[dict[str, Any]] = field(default_factory=list)
 
@@ -137,71 +169,164 @@ class Trainer:
         self.model_config = dict(model_config)
         if settings.threads > 0:
             torch.set_num_threads(settings.threads)
-        self.device = hardware.pick_device(settings.device)
-        self.rng = seed_everything(settings.seed)
+        self.rank, self.world = distributed.rank_and_world()
+        self.device = hardware.pick_device(settings.device, self.rank)
+        random.seed(settings.seed)
+        torch.manual_seed(settings.seed)
+        self.rng = random.Random(settings.seed)
         self.src_vocab, self.tgt_vocab = Vocab.load(src_vocab), Vocab.load(tgt_vocab)
         self.train_data = load_parallel(train_src, train_tgt, self.src_vocab, self.tgt_vocab, settings.max_len)
         self.dev_data = load_parallel(dev_src, dev_tgt, self.src_vocab, self.tgt_vocab)
         cfg = dict(self.model_config)
         self.model = build_model(cfg.pop("arch"), len(self.src_vocab), len(self.tgt_vocab), **cfg)
-        initialise(self.model, settings.init_scale)
+        initialise(self.model, settings.init, settings.init_scale)
         self.model.to(self.device)
-        if settings.optimizer != "adam":
-            raise InputError(f"unknown optimizer {settings.optimizer!r}; valid optimizers: adam")
-        self.opt = torch.optim.Adam(self.model.parameters(), lr=settings.lr, betas=settings.betas,
-                                    eps=settings.eps)
-        self.schedule = schedules.get(settings.schedule)
+        distributed.broadcast_parameters(self.model, self.world)
+        self.opt = self._optimizer()
+        self.schedule = schedules.get(settings.schedule, warmup_steps=settings.warmup_steps,
+                                      decay_start=settings.decay_start, decay_end=settings.decay_end,
+                                      replicas=settings.replicas)
+        self.p = Progress()
+        self._signal: int | None = None
 
+    def _optimizer(self) -> torch.optim.Optimizer:
+        s = self.s
+        return make_optimizer(s.optimizer, self.model.parameters(), s.lr, s.betas, s.eps)
+
+    # ---- checkpoints ------------------------------------------------------------------------------
     def _save(self, name: str, extra: dict[str, Any]) -> None:
-        checkpoint.save(self.out_dir / name, self.model, self.model_config, self.src_vocab, self.tgt_vocab,
-                        extra)
+        if self.rank == 0:
+            checkpoint.save(self.out_dir / name, self.model, self.model_config, self.src_vocab, self.tgt_vocab, extra)
 
-    # ---- the loop --------------------------------------------------------------------------------
+    def _save_state(self) -> None:
+        rng = {"python": random.getstate(), "batches": self.rng.getstate(), "torch": torch.get_rng_state()}
+        if self.device.type == "cuda":
+            rng["cuda"] = torch.cuda.get_rng_state(self.device)
+        self._save("last.pt", {"step": self.p.step, "progress": asdict(self.p), "optimizer": self.opt.state_dict(),
+                               "rng": rng, "settings": asdict(self.s)})
+
+    def _comparable(self, settings: dict[str, Any]) -> dict[str, Any]:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in settings.items() if k not in BUDGET_FIELDS}
+
+    def _maybe_resume(self) -> None:
+        path = self.out_dir / "last.pt"
+        if not (self.s.resume and path.is_file()):
+            return
+        ckpt = checkpoint.load(path, self.device)
+        same_model = ckpt["model_config"] == self.model_config and ckpt["src_vocab"] == self.src_vocab.itos \
+            and ckpt["tgt_vocab"] == self.tgt_vocab.itos
+        if not same_model or self._comparable(ckpt.get("settings", {})) != self._comparable(asdict(self.s)):
+            stale = path.with_name(f"last.{int(time.time())}.pt")
+            path.rename(stale)
+            log.warning("%s was written with another model, vocabulary or settings; kept as %s, training afresh",
+                        path, stale.name)
+            return
+        self.model.load_state_dict(ckpt["state_dict"])
+        self.opt.load_state_dict(ckpt["optimizer"])
+        self.p = Progress(**ckpt["progress"])
+        rng = ckpt["rng"]
+        random.setstate(rng["python"])
+        self.rng.setstate(rng["batches"])
+        torch.set_rng_state(rng["torch"].cpu())
+        if "cuda" in rng and self.device.type == "cuda":
+            torch.cuda.set_rng_state(rng["cuda"].cpu(), self.device)
+        log.info("resumed from %s at step %d (epoch %d, batch %d)", path, self.p.step, self.p.epoch,
+                 self.p.batch_in_epoch)
+
+    # ---- the loop -----------------------------------------------------------------------------------
+    def _batches(self) -> list[list[int]]:
+        s, d = self.s, self.train_data
+        if s.batch_tokens:
+            return list(token_batches([len(x) for x in d.src], [len(x) for x in d.tgt], s.batch_tokens, self.rng))
+        return list(bucketed_batches([len(t) for t in d.tgt], s.batch_size, self.rng))
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self._signal = signum
+
     def run(self) -> dict[str, Any]:
         s = self.s
         self.out_dir.mkdir(parents=True, exist_ok=True)
+        self._maybe_resume()
         self.model.train()
-        self.p = Progress()
-        self.bar = tqdm(total=s.max_steps or None, desc="train", unit="step", mininterval=5.0,
-                        disable=None)   # a bar on a terminal; log lines in a log file
-        with open(self.out_dir / "train.jsonl", "w", encoding="utf-8") as self.logf:
-            stop: str | None = None
-            while stop is None:
-                lengths = [len(t) for t in self.train_data.tgt]
-                for idx in bucketed_batches(lengths, s.batch_size, self.rng):
-                    self._train_step(idx)
-                    stop = self._limit_reached()
-                    if (stop or self.p.step % s.valid_every == 0) and self._validate() and not stop:
-                        stop = "patience"
-                    if stop:
-                        break
-                else:
-                    self.p.epoch += 1
-                    if self.p.epoch >= s.max_epochs:
-                        stop = "max_epochs"
-            if not self.p.curve or self.p.curve[-1]["step"] != self.p.step:
-                self._validate()
-        self.bar.close()
+        old_handlers = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGUSR1)}
+        self.bar = tqdm(total=s.max_steps or None, initial=self.p.step, desc="train", unit="step",
+                        mininterval=5.0, disable=None if self.rank == 0 else True)
+        log_path = self.out_dir / "train.jsonl"
+        kept = [line for line in log_path.read_text(encoding="utf-8").splitlines()
+                if json.loads(line)["step"] <= self.p.step] if self.p.step and log_path.is_file() else []
+        try:
+            with open(log_path, "w", encoding="utf-8") as self.logf:
+                self.logf.write("".join(line + "\n" for line in kept))
+                stop = self._loop()
+                if not self.p.curve or self.p.curve[-1]["step"] != self.p.step:
+                    self._validate()
+                self._save_state()
+        finally:
+            self.bar.close()
+            for sig, handler in old_handlers.items():
+                signal.signal(sig, handler)
         metrics = self._metrics(stop)
-        write_json(self.out_dir / "train.json", metrics)
+        if self.rank == 0:
+            write_json(self.out_dir / "train.json", metrics)
         return metrics
 
+    def _loop(self) -> str:
+        s, p = self.s, self.p
+        if p.epoch >= s.max_epochs:
+            return "max_epochs"
+        while True:
+            if p.batch_in_epoch == 0:
+                p.epoch_rng_state = self.rng.getstate()
+            else:                                     # resumed mid-epoch: the same batch order again
+                self.rng.setstate(p.epoch_rng_state)
+            batches = self._batches()
+            for idx in batches[p.batch_in_epoch:]:
+                self._train_step(idx)
+                p.batch_in_epoch += 1
+                stop = self._limit_reached()
+                if (stop or p.step % s.valid_every == 0) and self._validate() and not stop:
+                    stop = "patience"
+                elif s.checkpoint_every and p.step % s.checkpoint_every == 0:
+                    self._save_state()
+                if self._signal is not None:
+                    self._save_state()
+                    raise TrainingInterrupted(f"signal {self._signal} at step {p.step}; "
+                                              f"{self.out_dir / 'last.pt'} saved: rerun the same command to resume")
+                if stop:
+                    return stop
+            p.epoch += 1
+            p.batch_in_epoch = 0
+            if p.epoch >= s.max_epochs:
+                return "max_epochs"
+
     def _record(self, rec: dict[str, Any]) -> None:
-        self.logf.write(json.dumps(rec) + "\n")
-        self.logf.flush()
+        if self.rank == 0:
+            self.logf.write(json.dumps(rec) + "\n")
+            self.logf.flush()
 
     def _train_step(self, idx: list[int]) -> None:
         s, p, model = self.s, self.p, self.model
         t0 = time.perf_counter()
-        lr = s.lr * self.schedule(p.step, p.epoch)
+        lr = s.lr * p.lr_factor * self.schedule(p.step, p.epoch)
         for g in self.opt.param_groups:
             g["lr"] = lr
-        b = make_batch(self.train_data, idx).to(self.device)
-        logits = model(b.src, b.src_mask, b.tgt_in)
+        b = make_batch(self.train_data, idx[self.rank::self.world]).to(self.device)
+        tokens = distributed.global_sum(b.tgt_tokens, self.world, self.device)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.device.type == "cuda" and s.amp):
+            logits = model(b.src, b.src_mask, b.tgt_in)
         loss = F.cross_entropy(logits.flatten(0, 1).float(), b.tgt_out.flatten(), ignore_index=PAD_ID,
-                               label_smoothing=s.label_smoothing, reduction="sum") / b.tgt_tokens
+                               label_smoothing=s.label_smoothing, reduction="sum") / tokens
         self.opt.zero_grad(set_to_none=True)
+        if not torch.isfinite(loss):
+            if s.nan_policy == "skip":
+                p.skipped_batches += 1
+                log.warning("step %d: loss is %s, batch skipped (%d so far)", p.step, loss.item(), p.skipped_batches)
+                return
+            raise TrainingDiverged(f"step {p.step}: the training loss is {loss.item()}; the last good weights are in "
+                                   f"{self.out_dir / 'last.pt'} (and the best in model.pt). Lower lr or clip, or set "
+                                   "nan_policy: skip")
         loss.backward()
+        distributed.sum_gradients(model, self.world)
         if s.clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), s.clip)
         self.opt.step()
@@ -210,29 +335,31 @@ class Trainer:
         dt = time.perf_counter() - t0
         p.step += 1
         p.train_seconds += dt
-        p.src_words += b.src_words
-        p.tgt_words += b.tgt_words
-        p.tgt_tokens += b.tgt_tokens
+        p.src_words += b.src_words * self.world
+        p.tgt_words += b.tgt_words * self.world
+        p.tgt_tokens += tokens
         self.bar.update(1)
         if p.step % s.log_every == 0:
-            value = loss.item()
+            value = loss.item() * self.world
             self.bar.set_postfix(loss=f"{value:.3f}", epoch=p.epoch)
-            if self.bar.disable:
+            if self.bar.disable and self.rank == 0:
                 log.info("step %d epoch %d loss %.3f lr %.2g %.0f target tokens/s", p.step, p.epoch, value, lr,
-                         b.tgt_tokens / dt)
+                         tokens / dt)
             self._record({"kind": "train", "step": p.step, "epoch": p.epoch, "loss": value, "lr": lr,
-                          "train_seconds": round(p.train_seconds, 3), "tgt_tokens_per_s": b.tgt_tokens / dt})
+                          "train_seconds": round(p.train_seconds, 3), "tgt_tokens_per_s": tokens / dt,
+                          "memory_mb": round(memory_mb(self.device), 1)})
 
     def _limit_reached(self) -> str | None:
         s, p = self.s, self.p
+        reason = None
         if s.max_steps and p.step >= s.max_steps:
-            return "max_steps"
-        if s.max_minutes and p.train_seconds >= 60 * s.max_minutes:
-            return "max_minutes"
-        return None
+            reason = "max_steps"
+        elif s.max_minutes and p.train_seconds >= 60 * s.max_minutes:
+            reason = "max_minutes"
+        return distributed.agree(reason, self.world, self.device)
 
     def _validate(self) -> bool:
-        """Score the dev set, keep the best checkpoint; True when patience has run out."""
+        """Score the dev set, keep the best checkpoint; True when training should stop (patience)."""
         s, p = self.s, self.p
         rec: dict[str, Any] = {"kind": "valid", "step": p.step, "epoch": p.epoch,
                                "train_seconds": round(p.train_seconds, 3)}
@@ -245,13 +372,28 @@ class Trainer:
         log.info("validation at step %d: dev ppl %.3f%s", p.step, rec["dev_ppl"],
                  f", greedy dev BLEU {rec['dev_bleu']:.2f}" if "dev_bleu" in rec else "")
         if rec["dev_loss"] < p.best.get("dev_loss", math.inf):
-            p.best = rec
-            p.stale = 0
+            p.best, p.stale = rec, 0
             self._save("model.pt", {"step": p.step, "dev_loss": rec["dev_loss"]})
         else:
             p.stale += 1
-        self._save("last.pt", {"step": p.step})
-        return s.patience > 0 and p.stale >= s.patience
+        if s.patience and p.stale >= s.patience and p.retrains_done < s.plateau_retrains:
+            self._retrain_from_best()
+        self._save_state()
+        return bool(s.patience) and p.stale >= s.patience
+
+    def _retrain_from_best(self) -> None:
+        """SR-NMT section 4: at convergence, continue from the best checkpoint (by dev perplexity) at a
+        lower rate (3e-4 → 1.5e-4), with a fresh optimiser."""
+        p = self.p
+        best = checkpoint.load(self.out_dir / "model.pt", self.device)
+        self.model.load_state_dict(best["state_dict"])
+        self.opt = self._optimizer()
+        p.lr_factor *= self.s.plateau_factor
+        p.retrains_done += 1
+        p.stale = 0
+        self._record({"kind": "retrain", "step": p.step, "from_step": best.get("step"), "lr_factor": p.lr_factor})
+        log.info("dev perplexity stopped improving: restarting from step %s at %.3g × lr", best.get("step"),
+                 p.lr_factor)
 
     def _metrics(self, stop_reason: str | None) -> dict[str, Any]:
         p, secs = self.p, self.p.train_seconds
@@ -265,10 +407,14 @@ class Trainer:
             "train_tgt_words_per_s": p.tgt_words / secs if secs else 0.0,
             "train_tgt_tokens_per_s": p.tgt_tokens / secs if secs else 0.0,
             "train_pairs": len(self.train_data),
+            "skipped_batches": p.skipped_batches,
+            "retrains": p.retrains_done,
             "best_step": p.best.get("step"),
             "best_dev_loss": p.best.get("dev_loss"),
             "best_dev_ppl": p.best.get("dev_ppl"),
             "best_dev_bleu_greedy": p.best.get("dev_bleu"),
+            "world_size": self.world,
+            "peak_memory_mb": round(memory_mb(self.device), 1),
             "model_config": self.model_config,
             "train_settings": asdict(self.s),
             "hardware": hardware.describe(self.device),

@@ -1,0 +1,227 @@
+"""Training: schedules, exact resume after a kill, NaN handling, batching, data-parallel gradients."""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from rnmt.data.batching import load_parallel, make_batch, token_batches
+from rnmt.data.synthetic import generate_pairs
+from rnmt.data.tokenize import tokenize
+from rnmt.data.vocab import PAD_ID, Vocab
+from rnmt.io import write_lines
+from rnmt.models import build_model
+from rnmt.train import checkpoint, distributed, schedules
+from rnmt.train.trainer import Trainer, TrainingDiverged, TrainSettings
+
+MODEL = {"arch": "rnnsearch", "cell": "gru", "emb": 16, "hidden": 24, "dropout": 0.3}
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("corpus")
+    pairs = list(generate_pairs(9, 90, max_words=10))
+    paths = {}
+    for split, part in (("train", pairs[:70]), ("dev", pairs[70:])):
+        for side, texts in (("src", [p.source_text for p in part]), ("tgt", [p.target_text for p in part])):
+            paths[f"{split}_{side}"] = d / f"{split}.{side}"
+            write_lines(paths[f"{split}_{side}"], [tokenize(t, "en") for t in texts])
+    for side in ("src", "tgt"):
+        paths[f"{side}_vocab"] = d / f"vocab.{side}"
+        Vocab.build(paths[f"train_{side}"].read_text().splitlines()).save(paths[f"{side}_vocab"])
+    return paths
+
+
+def trainer(corpus: dict[str, Path], out: Path, **settings) -> Trainer:
+    s = TrainSettings.from_dict({"batch_size": 8, "lr": 0.003, "valid_every": 5, "valid_bleu": False,
+                                 "log_every": 1, "threads": 1, **settings})
+    c = corpus
+    return Trainer(MODEL, s, c["train_src"], c["train_tgt"], c["dev_src"], c["dev_tgt"], c["src_vocab"],
+                   c["tgt_vocab"], out)
+
+
+def weights(path: Path) -> dict[str, torch.Tensor]:
+    return checkpoint.load(path)["state_dict"]
+
+
+def assert_same_weights(a: Path, b: Path) -> None:
+    wa, wb = weights(a), weights(b)
+    assert wa.keys() == wb.keys()
+    for k in wa:
+        assert torch.equal(wa[k], wb[k]), k
+
+
+# ---- schedules --------------------------------------------------------------------------------------
+def test_halve_every_epoch_matches_atr() -> None:
+    f = schedules.get("halve_every_epoch")
+    assert [f(1000, e) for e in range(4)] == [1.0, 0.5, 0.25, 0.125]
+
+
+def test_rnmt_plus_follows_dtmt_eq17() -> None:
+    f = schedules.get("rnmt_plus", replicas=2, warmup_steps=50, decay_start=200, decay_end=1200)
+    # hand-computed: warm-up 1 + t(n-1)/(np), plateau n, decay n(2n)^((s - n t)/(e - s))
+    assert f(0, 0) == pytest.approx(1.0)
+    assert f(50, 0) == pytest.approx(1.5)
+    assert f(100, 0) == pytest.approx(2.0)
+    assert f(150, 0) == pytest.approx(2 * 4 ** ((200 - 300) / 1000))      # 1.7411
+    assert f(700, 0) == pytest.approx(2 * 4 ** ((200 - 1400) / 1000))     # 0.3789
+    one = schedules.get("rnmt_plus", replicas=1, warmup_steps=50, decay_start=200, decay_end=1200)
+    assert one(100, 0) == 1.0 and one(1200, 0) == pytest.approx(0.5)      # n = 1: halved at e
+
+
+def test_lr_in_the_log_follows_the_schedule(corpus: dict[str, Path], tmp_path: Path) -> None:
+    trainer(corpus, tmp_path, max_steps=12, schedule="halve_every_epoch").run()
+    recs = [json.loads(x) for x in (tmp_path / "train.jsonl").read_text().splitlines()]
+    for r in (r for r in recs if r["kind"] == "train"):
+        assert r["lr"] == pytest.approx(0.003 * 0.5 ** r["epoch"])
+    assert {r["epoch"] for r in recs if r["kind"] == "train"} == {0, 1}       # 9 batches an epoch
+
+
+# ---- resume -----------------------------------------------------------------------------------------
+def test_resumed_run_ends_with_the_same_weights(corpus: dict[str, Path], tmp_path: Path) -> None:
+    trainer(corpus, tmp_path / "whole", max_steps=23).run()
+    trainer(corpus, tmp_path / "split", max_steps=13).run()      # stops mid-epoch 2 ...
+    resumed = trainer(corpus, tmp_path / "split", max_steps=23)  # ... and continues with a larger budget
+    resumed.run()
+    assert resumed.p.step == 23
+    assert_same_weights(tmp_path / "whole/last.pt", tmp_path / "split/last.pt")
+    steps = [json.loads(x)["step"] for x in (tmp_path / "split/train.jsonl").read_text().splitlines()
+             if json.loads(x)["kind"] == "train"]
+    assert steps == list(range(1, 24))                            # one log record per step, none twice
+
+
+def test_changed_settings_train_afresh(corpus: dict[str, Path], tmp_path: Path) -> None:
+    trainer(corpus, tmp_path, max_steps=6).run()
+    t = trainer(corpus, tmp_path, max_steps=6, lr=0.001)
+    t.run()
+    assert t.p.step == 6 and list(tmp_path.glob("last.*.pt")), "the other run's checkpoint is kept aside"
+
+
+def _train_cmd(corpus: dict[str, Path], out: Path, steps: int) -> list[str]:
+    settings = {"batch_size": 8, "lr": 0.003, "valid_every": 6, "valid_bleu": False, "threads": 1,
+                "max_steps": steps, "checkpoint_every": 2, "log_every": 1}
+    c = corpus
+    return [sys.executable, "-m", "rnmt", "train", "--model", json.dumps(MODEL), "--settings", json.dumps(settings),
+            "--train-src", str(c["train_src"]), "--train-tgt", str(c["train_tgt"]), "--dev-src", str(c["dev_src"]),
+            "--dev-tgt", str(c["dev_tgt"]), "--src-vocab", str(c["src_vocab"]), "--tgt-vocab", str(c["tgt_vocab"]),
+            "--out-dir", str(out)]
+
+
+def _wait_for_step(log: Path, step: int, proc: subprocess.Popen, timeout: float = 120) -> None:
+    end = time.time() + timeout
+    while time.time() < end and proc.poll() is None:
+        if log.is_file() and any(json.loads(x)["step"] >= step for x in log.read_text().splitlines() if x.strip()):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"training never reached step {step}")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_killed_training_resumes_to_the_same_weights(corpus: dict[str, Path], tmp_path: Path, sig: int) -> None:
+    steps = 60
+    ref = subprocess.run(_train_cmd(corpus, tmp_path / "ref", steps), capture_output=True, text=True)
+    assert ref.returncode == 0, ref.stderr[-2000:]
+    proc = subprocess.Popen(_train_cmd(corpus, tmp_path / "run", steps), stderr=subprocess.PIPE, text=True)
+    _wait_for_step(tmp_path / "run/train.jsonl", 15, proc)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    if sig == signal.SIGTERM:      # graceful: checkpoint, then the "rerun to resume" exit code and message
+        assert proc.returncode == 75, err[-2000:]
+        assert "rerun the same command to resume" in err
+    else:
+        assert proc.returncode == -signal.SIGKILL
+    assert not (tmp_path / "run/train.json").exists(), "an interrupted run must not look finished"
+    again = subprocess.run(_train_cmd(corpus, tmp_path / "run", steps), capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "resumed from" in again.stderr
+    assert_same_weights(tmp_path / "ref/last.pt", tmp_path / "run/last.pt")
+    assert_same_weights(tmp_path / "ref/model.pt", tmp_path / "run/model.pt")
+
+
+# ---- SR-NMT retraining, NaN losses -----------------------------------------------------------------
+def test_plateau_restarts_from_best_at_half_rate_then_stops(corpus: dict[str, Path], tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """SR-NMT: when the dev perplexity stops improving, continue from the best checkpoint at half the rate."""
+    losses = iter([3.0, 2.0, 2.5, 2.6])
+    monkeypatch.setattr("rnmt.train.trainer.dev_loss", lambda *a: next(losses))
+    m = trainer(corpus, tmp_path, max_steps=100, plateau_retrains=1, patience=1, valid_every=3).run()
+    recs = [json.loads(x) for x in (tmp_path / "train.jsonl").read_text().splitlines()]
+    retrain = next(r for r in recs if r["kind"] == "retrain")
+    assert retrain == {"kind": "retrain", "step": 9, "from_step": 6, "lr_factor": 0.5}
+    lrs = {r["step"]: r["lr"] for r in recs if r["kind"] == "train"}
+    assert lrs[9] == pytest.approx(0.003) and lrs[10] == pytest.approx(0.0015)
+    assert m["stop_reason"] == "patience" and m["steps"] == 12 and m["retrains"] == 1 and m["best_step"] == 6
+
+
+def test_nan_loss_stops_with_a_message_or_is_skipped(corpus: dict[str, Path], tmp_path: Path) -> None:
+    t = trainer(corpus, tmp_path / "stop", max_steps=3)
+    with torch.no_grad():
+        t.model.readout.bias.fill_(float("nan"))
+    with pytest.raises(TrainingDiverged, match="training loss is nan.*nan_policy: skip"):
+        t.run()
+    t = trainer(corpus, tmp_path / "skip", max_steps=3, nan_policy="skip", max_epochs=1)
+    with torch.no_grad():
+        t.model.readout.bias.fill_(float("nan"))
+    m = t.run()
+    assert m["skipped_batches"] == 9 and m["steps"] == 0     # every batch of the one epoch was skipped
+
+
+# ---- batching -------------------------------------------------------------------------------------------
+def test_token_batches_respect_the_budget_and_cover_every_sentence() -> None:
+    rng = random.Random(0)
+    src = [rng.randint(1, 40) for _ in range(500)]
+    tgt = [rng.randint(1, 40) for _ in range(500)]
+    batches = list(token_batches(src, tgt, 256, random.Random(1)))
+    assert sorted(i for b in batches for i in b) == list(range(500))
+    for b in batches:
+        assert len(b) * (max(max(src[i], tgt[i]) for i in b) + 1) <= 256 or len(b) == 1
+
+
+# ---- data parallel ------------------------------------------------------------------------------------
+def _rank_grads(rank: int, world: int, init: str, corpus: dict[str, Path], out: str) -> None:
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    torch.manual_seed(0)
+    model, batch_idx, data = _tiny_setup(corpus)
+    loss = _loss(model, make_batch(data, batch_idx[rank::world]), distributed.global_sum(
+        make_batch(data, batch_idx[rank::world]).tgt_tokens, world, torch.device("cpu")))
+    loss.backward()
+    distributed.sum_gradients(model, world)
+    if rank == 0:
+        torch.save({k: p.grad for k, p in model.named_parameters()}, out)
+    dist.destroy_process_group()
+
+
+def _tiny_setup(corpus: dict[str, Path]):
+    sv, tv = Vocab.load(corpus["src_vocab"]), Vocab.load(corpus["tgt_vocab"])
+    data = load_parallel(corpus["train_src"], corpus["train_tgt"], sv, tv)
+    model = build_model("rnnsearch", len(sv), len(tv), cell="gru", emb=8, hidden=12, dropout=0.0)
+    return model, list(range(0, 24, 2)), data
+
+
+def _loss(model, batch, tokens: int) -> torch.Tensor:
+    logits = model(batch.src, batch.src_mask, batch.tgt_in)
+    return torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD_ID,
+                                             reduction="sum") / tokens
+
+
+def test_two_gloo_processes_give_the_joint_batch_gradient(corpus: dict[str, Path], tmp_path: Path) -> None:
+    out = str(tmp_path / "grads.pt")
+    init = f"file://{tmp_path / 'rendezvous'}"
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    mp.spawn(_rank_grads, args=(2, init, corpus, out), nprocs=2, join=True)
+    torch.manual_seed(0)
+    model, idx, data = _tiny_setup(corpus)
+    batch = make_batch(data, idx)
+    _loss(model, batch, batch.tgt_tokens).backward()
+    parallel = torch.load(out, weights_only=True)
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(parallel[name], p.grad, atol=1e-6, rtol=1e-5)
