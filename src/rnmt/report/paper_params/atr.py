@@ -22,4 +22,10 @@ ROWS = [
                   "GNMT's stacking (1 bidirectional + 4 residual layers each side, context into every decoder layer "
                   "above the first, attention over the top encoder layer) gives 130.9M with zero initial states "
                   "(135.9M with a per-layer bridge); the missing ~12M are in structure the paper does not give"),
+    ParamRow("atr-table4", "Transformer", 70.2, "transformer",
+             {"d_model": 512, "ffn": 2048, "heads": 8, "layers": 4}, V, V,
+             note="section 5.2 gives emb 512 and filter 2048 only; 40K vocabularies per side as for every model "
+                  "(section 4.2), target embedding tied to the softmax as in the RNNSearch rows: 4+4 layers give "
+                  "70.39M (+0.26%). Base 6+6 gives 85.10M tied / 105.58M untied, 64.62M with one joint 40K "
+                  "vocabulary tied three ways; 5+3 69.33M, 3+5 71.44M, 4+4 untied 90.87M"),
 ]
