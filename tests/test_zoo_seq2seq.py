@@ -180,6 +180,11 @@ def test_diagonal_init_makes_every_gate_block_diagonal_and_biases_zero() -> None
     torch.testing.assert_close(model.out.weight, 0.5 * torch.eye(20, 4))
     assert all(torch.all(p == 0) for n, p in model.named_parameters() if n.endswith("bias"))
     torch.testing.assert_close(model.src_emb.words.weight, emb_before)
+    transformer = build_model("transformer", 20, 20, d_model=8, ffn=16, heads=2, layers=1)
+    diagonal_init_(transformer)
+    norm = transformer.encoder[0].norms[0]
+    assert torch.all(norm.weight == 1) and torch.all(norm.bias == 0)
+    torch.testing.assert_close(transformer.encoder[0].feed_forward[0].weight, torch.eye(16, 8))
 
 
 # -------------------------------------------------------------------------------------- seq2seq models
@@ -323,8 +328,9 @@ def test_transformer_incremental_step_equals_teacher_forced_forward() -> None:
         assert state["k0"].shape == (3, t + 1, 16)       # batch-first cache, one position per step
 
 
-def test_transformer_dropout_acts_only_in_training() -> None:
-    model = tiny("transformer", 10, dropout=0.3, attention_dropout=0.1)
+@pytest.mark.parametrize("arch,settings", [("transformer", {"attention_dropout": 0.1}), ("seq2seq", {})])
+def test_dropout_acts_only_in_training(arch: str, settings: dict) -> None:
+    model = tiny(arch, 10, dropout=0.3, **settings)
     src, mask = source_batch(SOURCES, False)
     tgt_in, _ = pad(TARGETS, bos=True)
     model.train()
