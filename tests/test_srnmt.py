@@ -137,6 +137,7 @@ def test_srnmt_cell_equals_reference(layer_norm: bool) -> None:
         nn.init.uniform_(cell.proj.norm.weight, 0.5, 1.5)
         nn.init.uniform_(cell.proj.norm.bias, -0.5, 0.5)
     assert (cell.proj.linear.bias is None) == layer_norm       # no bias when LN is on
+    assert cell.weight_matrix_count == 2
     x = torch.randn(1, 5, 5, dtype=D)
     out, _ = run(cell, x, torch.ones(1, 5, dtype=torch.bool))
     a = [ref_normed(cell.proj, x[0, t]) for t in range(5)]

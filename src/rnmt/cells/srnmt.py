@@ -82,6 +82,10 @@ class SRNMTCell(Recurrence):
     def project_inputs(self, x: Tensor) -> Tensor:
         return self.proj(x)
 
+    @property
+    def weight_matrix_count(self) -> int:
+        return 2            # W's two hidden-sized blocks, for x̃ and g
+
 
 def check_highway(unit: str, input_size: int, hidden_size: int) -> None:
     if input_size != hidden_size:
@@ -164,7 +168,8 @@ class DecoderUnit(nn.Module):
         s_tilde, state = run(self.recurrence, a[..., : 2 * d], full, state=state)
         out = s_tilde
         if self.attention is not None:
-            assert keys is not None, "a decoder unit with attention needs its keys"
+            if keys is None:
+                raise ValueError("a decoder unit with attention needs the keys of `attention.keys(memory)`")
             c = self.attention(s_tilde, keys, memory, mask) / math.sqrt(d)
             out = torch.tanh(self.state_out(self.dropout(s_tilde)) + self.context_out(self.dropout(c)))
         return (highway(out, y, a[..., 2 * d:]) if self.highway else out), state

@@ -55,8 +55,8 @@ class Stacked(Seq2Seq):
         self.enc_bwd = nn.ModuleList(build_cell(cell, self.src_emb.dim if i == 0 else hidden, half, **opts)
                                      for i in range(layers))
         first = emb + (hidden if input_feeding else 0)
-        self.dec: nn.ModuleList = nn.ModuleList(build_cell(cell, first if i == 0 else hidden, hidden, **opts)
-                                                for i in range(layers))
+        self.dec = nn.ModuleList(build_cell(cell, first if i == 0 else hidden, hidden, **opts)
+                                 for i in range(layers))
         enc_state, dec_state = self.enc_fwd[-1].state_size, self.dec[0].state_size
         if enc_state % half or dec_state != 2 * enc_state:
             raise InputError(f"stacked: cell {cell!r} has states of {enc_state} (hidden {half}) and {dec_state} "
