@@ -382,3 +382,16 @@ def test_table2_parameter_counts_within_tolerance() -> None:
         assert r["tolerance"] == 0.02 and abs(r["rel_diff"]) <= r["tolerance"], r
         assert r["src_vocab"] == r["tgt_vocab"] == table2.V and str(table2.V) in r["note"]
     assert abs(results[0]["rel_diff"]) < 1e-4          # LSTM 2L fixes the vocabulary
+
+
+def test_srnmt_starts_from_the_reference_initialisation() -> None:
+    torch.manual_seed(9)
+    model = build_model("srnmt", 50, 50, layers=2, emb=64, hidden=64)
+    for name, p in model.named_parameters():
+        if "norm" in name:
+            assert torch.all(p == (1.0 if name.endswith("weight") else 0.0)), name
+        elif p.dim() == 1:
+            assert p.abs().max() <= 0.1 and p.abs().max() > 0.05, name
+    w = model.decoder[0].proj.linear.weight            # Xavier-normal: std √(2 / (fan_in + fan_out))
+    assert abs(float(w.std()) / math.sqrt(2 / (64 + 192)) - 1) < 0.1
+    assert torch.all(model.src_emb.weight[0] == 0) and torch.all(model.tgt_emb.weight[0] == 0)

@@ -3,8 +3,8 @@ units, then N decoder units, each with its own attention over the last encoder l
 generator p(y_i) = softmax(W_o dropout(s_i^N) + b_o), untied as in OpenNMT-py.
 
 The decoder's recurrent state starts at zero. Dropout (0.1 in the paper) is applied before every
-multiplication by a parameter matrix (section 4). Initialisation as the authors' code: Xavier-normal
-matrices, vectors uniform in ±0.1, layer norms at gain 1 and bias 0. Table 4 ablations:
+multiplication by a parameter matrix (section 4). Initialisation as the authors' code (the trainer's
+`xavier` scheme): Xavier-normal matrices, vectors uniform in ±0.1, layer norms at gain 1 and bias 0. Table 4 ablations:
 `layer_norm`, `highway` and `multi_attention` (off: attention in the last decoder layer only).
 """
 
@@ -21,18 +21,7 @@ from rnmt.io import InputError
 from rnmt.models.base import DecoderState, Seq2Seq
 from rnmt.models.embedding import FactoredEmbedding
 from rnmt.models.registry import register_model
-
-
-def init_parameters(model: nn.Module) -> None:
-    """Xavier-normal for matrices, U(−0.1, 0.1) for vectors; layer norms keep (1, 0)."""
-    for module in model.modules():
-        if isinstance(module, nn.LayerNorm):
-            continue
-        for p in module.parameters(recurse=False):
-            if p.dim() >= 2:
-                nn.init.xavier_normal_(p)
-            else:
-                nn.init.uniform_(p, -0.1, 0.1)
+from rnmt.train.optim import initialise
 
 
 @register_model("srnmt")
@@ -60,7 +49,7 @@ class SRNMT(Seq2Seq):
         self.dropout = nn.Dropout(dropout)
         self.generator = nn.Linear(hidden, tgt_vocab_size)
         self.hidden = hidden
-        init_parameters(self)
+        initialise(self, "xavier")
         with torch.no_grad():
             self.src_emb.weight[PAD_ID].zero_()
             self.tgt_emb.weight[PAD_ID].zero_()
