@@ -392,6 +392,6 @@ def test_srnmt_starts_from_the_reference_initialisation() -> None:
             assert torch.all(p == (1.0 if name.endswith("weight") else 0.0)), name
         elif p.dim() == 1:
             assert p.abs().max() <= 0.1 and p.abs().max() > 0.05, name
-    w = model.decoder[0].proj.linear.weight            # Xavier-normal: std √(2 / (fan_in + fan_out))
+    w = model.decoder[0].proj.linear.weight.detach()   # Xavier-normal: std √(2 / (fan_in + fan_out))
     assert abs(float(w.std()) / math.sqrt(2 / (64 + 192)) - 1) < 0.1
     assert torch.all(model.src_emb.weight[0] == 0) and torch.all(model.tgt_emb.weight[0] == 0)
