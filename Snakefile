@@ -12,7 +12,7 @@ from pathlib import Path
 from snakemake.settings.types import DeploymentMethod
 from snakemake.utils import min_version
 
-from rnmt.plan import SIDES, SPLITS, Plan
+from rnmt.plan import SIDES, SPLITS, Plan, member_seeds
 
 min_version("9.0")
 
@@ -40,6 +40,7 @@ wildcard_constraints:
     corpus=r"[A-Za-z0-9_-]+",
     variant=r"[a-z0-9-]+",
     seed=r"\d+",
+    member=r"seed\d+|ens\d+(-\d+)+",
     split="|".join(SPLITS),
     side="|".join(SIDES),
     testset="dev|test",

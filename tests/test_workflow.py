@@ -2,7 +2,6 @@
 
 import json
 import math
-from collections import Counter
 from pathlib import Path
 
 import pandas as pd
@@ -11,7 +10,7 @@ import sacrebleu
 import torch
 import yaml
 
-from conftest import run_snakemake
+from conftest import jobs, run_snakemake
 
 TINY = {
     "run": "tiny",
@@ -22,18 +21,6 @@ TINY = {
     "decode": {"beam": 3, "threads": 1},
 }
 TABLE = "results/tiny/tables/demo-rnnsearch.csv"
-
-
-def jobs(dry_run_output: str) -> Counter[str]:
-    """Job counts from the 'Job stats' block of a dry run."""
-    lines = dry_run_output.split("Job stats:")[1].splitlines()
-    counts: Counter[str] = Counter()
-    for line in lines[3:]:
-        parts = line.split()
-        if len(parts) != 2 or parts[0] == "total":
-            break
-        counts[parts[0]] = int(parts[1])
-    return counts
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +37,8 @@ def test_dry_run_lists_the_dag(workdir: Path) -> None:
     counts = jobs(r.stdout)
     assert counts == {"synthetic_corpus": 1, "chunk_index": 1, "clean_chunk": 1, "merge_chunks": 1, "tokenize": 4,
                       "learn_bpe": 2, "apply_bpe": 3, "apply_bpe_train": 1, "vocab": 2,
-                      "train": 1, "translate": 1, "postprocess": 1, "score": 1, "table": 1, "learning_curve": 1,
-                      "all": 1}
+                      "train": 3, "translate": 4, "postprocess": 4, "score": 4, "table": 1, "learning_curve": 3,
+                      "all": 1}     # GRU seed 1, ATR seeds 1 and 2, and the ATR ensemble of both
 
 
 @pytest.mark.workflow
@@ -69,10 +56,11 @@ def test_table_target_runs_for_real_and_rerun_does_nothing(workdir: Path) -> Non
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     df = pd.read_csv(workdir / TABLE)
     exp = yaml.safe_load((Path(__file__).parents[1] / "workflow/experiments/demo-rnnsearch.yaml").read_text())
-    assert list(df.metric) == exp["metrics"]
-    assert set(df.system) == {"RNNSearch + GRU"} and set(df.run) == {"tiny"} and set(df.scale) == {"demo"}
+    assert list(df.metric) == exp["metrics"] * len(exp["rows"])      # every row has every metric
+    assert list(dict.fromkeys(df.system)) == [r["system"] for r in exp["rows"]]
+    assert set(df.run) == {"tiny"} and set(df.scale) == {"demo"}
     assert df.ours.map(math.isfinite).all()
-    ours = df.set_index("metric").ours
+    ours = df[df.system == "RNNSearch + GRU"].set_index("metric").ours
 
     # the table's numbers are the run's numbers: BLEU recomputed from the files, params from the weights
     run_dir = workdir / "results/tiny"
@@ -82,7 +70,17 @@ def test_table_target_runs_for_real_and_rerun_does_nothing(workdir: Path) -> Non
     assert ours["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyp, [ref]).score)
     state = torch.load(run_dir / "models/rnnsearch-gru/seed1/model.pt", weights_only=True)["state_dict"]
     assert ours["params_m"] == pytest.approx(sum(t.numel() for t in state.values()) / 1e6)
-    assert df.set_index("metric").signature["bleu"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
+    assert set(df[df.metric == "bleu"].signature.str[:33]) == {"nrefs:1|case:mixed|eff:no|tok:13a"}
+
+    # two seeds: mean ± std; their ensemble: one decoding with both models, whose parameters add up
+    atr = df[df.system == "RNNSearch + ATR"].set_index("metric")
+    ens = df[df.system == "RNNSearch + ATR (ensemble of 2)"].set_index("metric")
+    assert atr.n_seeds["bleu"] == 2 and math.isfinite(atr["std"]["bleu"]) and ens.n_seeds["bleu"] == 1
+    assert ens.ours["params_m"] == pytest.approx(2 * atr.ours["params_m"])
+    ens_hyp = (run_dir / "translations/rnnsearch-atr/ens1-2/test.txt").read_text().splitlines()
+    assert ens.ours["bleu"] == pytest.approx(sacrebleu.corpus_bleu(ens_hyp, [ref]).score)
+    ens_metrics = json.loads((run_dir / "metrics/rnnsearch-atr/ens1-2/test.json").read_text())
+    assert ens_metrics["seeds"] == [1, 2] and ens_metrics["decode"]["models"] == 2
     metrics = json.loads((run_dir / "metrics/rnnsearch-gru/seed1/test.json").read_text())
     assert metrics["train"]["steps"] == 40 and metrics["train"]["stop_reason"] == "max_steps"
     log = [json.loads(x) for x in (run_dir / "models/rnnsearch-gru/seed1/train.jsonl").read_text().splitlines()]
@@ -90,7 +88,7 @@ def test_table_target_runs_for_real_and_rerun_does_nothing(workdir: Path) -> Non
 
     md = (workdir / TABLE).with_suffix(".md").read_text()
     assert "| System | BLEU | tok BLEU | chrF | #Params (M) |" in md
-    assert "| RNNSearch + GRU |" in md
+    assert "| RNNSearch + GRU |" in md and "| RNNSearch + ATR (ensemble of 2) |" in md
 
     again = run_snakemake([TABLE, "-n", "--configfile", "tiny.yaml"], workdir)
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr

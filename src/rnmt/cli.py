@@ -85,34 +85,44 @@ def cmd_translate(a: argparse.Namespace) -> None:
 
     from rnmt import hardware
     from rnmt.data.batching import count_words
+    from rnmt.decode.ensemble import load_ensemble
     from rnmt.decode.translate import translate_ids
     from rnmt.io import read_lines, write_json, write_lines
-    from rnmt.train.checkpoint import load_model
 
     if a.threads:
         torch.set_num_threads(a.threads)
     device = hardware.pick_device(a.device)
-    model, src_vocab, tgt_vocab = load_model(a.model, device)
+    model, src_vocab, tgt_vocab = load_ensemble(a.model, device)
     lines = read_lines(a.input)
     sources = [src_vocab.encode(line) for line in lines]
-    t0 = time.perf_counter()
-    hyps = translate_ids(model, sources, beam=a.beam, batch_size=a.batch_size, max_len_ratio=a.max_len_ratio,
-                         max_len_extra=a.max_len_extra, penalty=a.length_penalty, alpha=a.alpha, device=device,
-                         progress=True)
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    seconds = time.perf_counter() - t0
-    out = [tgt_vocab.decode(h) for h in hyps]
+
+    def timed(beam: int, progress: bool) -> tuple[list[str], dict[str, float]]:
+        """Decode everything at `beam`; speed as DESIGN.md says: synchronised, start-up excluded."""
+        t0 = time.perf_counter()
+        hyps = translate_ids(model, sources, beam=beam, batch_size=a.batch_size, max_len_ratio=a.max_len_ratio,
+                             max_len_extra=a.max_len_extra, penalty=a.length_penalty, alpha=a.alpha,
+                             device=device, progress=progress)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        seconds = time.perf_counter() - t0
+        out = [tgt_vocab.decode(h) for h in hyps]
+        words = sum(count_words(line) for line in out)
+        return out, {"decode_seconds": seconds, "words": words,
+                     "decode_words_per_s": words / seconds if seconds else 0.0,
+                     "decode_seconds_per_sentence": seconds / max(len(lines), 1)}
+
+    out, speed = timed(a.beam, progress=True)
     write_lines(a.output, out)
-    words = sum(count_words(line) for line in out)
-    log.info("translated %d sentences in %.1f s (beam %d)", len(lines), seconds, a.beam)
+    log.info("translated %d sentences in %.1f s (beam %d, %d model(s))", len(lines), speed["decode_seconds"],
+             a.beam, len(a.model))
     if a.metrics:
-        write_json(a.metrics, {
-            "beam": a.beam, "batch_size": a.batch_size, "length_penalty": a.length_penalty, "alpha": a.alpha,
-            "sentences": len(lines), "words": words, "decode_seconds": seconds,
-            "decode_words_per_s": words / seconds if seconds else 0.0,
-            "decode_seconds_per_sentence": seconds / max(len(lines), 1),
-            "hardware": hardware.describe(device)})
+        metrics = {"beam": a.beam, "batch_size": a.batch_size, "length_penalty": a.length_penalty,
+                   "alpha": a.alpha, "models": len(a.model), "sentences": len(lines), **speed}
+        for beam in a.speed_beams:                 # e.g. ATR Table 4's speed columns are at beam 1
+            extra = speed if beam == a.beam else timed(beam, progress=False)[1]
+            metrics.update({f"{k}_beam{beam}": v for k, v in extra.items() if k.startswith("decode_")})
+        metrics["hardware"] = hardware.describe(device)
+        write_json(a.metrics, metrics)
 
 
 def cmd_postprocess(a: argparse.Namespace) -> None:
@@ -129,15 +139,36 @@ def cmd_score(a: argparse.Namespace) -> None:
     from rnmt.evaluate.score import score
     from rnmt.io import read_json, read_lines, write_json
 
-    scores = score(read_lines(a.hyp), read_lines(a.ref),
-                   read_lines(a.hyp_tok) if a.hyp_tok else None, read_lines(a.ref_tok) if a.ref_tok else None)
+    src_lengths = [len(line.split()) for line in read_lines(a.src)] if a.src else None
+    scores = score(read_lines(a.hyp), [read_lines(r) for r in a.ref],
+                   read_lines(a.hyp_tok) if a.hyp_tok else None,
+                   [read_lines(r) for r in a.ref_tok] if a.ref_tok else None, lowercase=a.lowercase,
+                   src_lengths=src_lengths)
     meta = dict(kv.split("=", 1) for kv in a.meta)
-    out = {**meta, "seed": int(meta["seed"]) if "seed" in meta else None, "scores": scores,
-           "train": read_json(a.train_metrics) if a.train_metrics else {},
-           "decode": read_json(a.decode_metrics) if a.decode_metrics else {}}
+    members = [read_json(p) for p in a.train_metrics]
+    train = members[0] if len(members) == 1 else {
+        "params": sum(m["params"] for m in members), "members": members,
+        "train_tgt_words_per_s": sum(m["train_tgt_words_per_s"] for m in members) / len(members)} if members else {}
+    if "member" in meta:
+        from rnmt.plan import member_seeds
+
+        meta["seeds"] = member_seeds(meta["member"])
+    out = {**meta, "scores": scores, "train": train, "decode": read_json(a.decode_metrics) if a.decode_metrics else {}}
     write_json(a.output, out)
     log.info("%s: BLEU %.2f (tok %.2f), chrF %.2f", a.output, scores["bleu"], scores.get("tok_bleu", float("nan")),
              scores["chrf"])
+
+
+def cmd_gates(a: argparse.Namespace) -> None:
+    from rnmt.evaluate.gates import gate_statistics
+    from rnmt.io import read_lines, write_json
+    from rnmt.train.checkpoint import load_model
+
+    model, sv, tv = load_model(a.model)
+    stats = gate_statistics(model, [sv.encode(x) for x in read_lines(a.src)], [tv.encode(x) for x in read_lines(a.tgt)])
+    write_json(a.output, stats)
+    for name, st in stats.items():
+        log.info("%s: Pearson r of mean input and forget gates %.4f", name, st["pearson_r"])
 
 
 def cmd_table(a: argparse.Namespace) -> None:
@@ -230,7 +261,7 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_train)
 
     s = sub.add_parser("translate", help="beam-search a segmented source file")
-    s.add_argument("--model", required=True)
+    s.add_argument("--model", required=True, nargs="+", help="one checkpoint, or several for an ensemble")
     s.add_argument("--beam", type=int, default=10)
     s.add_argument("--batch-size", type=int, default=64)
     s.add_argument("--length-penalty", choices=("average", "gnmt", "none"), default="average")
@@ -240,6 +271,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--threads", type=int, default=0)
     s.add_argument("--device", default="auto")
     s.add_argument("--metrics", help="write decoding speed here (JSON)")
+    s.add_argument("--speed-beams", type=int, nargs="*", default=[1],
+                   help="also time decoding at these beams for the metrics (default: 1, ATR Table 4's setting)")
     s.add_argument("input")
     s.add_argument("output")
     s.set_defaults(func=cmd_translate)
@@ -253,14 +286,23 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("score", help="score a translation and write metrics.json")
     s.add_argument("--hyp", required=True)
-    s.add_argument("--ref", required=True)
+    s.add_argument("--ref", required=True, nargs="+", help="one reference file, or several (NIST: 4)")
     s.add_argument("--hyp-tok")
-    s.add_argument("--ref-tok")
-    s.add_argument("--train-metrics")
+    s.add_argument("--ref-tok", nargs="+")
+    s.add_argument("--src", help="tokenized source, for BLEU by source length (DTMT Figure 3)")
+    s.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU (NIST Zh-En)")
+    s.add_argument("--train-metrics", nargs="*", default=[], help="train.json of the model or of each member")
     s.add_argument("--decode-metrics")
     s.add_argument("--meta", nargs="*", default=[], help="key=value pairs stored in the metrics")
     s.add_argument("--output", required=True)
     s.set_defaults(func=cmd_score)
+
+    s = sub.add_parser("gates", help="ATR gate statistics on a test set (ATR section 5.1, Figure 3)")
+    s.add_argument("--model", required=True)
+    s.add_argument("--src", required=True, help="segmented source")
+    s.add_argument("--tgt", required=True, help="segmented reference")
+    s.add_argument("--output", required=True)
+    s.set_defaults(func=cmd_gates)
 
     s = sub.add_parser("table", help="build a table's CSV and Markdown from metrics files")
     s.add_argument("--experiment", required=True)

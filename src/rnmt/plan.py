@@ -43,6 +43,21 @@ class Row:
     system: str
     variant: str
     paper: dict[str, float | None]
+    seeds: tuple[int, ...] = (1,)
+    ensemble: bool = False          # one decoding with all seeds' models together
+
+    def members(self) -> list[str]:
+        """What gets decoded: each seed's model, or one ensemble of them all."""
+        if self.ensemble:
+            return ["ens" + "-".join(str(s) for s in self.seeds)]
+        return [f"seed{s}" for s in self.seeds]
+
+
+def member_seeds(member: str) -> list[int]:
+    """`seed3` → [3]; `ens1-2` → [1, 2]."""
+    if member.startswith("seed"):
+        return [int(member[4:])]
+    return [int(x) for x in member[3:].split("-")]
 
 
 @dataclass
@@ -59,7 +74,8 @@ class Table:
 
 def table_from_experiment(exp: dict[str, Any], path: Path) -> Table:
     """The table's layout (rows, metrics, paper numbers) from a validated experiment file."""
-    rows = [Row(r["system"], r["variant"], r.get("paper") or {}) for r in exp["rows"]]
+    rows = [Row(r["system"], r["variant"], r.get("paper") or {}, tuple(r["seeds"]), bool(r.get("ensemble", False)))
+            for r in exp["rows"]]
     return Table(exp["table"], path, exp["title"], exp["corpus"], exp["testset"], exp["metrics"], rows,
                  exp.get("paper", ""))
 
@@ -123,8 +139,7 @@ class Plan:
 
     def metrics_paths(self, table: str) -> list[str]:
         t = self.tables[table]
-        return [f"{self.results}/metrics/{r.variant}/seed{s}/{t.testset}.json"
-                for r in t.rows for s in self.variants[r.variant].seeds]
+        return [f"{self.results}/metrics/{r.variant}/{m}/{t.testset}.json" for r in t.rows for m in r.members()]
 
     def table_targets(self) -> list[str]:
         return [f"{self.results}/tables/{t}.{ext}" for t in self.tables for ext in ("csv", "md")]

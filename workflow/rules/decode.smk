@@ -1,22 +1,23 @@
-# Decoding: beam search on the segmented test source, then BPE removal and detokenization.
+# Decoding: beam search on the segmented test source with one model (member seed<N>) or an ensemble
+# (member ens<N>-<M>: the seeds' models together), then BPE removal and detokenization.
 
 
 rule translate:
     input:
-        model=R + "/models/{variant}/seed{seed}/model.pt",
+        models=lambda wc: [f"{R}/models/{wc.variant}/seed{s}/model.pt" for s in member_seeds(wc.member)],
         src=lambda wc: f"{R}/data/{PLAN.variants[wc.variant].corpus}/bpe/{wc.testset}.src",
     output:
-        bpe=R + "/translations/{variant}/seed{seed}/{testset}.bpe",
-        speed=R + "/translations/{variant}/seed{seed}/{testset}.speed.json",
+        bpe=R + "/translations/{variant}/{member}/{testset}.bpe",
+        speed=R + "/translations/{variant}/{member}/{testset}.speed.json",
     params:
         d=lambda wc: PLAN.variants[wc.variant].decode,
     threads: config["decode"].get("threads", 1) or 1
     conda:
         "../../envs/train.yaml"
     log:
-        R + "/logs/translate/{variant}.seed{seed}.{testset}.log",
+        R + "/logs/translate/{variant}.{member}.{testset}.log",
     shell:
-        "{RNMT} translate --model {input.model:q} --beam {params.d[beam]} --batch-size {params.d[batch_size]} "
+        "{RNMT} translate --model {input.models:q} --beam {params.d[beam]} --batch-size {params.d[batch_size]} "
         "--length-penalty {params.d[length_penalty]} --alpha {params.d[alpha]} "
         "--max-len-ratio {params.d[max_len_ratio]} --max-len-extra {params.d[max_len_extra]} "
         "--threads {threads} --metrics {output.speed:q} {input.src:q} {output.bpe:q} 2> {log:q}"
@@ -24,15 +25,15 @@ rule translate:
 
 rule postprocess:
     input:
-        R + "/translations/{variant}/seed{seed}/{testset}.bpe",
+        R + "/translations/{variant}/{member}/{testset}.bpe",
     output:
-        tok=R + "/translations/{variant}/seed{seed}/{testset}.tok",
-        txt=R + "/translations/{variant}/seed{seed}/{testset}.txt",
+        tok=R + "/translations/{variant}/{member}/{testset}.tok",
+        txt=R + "/translations/{variant}/{member}/{testset}.txt",
     params:
         lang=lambda wc: PLAN.corpus(PLAN.variants[wc.variant].corpus)["tgt_lang"],
     conda:
         "../../envs/data.yaml"
     log:
-        R + "/logs/postprocess/{variant}.seed{seed}.{testset}.log",
+        R + "/logs/postprocess/{variant}.{member}.{testset}.log",
     shell:
         "{RNMT} postprocess --lang {params.lang} --tok-output {output.tok:q} {input:q} {output.txt:q} 2> {log:q}"

@@ -1,34 +1,58 @@
-"""BLEU and chrF with sacrebleu.
+"""BLEU and chrF with sacrebleu, as the papers computed them.
 
-- `bleu`: detokenized, case-sensitive sacrebleu BLEU (13a tokenization) with its signature, the
-  comparable number;
-- `tok_bleu`: BLEU on Moses-tokenized hypothesis and reference with no further tokenization, which
+- `bleu`: detokenized sacrebleu BLEU (13a tokenization) with its signature, the comparable number;
+  case-insensitive and against several references for NIST Zh-En (`lowercase=True`, 4 references);
+- `tok_bleu`: BLEU on Moses-tokenized hypothesis and references with no further tokenization, which
   is what multi-bleu.perl computed for the papers' "tokenized BLEU" columns;
-- `chrf`: sacrebleu chrF.
+- `chrf`: sacrebleu chrF;
+- `bleu_by_length`: BLEU per source-length bucket (DTMT Figure 3).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from sacrebleu.metrics import BLEU, CHRF
 
 from rnmt.io import InputError
 
-
-def _check(hyps: list[str], refs: list[str], what: str) -> None:
-    if len(hyps) != len(refs):
-        raise InputError(f"{what}: {len(hyps)} hypotheses but {len(refs)} references; "
-                         "the translation is incomplete or belongs to another test set")
+LENGTH_BUCKETS = (0, 10, 20, 30, 40, 50)     # DTMT Figure 3: (0,10], (10,20], ..., (50, ∞)
 
 
-def score(hyps: list[str], refs: list[str], hyps_tok: list[str] | None = None,
-          refs_tok: list[str] | None = None) -> dict[str, Any]:
+def _check(hyps: Sequence[str], refs: Sequence[Sequence[str]], what: str) -> None:
+    for k, r in enumerate(refs):
+        if len(hyps) != len(r):
+            raise InputError(f"{what}: {len(hyps)} hypotheses but reference {k + 1} has {len(r)} lines; "
+                             "the translation is incomplete or belongs to another test set")
+
+
+def bucket_name(lo: int, hi: int | None) -> str:
+    return f"{lo + 1}-{hi}" if hi is not None else f">{lo}"
+
+
+def bleu_by_length(hyps: Sequence[str], refs: Sequence[Sequence[str]], src_lengths: Sequence[int],
+                   lowercase: bool = False) -> dict[str, dict[str, float]]:
+    """BLEU of the sentences whose source length (words) falls in each bucket."""
+    out = {}
+    edges = [*LENGTH_BUCKETS, None]
+    for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+        idx = [i for i, n in enumerate(src_lengths) if n > lo and (hi is None or n <= hi)]
+        if idx:
+            b = BLEU(lowercase=lowercase).corpus_score([hyps[i] for i in idx], [[r[i] for i in idx] for r in refs])
+            out[bucket_name(lo, hi)] = {"bleu": b.score, "sentences": len(idx)}
+    return out
+
+
+def score(hyps: Sequence[str], refs: Sequence[Sequence[str]], hyps_tok: Sequence[str] | None = None,
+          refs_tok: Sequence[Sequence[str]] | None = None, lowercase: bool = False,
+          src_lengths: Sequence[int] | None = None) -> dict[str, Any]:
+    """`refs` is a list of reference streams (one for WMT, four for NIST), each aligned with `hyps`."""
     _check(hyps, refs, "detokenized scoring")
-    bleu = BLEU()
-    b = bleu.corpus_score(hyps, [refs])
-    chrf = CHRF()
-    c = chrf.corpus_score(hyps, [refs])
+    bleu = BLEU(lowercase=lowercase)
+    b = bleu.corpus_score(list(hyps), [list(r) for r in refs])
+    chrf = CHRF(lowercase=lowercase)
+    c = chrf.corpus_score(list(hyps), [list(r) for r in refs])
     out: dict[str, Any] = {
         "bleu": b.score,
         "bleu_signature": str(bleu.get_signature()),
@@ -36,9 +60,14 @@ def score(hyps: list[str], refs: list[str], hyps_tok: list[str] | None = None,
         "chrf": c.score,
         "chrf_signature": str(chrf.get_signature()),
         "sentences": len(hyps),
+        "references": len(refs),
     }
     if hyps_tok is not None and refs_tok is not None:
         _check(hyps_tok, refs_tok, "tokenized scoring")
-        tok = BLEU(tokenize="none", force=True)
-        out["tok_bleu"] = tok.corpus_score(hyps_tok, [refs_tok]).score
+        tok = BLEU(tokenize="none", lowercase=lowercase, force=True)
+        out["tok_bleu"] = tok.corpus_score(list(hyps_tok), [list(r) for r in refs_tok]).score
+    if src_lengths is not None:
+        if len(src_lengths) != len(hyps):
+            raise InputError(f"{len(src_lengths)} source lines for {len(hyps)} hypotheses")
+        out["bleu_by_length"] = bleu_by_length(hyps, refs, src_lengths, lowercase)
     return out

@@ -44,13 +44,14 @@ def metric_value(metrics: dict[str, Any], name: str) -> float | None:
     return None
 
 
-def tidy(table: Table, metrics_by_variant: dict[str, list[dict[str, Any]]], run: str,
-         scale: str) -> pd.DataFrame:
+def tidy(table: Table, metrics: dict[tuple[str, str], dict[str, Any]], run: str, scale: str) -> pd.DataFrame:
+    """`metrics` maps (variant, member) to a metrics.json; a row reads its members' files."""
     records = []
     for row in table.rows:
-        runs = metrics_by_variant.get(row.variant, [])
-        if not runs:
-            raise InputError(f"table {table.name}: no metrics for variant {row.variant!r}")
+        runs = [metrics[(row.variant, m)] for m in row.members() if (row.variant, m) in metrics]
+        if len(runs) != len(row.members()):
+            raise InputError(f"table {table.name}: row {row.system!r} needs metrics of {', '.join(row.members())} "
+                             f"of variant {row.variant!r}, found {len(runs)}")
         signature = runs[0].get("scores", {}).get("bleu_signature", "")
         for metric in table.metrics:
             values = [v for v in (metric_value(m, metric) for m in runs) if v is not None]
@@ -102,11 +103,11 @@ def markdown(table: Table, df: pd.DataFrame) -> str:
 
 def build(table: Table, metrics_files: list[str | Path], run: str, scale: str, out_csv: str | Path,
           out_md: str | Path) -> pd.DataFrame:
-    by_variant: dict[str, list[dict[str, Any]]] = {}
+    metrics = {}
     for path in metrics_files:
         m = read_json(path)
-        by_variant.setdefault(m["variant"], []).append(m)
-    df = tidy(table, by_variant, run, scale)
+        metrics[(m["variant"], m["member"])] = m
+    df = tidy(table, metrics, run, scale)
     with atomic_writer(out_csv) as f:
         df.to_csv(f, index=False)
     with atomic_writer(out_md) as f:

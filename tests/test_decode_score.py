@@ -1,0 +1,156 @@
+"""Search, ensembles and scoring as the papers did them."""
+
+import math
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import sacrebleu
+import torch
+
+from rnmt.data.batching import pad
+from rnmt.data.vocab import Vocab
+from rnmt.decode.beam import beam_search, normalise
+from rnmt.decode.ensemble import Ensemble, load_ensemble
+from rnmt.evaluate.gates import gate_statistics
+from rnmt.evaluate.score import score
+from rnmt.io import InputError
+from rnmt.models import build_model
+from rnmt.train import checkpoint
+
+SOURCES = [[5, 6, 7, 8], [9, 10, 11], [12, 13, 5, 6, 7, 8, 9], [14]]
+
+
+def model(seed: int, cell: str = "gru"):
+    torch.manual_seed(seed)
+    m = build_model("rnnsearch", 20, 20, cell=cell, emb=8, hidden=12, dropout=0.0)
+    for p in m.parameters():                  # peaky distributions make search choices matter
+        torch.nn.init.normal_(p, 0, 0.8)
+    return m.eval()
+
+
+def sequence_logprob(m, src, mask, hyp: list[int]) -> float:
+    """The model's own log-probability of hyp + </s>, scored step by step."""
+    st, prev, total = m.start(src, mask), torch.tensor([2]), 0.0
+    for tok in [*hyp, 3]:
+        logp, st = m.step(prev, st)
+        total += float(logp[0, tok].detach())
+        prev = torch.tensor([tok])
+    return total
+
+
+@pytest.mark.parametrize("penalty", ["none", "average", "gnmt"])
+def test_beam_never_scores_below_greedy(penalty: str) -> None:
+    for seed in range(4):
+        m = model(seed)
+        for s in SOURCES:
+            src, mask = pad([s], eos=True)
+            greedy, _ = beam_search(m, src, mask, beam=1, max_len=12, penalty=penalty)[0]
+            best, _ = beam_search(m, src, mask, beam=6, max_len=12, penalty=penalty)[0]
+            g = normalise(sequence_logprob(m, src, mask, greedy), len(greedy) + 1, penalty, 0.6)
+            b = normalise(sequence_logprob(m, src, mask, best), len(best) + 1, penalty, 0.6)
+            assert b >= g - 1e-5
+
+
+def test_length_penalties_follow_their_formulas() -> None:
+    assert normalise(-6.0, 3, "average", 0.6) == pytest.approx(-2.0)
+    assert normalise(-6.0, 3, "gnmt", 0.6) == pytest.approx(-6.0 / ((5 + 3) / 6) ** 0.6)
+    assert normalise(-6.0, 3, "none", 0.6) == -6.0
+
+
+def test_ensemble_of_one_is_that_model() -> None:
+    m = model(1)
+    src, mask = pad(SOURCES, eos=True)
+    ens = Ensemble([m])
+    assert beam_search(ens, src, mask, 4, 12) == beam_search(m, src, mask, 4, 12)
+    tgt_in, _ = pad([[5, 6], [7], [8, 9, 10], [11]], bos=True)
+    torch.testing.assert_close(ens(src, mask, tgt_in), torch.log_softmax(m(src, mask, tgt_in), -1))
+
+
+def test_ensemble_averages_probabilities() -> None:
+    a, b = model(1), model(2, cell="atr")
+    src, mask = pad(SOURCES, eos=True)
+    ens = Ensemble([a, b])
+    sa, sb, se = a.start(src, mask), b.start(src, mask), ens.start(src, mask)
+    prev = torch.full((len(SOURCES),), 2)
+    (la, _), (lb, _), (le, _) = a.step(prev, sa), b.step(prev, sb), ens.step(prev, se)
+    torch.testing.assert_close(le.exp(), (la.exp() + lb.exp()) / 2)
+    assert len(beam_search(ens, src, mask, 3, 10)) == len(SOURCES)
+
+
+def test_ensemble_members_must_share_vocabularies(tmp_path: Path) -> None:
+    v1 = Vocab(["<pad>", "<unk>", "<s>", "</s>", *[f"w{i}" for i in range(16)]])
+    v2 = Vocab(["<pad>", "<unk>", "<s>", "</s>", *[f"x{i}" for i in range(16)]])
+    cfg = {"arch": "rnnsearch", "cell": "gru", "emb": 8, "hidden": 12, "dropout": 0.0}
+    checkpoint.save(tmp_path / "a.pt", model(1), cfg, v1, v1)
+    checkpoint.save(tmp_path / "b.pt", model(2), cfg, v1, v2)
+    with pytest.raises(InputError, match="different vocabularies"):
+        load_ensemble([tmp_path / "a.pt", tmp_path / "b.pt"])
+    ens, _, _ = load_ensemble([tmp_path / "a.pt", tmp_path / "a.pt"])
+    assert isinstance(ens, Ensemble)
+
+
+# ---- scoring -----------------------------------------------------------------------------------------
+def multi_bleu(hyps: list[str], refs: list[list[str]]) -> float:
+    """multi-bleu.perl's algorithm, written out: clipped n-gram precisions over the corpus, closest
+    reference length for the brevity penalty, no smoothing."""
+    match, total = [0] * 4, [0] * 4
+    hyp_len = ref_len = 0
+    for k, h in enumerate(hyps):
+        ht = h.split()
+        rts = [r[k].split() for r in refs]
+        hyp_len += len(ht)
+        ref_len += min((abs(len(r) - len(ht)), len(r)) for r in rts)[1]
+        for n in range(1, 5):
+            hc = Counter(tuple(ht[i:i + n]) for i in range(len(ht) - n + 1))
+            mx: Counter = Counter()
+            for r in rts:
+                for g, c in Counter(tuple(r[i:i + n]) for i in range(len(r) - n + 1)).items():
+                    mx[g] = max(mx[g], c)
+            match[n - 1] += sum(min(c, mx[g]) for g, c in hc.items())
+            total[n - 1] += max(len(ht) - n + 1, 0)
+    if min(match) == 0:
+        return 0.0
+    bp = 1.0 if hyp_len > ref_len else math.exp(1 - ref_len / hyp_len)
+    return 100 * bp * math.exp(sum(math.log(m / t) for m, t in zip(match, total, strict=True)) / 4)
+
+
+HYPS = ["the cat sat on the mat .", "there is a dog in the garden , he said .", "it &apos;s raining today ."]
+REFS = [["the cat sat on a mat .", "a dog is in the garden , he said .", "it &apos;s raining again today ."],
+        ["the cat was on the mat .", "there is a dog in the yard , he says .", "today it &apos;s raining ."]]
+
+
+def test_tokenized_bleu_equals_multi_bleu() -> None:
+    for refs in (REFS[:1], REFS):
+        s = score(HYPS, refs, HYPS, refs)
+        assert s["tok_bleu"] == pytest.approx(multi_bleu(HYPS, refs), abs=1e-9)
+
+
+def test_case_insensitive_multi_reference_bleu() -> None:
+    upper = [h.upper() for h in HYPS]
+    cased = score(upper, REFS)
+    nist = score(upper, REFS, lowercase=True)
+    assert nist["references"] == 2 and "case:lc" in nist["bleu_signature"] and "nrefs:2" in nist["bleu_signature"]
+    assert nist["bleu"] == pytest.approx(score(HYPS, REFS)["bleu"]) and cased["bleu"] < nist["bleu"]
+
+
+def test_bleu_by_source_length_buckets() -> None:
+    s = score(HYPS, REFS[:1], src_lengths=[4, 15, 60])
+    buckets = s["bleu_by_length"]
+    assert set(buckets) == {"1-10", "11-20", ">50"}
+    assert buckets["1-10"]["bleu"] == pytest.approx(sacrebleu.corpus_bleu(HYPS[:1], [REFS[0][:1]]).score)
+
+
+def test_misaligned_references_are_named() -> None:
+    with pytest.raises(InputError, match="3 hypotheses but reference 2 has 2 lines"):
+        score(HYPS, [REFS[0], REFS[1][:2]])
+
+
+def test_atr_gate_statistics() -> None:
+    m = model(3, cell="atr")
+    stats = gate_statistics(m, SOURCES, [[5, 6, 7], [8, 9], [10, 11, 12, 13], [14, 5]])
+    low = stats["dec_lower"]
+    assert len(low["mean_input_gate_by_position"]) == 5 and low["sentences_by_position"] == [4, 4, 4, 2, 1]
+    assert -1.0 <= low["pearson_r"] <= 1.0
+    with pytest.raises(InputError, match="decoder cells are ATR"):
+        gate_statistics(model(3), SOURCES, SOURCES)
