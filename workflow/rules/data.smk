@@ -4,12 +4,14 @@
 # Downloads and fetched sources are shared by every run (results/downloads/, results/sources/).
 
 import json
+import os
 
 from rnmt.data.registry import DOWNLOADS, SOURCES, Corpora, Registry
 from rnmt.data.sources import manual_paths, missing_manual_message
 from rnmt.io import InputError
 
-REGISTRY_FILE = str(Path(workflow.basedir) / "workflow/corpora.yaml")
+# RNMT_REGISTRY points to another registry (a site's mirror of the corpora, or the tests' local server).
+REGISTRY_FILE = os.environ.get("RNMT_REGISTRY") or str(Path(workflow.basedir) / "workflow/corpora.yaml")
 REGISTRY = Registry(REGISTRY_FILE)
 CORPORA = Corpora(config, REGISTRY)
 NO_MATCH = "(?!x)x"
@@ -29,11 +31,9 @@ def preprocess_settings(wc):
 
 
 def manual_dir_for(source):
-    """The manual_dir of the first corpus that uses `source` (they normally agree)."""
-    for c in CORPORA.corpora.values():
-        if any(source in ids for ids in c.sources.values()):
-            return c.name, c.manual_dir
-    return "", Path("data/ldc")
+    """The corpora that use `source` (comma-separated) and the first one's manual_dir (they normally agree)."""
+    users = [c for c in CORPORA.corpora.values() if any(source in ids for ids in c.sources.values())]
+    return ", ".join(c.name for c in users), (users[0].manual_dir if users else Path("data/ldc"))
 
 
 def fetch_inputs(wc):
@@ -92,7 +92,6 @@ rule download:
         sha=lambda wc: f"--sha256 {REGISTRY.download(wc.file)[1]}" if REGISTRY.download(wc.file)[1] else "",
     resources:
         downloads=1,
-    retries: 1
     conda:
         "../../envs/data.yaml"
     log:

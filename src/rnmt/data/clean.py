@@ -1,8 +1,8 @@
 """Cleaning a parallel corpus as the papers did, step by step, counting what each step drops.
 
-Per line: Moses un-escaping (for input that is tokenized and escaped already), Romanian letter
-normalisation (optional), Chinese word segmentation (jieba, for Chinese that is not segmented yet),
-Moses punctuation normalisation and tokenization with or without escaping, lower-casing.
+Per line: Romanian letter normalisation (optional), Chinese word segmentation (jieba, for Chinese that
+is not segmented yet), Moses punctuation normalisation and tokenization with or without escaping
+(input that is Moses-tokenized already is only un-escaped, where escaping is off), lower-casing.
 Per pair: empty lines, a length window in tokens (`min_words`..`max_words`), a length-ratio limit
 (`max_ratio`); across the corpus (when merging chunks): exact duplicates.
 """
@@ -71,20 +71,21 @@ class Preparer:
     lowercase: bool = False
     segment: str = "auto"
     romanian: bool = False
-    unescape: bool = False
+    tokenized: bool = False
 
     @classmethod
     def from_settings(cls, lang: str, s: dict[str, Any]) -> Preparer:
         return cls(lang, bool(s.get("escape", True)), bool(s.get("normalize", True)), bool(s.get("lowercase")),
-                   str(s.get("segment", "auto")), bool(s.get("romanian")), bool(s.get("unescape")))
+                   str(s.get("segment", "auto")), bool(s.get("romanian")), bool(s.get("tokenized")))
 
     def __call__(self, line: str) -> str:
-        if self.unescape:
-            line = unescape_moses(line)
         if self.romanian and self.lang == "ro":
             line = normalize_romanian(line)
         if self.lang == "zh":
             line = segment_chinese(line, self.segment)
+        if self.tokenized:                  # Moses-tokenized and escaped already: re-tokenizing would split &apos;s
+            line = " ".join(line.split()) if self.escape else unescape_moses(" ".join(line.split()))
+            return line.lower() if self.lowercase else line
         return tokenize(line, self.lang, escape=self.escape, normalize=self.normalize, lowercase=self.lowercase)
 
 
@@ -139,7 +140,7 @@ class Report:
 def clean_pairs(pairs: Iterable[tuple[str, str]], src: Preparer, tgt: Preparer, settings: dict[str, Any],
                 report: Report) -> Iterator[tuple[str, str]]:
     """Prepare and filter sentence pairs, counting every step in `report`."""
-    lo, hi = int(settings.get("min_words") or 0), settings.get("max_words")
+    lo, hi = int(settings.get("min_words", 1) or 0), settings.get("max_words")
     ratio = settings.get("max_ratio")
     names = ["non_empty", "tokenize"]
     use_words = lo > 1 or bool(hi)

@@ -19,7 +19,7 @@ from rnmt.config import ConfigError, load_yaml
 from rnmt.data.sources import Source, download_name, split_source
 
 SPLITS = ("train", "dev", "test")
-PREPROCESS = {"unescape": False, "escape": True, "normalize": True, "lowercase": False, "truecase": False,
+PREPROCESS = {"tokenized": False, "escape": True, "normalize": True, "lowercase": False, "truecase": False,
               "segment": "auto", "romanian": False, "max_words": None, "min_words": 1, "max_ratio": None,
               "dedupe": False, "max_subwords": None, "chunks": 1}
 BPE = {"merges": 0, "joint": False, "min_frequency": 2}

@@ -118,15 +118,19 @@ def manual_paths(src: Source, manual_dir: Path) -> dict[str, list[Path]]:
 
 
 def missing_manual_message(src: Source, manual_dir: Path, corpus: str) -> str | None:
-    """None when every file of a manual source is present; else what to obtain and where to put it."""
+    """None when every file of a manual source is present; else what to obtain and where to put it.
+
+    `corpus` names the corpus (or the comma-separated corpora) that need the source.
+    """
     paths = manual_paths(src, manual_dir)
     missing = [p for ps in paths.values() for p in ps if not p.is_file()]
     if not missing:
         return None
-    lines = [f"corpus {corpus!r} needs source {src.id!r} ({src.note or 'licensed data'}), which cannot be "
+    lines = [f"{corpus or 'this corpus'} needs source {src.id!r} ({src.note or 'licensed data'}), which cannot be "
              "downloaded: obtain it from the Linguistic Data Consortium (catalogue entries "
              f"{', '.join(src.ldc)}) and put these files there:"]
     for lang, ps in paths.items():
         lines += [f"    {p}  ({lang}{'' if p.is_file() else ', missing'})" for p in ps]
-    lines.append(f"  or point the corpus elsewhere with corpora.{corpus}.manual_dir (now {manual_dir})")
+    lines.append(f"  or give another folder as corpora.<name>.manual_dir (for {corpus or 'the corpus'}; "
+                 f"now {manual_dir})")
     return "\n".join(lines)

@@ -1,0 +1,148 @@
+"""The corpus rules through Snakemake: dry runs of every paper corpus at paper scale, the LDC
+message for NIST, and a real download → prepare run against a local server on 127.0.0.1."""
+
+import gzip
+import hashlib
+import io
+import json
+import tarfile
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import jobs, run_snakemake
+from httpserver import Files, serve
+from rnmt.data.registry import Registry
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared/data"
+PAPER = [c for c in Registry(ROOT / "workflow/corpora.yaml").corpora if "nist" not in c]
+NIST = ["atr-nist-zh-en", "dtmt-nist-zh-en"]
+DATA_TARGETS = ["vocab.src", "vocab.tgt", "bpe/dev.src", "bpe/dev.tgt", "bpe/test.src", "bpe/test.tgt"]
+
+
+def data_targets(run: str, corpus: str) -> list[str]:
+    return [f"results/{run}/data/{corpus}/{t}" for t in DATA_TARGETS]
+
+
+@pytest.fixture(scope="module")
+def paper_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("paper")
+    corpora = {c: {"registry": c} for c in PAPER + NIST}
+    (d / "paper.yaml").write_text(yaml.safe_dump({"run": "paper", "scale": "paper", "corpora": corpora}))
+    return d
+
+
+@pytest.mark.workflow
+def test_every_paper_corpus_dry_runs_at_paper_scale(paper_dir: Path) -> None:
+    targets = [t for c in PAPER for t in data_targets("paper", c)]
+    r = run_snakemake([*targets, "-n", "--configfile", "paper.yaml"], paper_dir)
+    assert r.returncode == 0, r.stderr[-3000:]
+    counts = jobs(r.stdout)
+    reg = Registry(ROOT / "workflow/corpora.yaml")
+    assert counts["clean_chunk"] == sum(reg.corpora[c]["preprocess"]["chunks"] for c in PAPER)
+    assert counts["merge_chunks"] == counts["chunk_index"] == counts["apply_bpe_train"] == len(PAPER)
+    assert counts["download"] == 6          # nc-v9 (shared by En-De and En-Fr), 12M, UN, giga, 2 back-translations
+    assert counts["truecase_model"] == 2    # SR-NMT En-Ro only
+    assert counts["learn_bpe"] == 8         # ATR En-De/En-Fr per side (4), SR-NMT and DTMT joint (4); UD word level
+
+
+@pytest.mark.workflow
+def test_nist_without_ldc_files_stops_with_what_to_obtain(paper_dir: Path) -> None:
+    for corpus in NIST:
+        r = run_snakemake([*data_targets("paper", corpus), "-n", "--configfile", "paper.yaml"], paper_dir)
+        out = r.stdout + r.stderr
+        assert r.returncode != 0
+        assert "Linguistic Data Consortium (catalogue entries LDC20" in out and "(zh, missing)" in out
+        assert "data/ldc/nist-zh-en/" in out and corpus in out and "corpora.<name>.manual_dir" in out
+
+
+def _tgz(members: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _lines(lines: list[str]) -> bytes:
+    return "".join(x + "\n" for x in lines).encode()
+
+
+@pytest.mark.workflow
+def test_download_and_prepare_from_a_local_server_and_resume(tmp_path: Path) -> None:
+    en = [f"This is sentence number {i} , about {'cats' if i % 3 else 'dogs'} ." for i in range(300)]
+    de = [f"Das ist Satz Nummer {i} über {'Katzen' if i % 3 else 'Hunde'} ." for i in range(300)]
+    en[7], de[7] = "", "leer"                                        # dropped by non_empty
+    en[8], de[8] = " ".join(["long"] * 60), "kurz"                   # dropped by the length filter
+    files = Files({
+        "/train.tgz": _tgz({"corpus/train.de": _lines(de[:200]), "corpus/more.de.gz": gzip.compress(_lines(de[200:])),
+                            "corpus/train.en": _lines(en[:200]), "corpus/more.en.gz": gzip.compress(_lines(en[200:]))}),
+        "/dev.en.gz": gzip.compress(_lines(["Good morning .", "How are you ?"])),
+        "/dev.de.gz": gzip.compress(_lines(["Guten Morgen .", "Wie geht es ?"])),
+        "/test.tgz": _tgz({
+            "t/src.en.sgm": b'<srcset><doc docid="a"><seg id="1">Hello &amp; bye .</seg></doc></srcset>\n',
+            "t/ref.de.sgm": b'<refset><doc docid="a" sysid="r"><seg id="1">Hallo .</seg></doc></refset>\n'}),
+    }, failures={"/dev.de.gz": [404]})
+    with serve(files) as base:
+        registry = {
+            "sources": {
+                "train": {"source": f"url:{base}/train.tgz", "langs": ["de", "en"],
+                          "files": {"de": ["corpus/train.de", "corpus/more.de.gz"],
+                                    "en": ["corpus/train.en", "corpus/more.en.gz"]},
+                          "sha256": {"train.tgz": hashlib.sha256(files.content["/train.tgz"]).hexdigest()}},
+                "dev": {"source": f"url:{base}/dev.{{lang}}.gz", "langs": ["en", "de"],
+                        "sha256": {"dev.en.gz": None, "dev.de.gz": None}},
+                "test": {"source": f"url:{base}/test.tgz", "langs": ["en", "de"],
+                         "files": {"en": "t/src.en.sgm", "de": "t/ref.de.sgm"}, "sha256": {"test.tgz": None}},
+            },
+            "corpora": {"toy": {"src_lang": "en", "tgt_lang": "de",
+                                "splits": {"train": ["train"], "dev": ["dev"], "test": ["test"]},
+                                "preprocess": {"max_words": 50, "dedupe": True, "chunks": 2},
+                                "bpe": {"merges": 50, "joint": True}}},
+        }
+        (tmp_path / "registry.yaml").write_text(yaml.safe_dump(registry))
+        (tmp_path / "c.yaml").write_text(yaml.safe_dump({"run": "t", "corpora": {"toy": {"registry": "toy"}}}))
+        env = {"RNMT_REGISTRY": str(tmp_path / "registry.yaml")}
+        targets = data_targets("t", "toy")
+        args = [*targets, "--cores", "2", "--keep-going", "--configfile", "c.yaml"]
+        first = run_snakemake(args, tmp_path, extra_env=env)
+        assert first.returncode != 0 and "HTTP 404" in (tmp_path / "results/logs/download/dev.de.gz.log").read_text()
+        assert (tmp_path / "results/t/data/toy/tok/train.src").is_file()    # what could finish, did
+        second = run_snakemake(args, tmp_path, extra_env=env)                # the server is back: resume
+        assert second.returncode == 0, second.stderr[-3000:]
+        assert Counter(p for p, _ in files.requests) == {"/train.tgz": 1, "/test.tgz": 1, "/dev.en.gz": 1,
+                                                        "/dev.de.gz": 2}
+        third = run_snakemake([*targets, "-n", "--configfile", "c.yaml"], tmp_path, extra_env=env)
+        assert "Nothing to be done" in third.stdout + third.stderr
+    data = tmp_path / "results/t/data/toy"
+    report = json.loads((data / "prepare.json").read_text())
+    steps = {s["step"]: (s["kept"], s["dropped"]) for s in report["steps"]}
+    assert steps["non_empty"] == (299, 1) and steps["words_1_to_50"] == (298, 1) and steps["dedupe"] == (298, 0)
+    assert (data / "tok/test.src").read_text() == "Hello &amp; bye .\n"
+    assert (data / "tok/dev.tgt").read_text().splitlines() == ["Guten Morgen .", "Wie geht es ?"]
+    assert len((data / "bpe/train.src").read_text().splitlines()) == 298
+    assert (tmp_path / "results/downloads/train.tgz.sha256").is_file()
+
+
+@pytest.mark.workflow
+@pytest.mark.skipif(not (SHARED / "enro-europarl-sample/corpus.en").is_file(),
+                    reason="../shared/data/enro-europarl-sample is not on this machine")
+def test_local_europarl_sample_prepares_for_real(tmp_path: Path) -> None:
+    cfg = {"run": "local", "corpora": {"enro": {
+        "source": f"local:{SHARED / 'enro-europarl-sample'}", "src_lang": "en", "tgt_lang": "ro",
+        "files": {"train": ["corpus.en", "corpus.ro"]}, "holdout": {"dev": 200, "test": 200},
+        "preprocess": {"romanian": True, "max_words": 50, "max_ratio": 3, "dedupe": True, "chunks": 2}}}}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    r = run_snakemake(["results/local/data/enro/prepare.json", "results/local/data/enro/tok/test.tgt", "--cores", "2",
+                       "--configfile", "c.yaml"], tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    report = json.loads((tmp_path / "results/local/data/enro/prepare.json").read_text())
+    assert report["lines_in"] == 9600 and 0 < report["lines_out"] < 9600
+    out = (tmp_path / "results/local/data/enro/tok/train.tgt").read_text()
+    assert len(out.splitlines()) == report["lines_out"] and "ş" not in out and "ţ" not in out
+    assert len((tmp_path / "results/local/data/enro/tok/test.tgt").read_text().splitlines()) == 200
