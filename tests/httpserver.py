@@ -1,8 +1,11 @@
 """A local HTTP server on 127.0.0.1 for download tests: serves in-memory files, honours Range
-requests, and can fail on purpose (drop the connection part-way, answer 503 or 404)."""
+requests, and can fail on purpose (drop the connection part-way, answer 503 or 404); and the
+archives it serves, built in memory."""
 
 from __future__ import annotations
 
+import io
+import tarfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -70,3 +73,14 @@ def serve(files: Files) -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+def make_tgz(members: dict[str, bytes]) -> bytes:
+    """A gzipped tar archive holding `members` (name → content)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()

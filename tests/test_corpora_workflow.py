@@ -3,9 +3,7 @@ message for NIST, and a real download → prepare run against a local server on 
 
 import gzip
 import hashlib
-import io
 import json
-import tarfile
 from collections import Counter
 from pathlib import Path
 
@@ -13,7 +11,7 @@ import pytest
 import yaml
 
 from conftest import jobs, run_snakemake
-from httpserver import Files, serve
+from httpserver import Files, make_tgz, serve
 from rnmt.data.registry import Registry
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,16 +57,6 @@ def test_nist_without_ldc_files_stops_with_what_to_obtain(paper_dir: Path) -> No
         assert "data/ldc/nist-zh-en/" in out and corpus in out and "corpora.<name>.manual_dir" in out
 
 
-def _tgz(members: dict[str, bytes]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
-
-
 def _lines(lines: list[str]) -> bytes:
     return "".join(x + "\n" for x in lines).encode()
 
@@ -80,11 +68,12 @@ def test_download_and_prepare_from_a_local_server_and_resume(tmp_path: Path) -> 
     en[7], de[7] = "", "leer"                                        # dropped by non_empty
     en[8], de[8] = " ".join(["long"] * 60), "kurz"                   # dropped by the length filter
     files = Files({
-        "/train.tgz": _tgz({"corpus/train.de": _lines(de[:200]), "corpus/more.de.gz": gzip.compress(_lines(de[200:])),
-                            "corpus/train.en": _lines(en[:200]), "corpus/more.en.gz": gzip.compress(_lines(en[200:]))}),
+        "/train.tgz": make_tgz({
+            "corpus/train.de": _lines(de[:200]), "corpus/more.de.gz": gzip.compress(_lines(de[200:])),
+            "corpus/train.en": _lines(en[:200]), "corpus/more.en.gz": gzip.compress(_lines(en[200:]))}),
         "/dev.en.gz": gzip.compress(_lines(["Good morning .", "How are you ?"])),
         "/dev.de.gz": gzip.compress(_lines(["Guten Morgen .", "Wie geht es ?"])),
-        "/test.tgz": _tgz({
+        "/test.tgz": make_tgz({
             "t/src.en.sgm": b'<srcset><doc docid="a"><seg id="1">Hello &amp; bye .</seg></doc></srcset>\n',
             "t/ref.de.sgm": b'<refset><doc docid="a" sysid="r"><seg id="1">Hallo .</seg></doc></refset>\n'}),
     }, failures={"/dev.de.gz": [404]})

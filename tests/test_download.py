@@ -8,21 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from httpserver import Files, serve
+from httpserver import Files, make_tgz, serve
 from rnmt.data.download import DownloadError, download, is_complete, sha256_of
 from rnmt.data.extract import UnsafeArchiveError, extract_all, extract_member, list_members
 
 BODY = b"".join(f"line {i} of a corpus\n".encode() for i in range(20000))
-
-
-def make_tgz(members: dict[str, bytes]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
 
 
 def sha(data: bytes) -> str:

@@ -109,6 +109,15 @@ def cmd_list(a: argparse.Namespace) -> None:
         print(f"  {s.id:30s} {s.kind}:{s.spec}")
 
 
+def pair_io(p: argparse.ArgumentParser, inputs: bool = True) -> None:
+    """The output pair and report of a command that turns training pairs into training pairs."""
+    for name in ("--out-src", "--out-tgt", "--report"):
+        p.add_argument(name, required=True)
+    if inputs:
+        p.add_argument("src")
+        p.add_argument("tgt")
+
+
 def add_parsers(sub: Any) -> None:
     """Register `rnmt corpus <command>` on the CLI's subparsers."""
     corpus = sub.add_parser("corpus", help="download, fetch, clean and prepare corpora")
@@ -157,18 +166,12 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--src-lang", required=True)
     p.add_argument("--tgt-lang", required=True)
     p.add_argument("--settings", required=True, help="the corpus' preprocess settings as JSON")
-    p.add_argument("--out-src", required=True)
-    p.add_argument("--out-tgt", required=True)
-    p.add_argument("--report", required=True)
-    p.add_argument("src")
-    p.add_argument("tgt")
+    pair_io(p)
 
     p = cmd("merge", cmd_merge, "merge cleaned chunks in order (optionally deduplicating)")
     p.add_argument("--dedupe", action="store_true")
     p.add_argument("--corpus", default="")
-    p.add_argument("--out-src", required=True)
-    p.add_argument("--out-tgt", required=True)
-    p.add_argument("--report", required=True)
+    pair_io(p, inputs=False)
     p.add_argument("chunks", nargs="+", help="src tgt report of each chunk, in order")
 
     p = cmd("prepare-text", cmd_prepare_text, "prepare dev/test text as the training text (no filters)")
@@ -191,10 +194,6 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--tgt-codes", help="omit for word level")
     p.add_argument("--max-subwords", type=int)
     p.add_argument("--workers", type=int, default=1)
-    p.add_argument("--out-src", required=True)
-    p.add_argument("--out-tgt", required=True)
-    p.add_argument("--report", required=True)
-    p.add_argument("src")
-    p.add_argument("tgt")
+    pair_io(p)
 
     cmd("list", cmd_list, "list the registry's corpora and sources")

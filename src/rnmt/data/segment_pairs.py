@@ -8,6 +8,7 @@ import logging
 import time
 from collections.abc import Iterator
 from multiprocessing import Pool
+from multiprocessing.pool import Pool as PoolType
 from pathlib import Path
 
 from rnmt.data.bpe import Segmenter
@@ -37,6 +38,17 @@ def _batches(src: Path, tgt: Path) -> Iterator[list[tuple[str, str]]]:
             yield batch
 
 
+def _bounded_map(pool: PoolType | None, batches: Iterator[list[tuple[str, str]]],
+                 window: int) -> Iterator[list[tuple[str, str]]]:
+    """Segment batches in order, holding at most `window` batches in flight (Pool.imap would read
+    the whole input ahead of the workers)."""
+    if pool is None:
+        yield from map(_segment, batches)
+        return
+    while group := list(itertools.islice(batches, window)):
+        yield from pool.map(_segment, group)
+
+
 def segment_pairs(src: Path, tgt: Path, src_codes: str | None, tgt_codes: str | None, out_src: Path,
                   out_tgt: Path, out_report: Path, max_subwords: int | None = None, workers: int = 1) -> Report:
     """Apply BPE to a line-aligned pair; with `max_subwords`, drop pairs with a longer side."""
@@ -47,9 +59,8 @@ def segment_pairs(src: Path, tgt: Path, src_codes: str | None, tgt_codes: str | 
     if pool is None:
         _init(src_codes, tgt_codes)
     try:
-        results = pool.imap(_segment, _batches(src, tgt)) if pool else map(_segment, _batches(src, tgt))
         with atomic_writer(out_src) as fs, atomic_writer(out_tgt) as ft:
-            for batch in results:
+            for batch in _bounded_map(pool, _batches(src, tgt), 2 * workers):
                 for a, b in batch:
                     report.lines_in += 1
                     if max_subwords and max(len(a.split()), len(b.split())) > max_subwords:
