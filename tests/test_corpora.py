@@ -291,3 +291,11 @@ def test_bpe_on_pairs_drops_pairs_over_the_subword_limit_same_with_workers(tmp_p
 def test_shipped_config_corpora_resolve(registry: Registry, config: dict) -> None:
     c = Corpora(copy.deepcopy(config), registry)
     assert c.names("synthetic") == ["synthetic-demo"] and c["synthetic-demo"].preprocess["chunks"] >= 1
+
+
+def test_plan_gives_a_registry_corpus_its_languages(config: dict) -> None:
+    from rnmt.plan import Plan
+
+    config["corpora"]["wmt"] = {"registry": "dtmt-wmt14-en-fr"}
+    corpus = Plan(config, ROOT).corpus("wmt")
+    assert (corpus["src_lang"], corpus["tgt_lang"]) == ("en", "fr") and corpus["registry"] == "dtmt-wmt14-en-fr"

@@ -126,3 +126,24 @@ def test_links_in_archives_are_refused(tmp_path: Path) -> None:
         z.writestr("../up.txt", "x")
     with pytest.raises(UnsafeArchiveError):
         extract_all(tmp_path / "z.zip", tmp_path / "zout")
+
+
+def test_mtdata_sources_go_through_mtdata_download_cache_and_parser(tmp_path: Path) -> None:
+    from mtdata.entry import DatasetId, Entry
+    from mtdata.index import INDEX
+
+    from rnmt.data.fetch import fetch_mtdata_source
+    from rnmt.data.sources import Source
+
+    files = Files({"/toy.tgz": make_tgz({"toy/a.de": b"Hallo  Welt\nZwei\n", "toy/a.en": b"Hello world\nTwo\n"})},
+                  failures={"/toy.tgz": [503]})
+    with serve(files) as base:
+        did = DatasetId(group="Rnmttest", name=f"toy{id(files)}", version="1", langs=("deu", "eng"))
+        INDEX.add_entry(Entry(did=did, url=f"{base}/toy.tgz", filename="toy.tgz", in_paths=["toy/a.de", "toy/a.en"],
+                              in_ext="txt"))
+        src = Source("toy", "mtdata", str(did), ("de", "en"))
+        outs = {"de": tmp_path / "out.de", "en": tmp_path / "out.en"}
+        assert fetch_mtdata_source(src, outs, tmp_path / "cache", backoff=0) == {"de": 2, "en": 2}
+        assert fetch_mtdata_source(src, outs, tmp_path / "cache", backoff=0) == {"de": 2, "en": 2}
+    assert outs["de"].read_text() == "Hallo Welt\nZwei\n" and outs["en"].read_text() == "Hello world\nTwo\n"
+    assert files.count("/toy.tgz") == 2           # the 503, then one download; the second fetch used the cache

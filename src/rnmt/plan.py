@@ -126,7 +126,11 @@ class Plan:
         return f"results/{self.run}"
 
     def corpus(self, name: str) -> dict[str, Any]:
-        return self.config["corpora"][name]
+        """A config corpus entry; a registry corpus gets its languages from the corpus registry."""
+        from rnmt.data.registry import registry_languages
+
+        c = self.config["corpora"][name]
+        return {**registry_languages(self.root, c["registry"]), **c} if "registry" in c else c
 
     def synth_args(self, name: str) -> str:
         """Command-line flags of `rnmt synth` for a synthetic corpus entry."""

@@ -4,14 +4,13 @@
 # Downloads and fetched sources are shared by every run (results/downloads/, results/sources/).
 
 import json
-import os
 
-from rnmt.data.registry import DOWNLOADS, SOURCES, Corpora, Registry
+from rnmt.data.registry import DOWNLOADS, SOURCES, Corpora, Registry, registry_file
 from rnmt.data.sources import manual_paths, missing_manual_message
 from rnmt.io import InputError
 
 # RNMT_REGISTRY points to another registry (a site's mirror of the corpora, or the tests' local server).
-REGISTRY_FILE = os.environ.get("RNMT_REGISTRY") or str(Path(workflow.basedir) / "workflow/corpora.yaml")
+REGISTRY_FILE = str(registry_file(workflow.basedir))
 REGISTRY = Registry(REGISTRY_FILE)
 CORPORA = Corpora(config, REGISTRY)
 NO_MATCH = "(?!x)x"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import time
 from pathlib import Path
 from typing import IO
 
@@ -116,8 +117,14 @@ def fetch_sacrebleu_source(src: Source, outs: dict[str, Path]) -> dict[str, int]
     return _write_texts(outs, texts, src.id)
 
 
-def fetch_mtdata_source(src: Source, outs: dict[str, Path], cache_dir: Path | None = None) -> dict[str, int]:
-    """An `mtdata:<ID>` source via mtdata's index, download cache and parsers."""
+def fetch_mtdata_source(src: Source, outs: dict[str, Path], cache_dir: Path | None = None, retries: int = 3,
+                        backoff: float = 5.0) -> dict[str, int]:
+    """An `mtdata:<ID>` source via mtdata's index, download cache ($MTDATA) and parsers.
+
+    mtdata downloads without retrying, so a failed attempt is retried here with back-off; a
+    download it completed is flagged in its cache and never fetched again.
+    """
+    import mtdata
     from mtdata.cache import Cache
     from mtdata.entry import DatasetId
     from mtdata.index import INDEX
@@ -127,8 +134,17 @@ def fetch_mtdata_source(src: Source, outs: dict[str, Path], cache_dir: Path | No
     if did not in INDEX:
         raise InputError(f"{src.id}: mtdata has no dataset {src.spec!r} (mtdata list -id | grep -i ... finds ids)")
     entry = INDEX[did]
-    cache = Cache(cache_dir or Path.home() / ".mtdata")
-    path = cache.get_entry(entry)
+    cache = Cache(cache_dir or mtdata.cache_dir)
+    for attempt in range(retries + 1):
+        try:
+            path = cache.get_entry(entry)
+            break
+        except Exception as e:         # mtdata raises assertions and requests' errors alike
+            if attempt == retries:
+                raise InputError(f"{src.id}: mtdata could not get {src.spec} after {retries + 1} attempts: "
+                                 f"{e!r}") from None
+            log.warning("%s: mtdata failed (%r); retrying in %.0f s", src.id, e, backoff * 2**attempt)
+            time.sleep(backoff * 2**attempt)
     n, skipped = 0, 0
     a, b = src.langs
     with atomic_writer(outs[a]) as fa, atomic_writer(outs[b]) as fb:

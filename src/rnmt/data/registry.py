@@ -11,12 +11,14 @@ data) and `manual_dir` (where manual/LDC files are).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from rnmt.config import ConfigError, load_yaml
-from rnmt.data.sources import Source, download_name, split_source
+from rnmt.data.sources import Source, split_source
 
 SPLITS = ("train", "dev", "test")
 PREPROCESS = {"tokenized": False, "escape": True, "normalize": True, "lowercase": False, "truecase": False,
@@ -181,5 +183,18 @@ class Corpora:
                 raise ConfigError(f"{where}: {split!r} has both files and a holdout; keep one")
 
 
-def download_path(url: str) -> str:
-    return f"{DOWNLOADS}/{download_name(url)}"
+def registry_file(root: str | Path) -> Path:
+    """The registry the workflow uses: $RNMT_REGISTRY (a site's mirror, or the tests' local server),
+    else workflow/corpora.yaml under the repository root."""
+    return Path(os.environ.get("RNMT_REGISTRY") or Path(root) / "workflow/corpora.yaml")
+
+
+@lru_cache(maxsize=8)
+def _registry(path: Path) -> Registry:
+    return Registry(path)
+
+
+def registry_languages(root: str | Path, corpus_id: str) -> dict[str, str]:
+    """src_lang and tgt_lang of a registry corpus (empty for an unknown id: validation reports it)."""
+    preset = _registry(registry_file(root)).corpora.get(corpus_id, {})
+    return {k: preset[k] for k in ("src_lang", "tgt_lang") if k in preset}
