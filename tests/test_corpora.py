@@ -299,3 +299,18 @@ def test_plan_gives_a_registry_corpus_its_languages(config: dict) -> None:
     config["corpora"]["wmt"] = {"registry": "dtmt-wmt14-en-fr"}
     corpus = Plan(config, ROOT).corpus("wmt")
     assert (corpus["src_lang"], corpus["tgt_lang"]) == ("en", "fr") and corpus["registry"] == "dtmt-wmt14-en-fr"
+
+
+def test_multi_reference_sets_concatenate_their_references(tmp_path: Path) -> None:
+    for name, n in (("mt02", 2), ("mt03", 1)):
+        write(tmp_path / f"{name}.zh", [f"{name} 源 {i}" for i in range(n)])
+        write(tmp_path / f"{name}.en", [f"{name} ref0 {i}" for i in range(n)])
+        for k in (1, 2, 3):
+            write(tmp_path / f"{name}.en.ref{k}", [f"{name} ref{k} {i}" for i in range(n)])
+    parts = [(str(tmp_path / f"{x}.zh"), str(tmp_path / f"{x}.en")) for x in ("mt02", "mt03")]
+    info = assemble(parts, "test", tmp_path / "t.src", tmp_path / "t.tgt", tmp_path / "t.json")
+    assert info["references"] == 4 and info["lines"] == 3
+    assert (tmp_path / "t.tgt.ref3").read_text().splitlines() == ["mt02 ref3 0", "mt02 ref3 1", "mt03 ref3 0"]
+    (tmp_path / "mt03.en.ref3").unlink()
+    with pytest.raises(InputError, match="different numbers of references"):
+        assemble(parts, "test", tmp_path / "t.src", tmp_path / "t.tgt", tmp_path / "t.json")

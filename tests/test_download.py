@@ -147,3 +147,28 @@ def test_mtdata_sources_go_through_mtdata_download_cache_and_parser(tmp_path: Pa
         assert fetch_mtdata_source(src, outs, tmp_path / "cache", backoff=0) == {"de": 2, "en": 2}
     assert outs["de"].read_text() == "Hallo Welt\nZwei\n" and outs["en"].read_text() == "Hello world\nTwo\n"
     assert files.count("/toy.tgz") == 2           # the 503, then one download; the second fetch used the cache
+
+
+def test_sacrebleu_sources_go_through_sacrebleu_download_and_md5_check(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import hashlib
+
+    import sacrebleu.dataset as sb
+    import sacrebleu.dataset.base as sb_base
+    from sacrebleu.dataset.fake_sgml import FakeSGMLDataset
+
+    from rnmt.data.fetch import fetch_sacrebleu_source
+    from rnmt.data.sources import Source
+
+    tgz = make_tgz({"dev/news-src.ro.sgm": b'<srcset>\n<doc docid="a">\n<seg id="1">Bun\xc4\x83 ziua .</seg>\n</doc>\n',
+                    "dev/news-ref.en.sgm": b'<refset>\n<doc docid="a">\n<seg id="1">Good day .</seg>\n</doc>\n'})
+    files = Files({"/dev.tgz": tgz})
+    monkeypatch.setattr(sb_base, "SACREBLEU_DIR", str(tmp_path / "sacrebleu"))
+    with serve(files) as base:
+        ds = FakeSGMLDataset("rnmt-test", data=[f"{base}/dev.tgz"], md5=[hashlib.md5(tgz).hexdigest()],
+                             langpairs={"ro-en": ["dev/news-src.ro.sgm", "dev/news-ref.en.sgm"]})
+        monkeypatch.setitem(sb.DATASETS, "rnmt-test", ds)
+        src = Source("nd", "sacrebleu", "rnmt-test:ro-en", ("en", "ro"))     # registry langs in either order
+        outs = {"en": tmp_path / "nd.en", "ro": tmp_path / "nd.ro"}
+        assert fetch_sacrebleu_source(src, outs) == {"ro": 1, "en": 1}
+    assert outs["ro"].read_text() == "Bună ziua .\n" and outs["en"].read_text() == "Good day .\n"

@@ -7,7 +7,6 @@ Extra references of a multi-reference test set (NIST) go beside the target-langu
 from __future__ import annotations
 
 import logging
-import shutil
 import time
 from pathlib import Path
 from typing import IO
@@ -178,11 +177,3 @@ def fetch(src: Source, out_dir: Path, download_dir: Path, manual_dir: Path, corp
     log.info("%s: %s", src.id, ", ".join(f"{n} lines {lang}" for lang, n in counts.items()))
     return counts
 
-
-def copy_refs(tgt_part: Path, dest: Path) -> int:
-    """Copy a part's extra references beside `dest`; return how many there were."""
-    k = 1
-    while (tgt_part.with_name(f"{tgt_part.name}.ref{k}")).is_file():
-        shutil.copyfile(tgt_part.with_name(f"{tgt_part.name}.ref{k}"), dest.with_name(f"{dest.name}.ref{k}"))
-        k += 1
-    return k - 1

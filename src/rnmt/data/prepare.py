@@ -12,7 +12,6 @@ from typing import Any
 
 from rnmt.data import chunks
 from rnmt.data.clean import Preparer, Report, clean_pairs
-from rnmt.data.fetch import copy_refs
 from rnmt.io import InputError, atomic_writer, read_json, write_json
 
 log = logging.getLogger(__name__)
@@ -71,11 +70,37 @@ def assemble(parts: Sequence[tuple[str, str]], split: str, out_src: Path, out_tg
                     ft.write(y + "\n")
                 info["parts"].append({"src": s, "tgt": t, "from_line": a + 1, "lines": b - a})
             offset += n
-    refs = [copy_refs(Path(t), out_tgt) for _, t in parts] if not holdout else [0]
-    if len(parts) == 1 and refs[0]:
-        info["references"] = 1 + refs[0]
+    if not holdout:
+        info["references"] = 1 + concat_refs([Path(t) for _, t in parts], out_tgt)
     write_json(manifest, info)
     return info
+
+
+def _ref_files(tgt: Path) -> list[Path]:
+    refs, k = [], 1
+    while (p := tgt.with_name(f"{tgt.name}.ref{k}")).is_file():
+        refs.append(p)
+        k += 1
+    return refs
+
+
+def concat_refs(tgt_parts: Sequence[Path], out_tgt: Path) -> int:
+    """Concatenate the extra references (`<file>.refN`) of every part beside `out_tgt`; return N.
+
+    Every part must have as many references (NIST sets have 4 each), or none has any.
+    """
+    refs = [_ref_files(t) for t in tgt_parts]
+    counts = {len(r) for r in refs}
+    if len(counts) > 1:
+        have = ", ".join(f"{t}: {1 + len(r)}" for t, r in zip(tgt_parts, refs, strict=True))
+        raise InputError(f"the test sets of one split have different numbers of references ({have}); put sets "
+                         "with the same number of references together")
+    n = counts.pop() if counts else 0
+    for k in range(n):
+        with atomic_writer(out_tgt.with_name(f"{out_tgt.name}.ref{k + 1}"), "wb") as out:
+            for r in refs:
+                out.write(r[k].read_bytes())
+    return n
 
 
 def clean_chunk(index_path: Path, i: int, src: Path, tgt: Path, src_lang: str, tgt_lang: str,
