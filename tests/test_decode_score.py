@@ -29,10 +29,10 @@ def model(seed: int, cell: str = "gru"):
     return m.eval()
 
 
-def sequence_logprob(m, src, mask, hyp: list[int]) -> float:
-    """The model's own log-probability of hyp + </s>, scored step by step."""
+def sequence_logprob(m, src, mask, hyp: list[int], max_len: int) -> float:
+    """The model's own log-probability of hyp + </s> (just hyp when the search truncated it at max_len)."""
     st, prev, total = m.start(src, mask), torch.tensor([2]), 0.0
-    for tok in [*hyp, 3]:
+    for tok in hyp if len(hyp) == max_len else [*hyp, 3]:
         logp, st = m.step(prev, st)
         total += float(logp[0, tok].detach())
         prev = torch.tensor([tok])
@@ -47,8 +47,8 @@ def test_beam_never_scores_below_greedy(penalty: str) -> None:
             src, mask = pad([s], eos=True)
             greedy, _ = beam_search(m, src, mask, beam=1, max_len=12, penalty=penalty)[0]
             best, _ = beam_search(m, src, mask, beam=6, max_len=12, penalty=penalty)[0]
-            g = normalise(sequence_logprob(m, src, mask, greedy), len(greedy) + 1, penalty, 0.6)
-            b = normalise(sequence_logprob(m, src, mask, best), len(best) + 1, penalty, 0.6)
+            g = normalise(sequence_logprob(m, src, mask, greedy, 12), min(len(greedy) + 1, 12), penalty, 0.6)
+            b = normalise(sequence_logprob(m, src, mask, best, 12), min(len(best) + 1, 12), penalty, 0.6)
             assert b >= g - 1e-5
 
 

@@ -165,12 +165,12 @@ def test_plateau_restarts_from_best_at_half_rate_then_stops(corpus: dict[str, Pa
 def test_nan_loss_stops_with_a_message_or_is_skipped(corpus: dict[str, Path], tmp_path: Path) -> None:
     t = trainer(corpus, tmp_path / "stop", max_steps=3)
     with torch.no_grad():
-        t.model.readout.bias.fill_(float("nan"))
+        t.model.readout.linear.bias.fill_(float("nan"))
     with pytest.raises(TrainingDiverged, match="training loss is nan.*nan_policy: skip"):
         t.run()
     t = trainer(corpus, tmp_path / "skip", max_steps=3, nan_policy="skip", max_epochs=1)
     with torch.no_grad():
-        t.model.readout.bias.fill_(float("nan"))
+        t.model.readout.linear.bias.fill_(float("nan"))
     m = t.run()
     assert m["skipped_batches"] == 9 and m["steps"] == 0     # every batch of the one epoch was skipped
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from rnmt.cells import build_cell, run
@@ -25,6 +24,7 @@ from rnmt.io import InputError
 from rnmt.models.attention import AdditiveAttention
 from rnmt.models.base import DecoderState, Seq2Seq
 from rnmt.models.embedding import FactoredEmbedding
+from rnmt.models.readout import Readout
 from rnmt.models.registry import register_model
 from rnmt.models.rnnsearch import last_real
 
@@ -56,10 +56,8 @@ class GNMT(Seq2Seq):
         if init == "bridge":
             self.bridge = nn.Linear(hidden, layers * self.state_size)
         self.attention = AdditiveAttention(hidden, hidden, hidden)
-        self.readout = nn.Linear(2 * hidden + emb, emb)
+        self.readout = Readout(hidden, hidden, emb, tgt_vocab_size, dropout, tie_output)
         self.drop = nn.Dropout(dropout)
-        self.out_bias = nn.Parameter(torch.zeros(tgt_vocab_size))
-        self.out_proj = None if tie_output else nn.Linear(emb, tgt_vocab_size, bias=False)
 
     def start(self, src: Tensor, src_mask: Tensor) -> DecoderState:
         x = self.src_emb(src)
@@ -89,11 +87,6 @@ class GNMT(Seq2Seq):
             out = new + inp if i >= 2 else new
         return torch.stack(states, 1), out, context
 
-    def _logits(self, out: Tensor, context: Tensor, prev_emb: Tensor) -> Tensor:
-        r = self.drop(torch.tanh(self.readout(torch.cat([torch.tanh(out), context, prev_emb], -1))))
-        weight = self.tgt_emb.weight if self.out_proj is None else self.out_proj.weight
-        return F.linear(r, weight, self.out_bias)
-
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
         st = self.start(src, src_mask)
         emb = self.tgt_emb(tgt_in)
@@ -103,12 +96,13 @@ class GNMT(Seq2Seq):
             st["states"], out, context = self._decode(p0[:, t], st)
             outs.append(out)
             contexts.append(context)
-        return self._logits(torch.stack(outs, 1), torch.stack(contexts, 1), emb)
+        return self.readout(torch.stack(outs, 1), torch.stack(contexts, 1), emb, self.tgt_emb)
 
     def step(self, prev: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
         emb = self.tgt_emb(prev)
         states, out, context = self._decode(self.dec[0].project_inputs(emb), state)
-        return torch.log_softmax(self._logits(out, context, emb).float(), -1), DecoderState(state, states=states)
+        logp = torch.log_softmax(self.readout(out, context, emb, self.tgt_emb).float(), -1)
+        return logp, DecoderState(state, states=states)
 
 
 @register_model("deep-rnnsearch")

@@ -19,7 +19,6 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from rnmt.cells import build_cell, run
@@ -29,6 +28,7 @@ from rnmt.io import InputError
 from rnmt.models.attention import AdditiveAttention
 from rnmt.models.base import DecoderState, Seq2Seq
 from rnmt.models.embedding import FactoredEmbedding
+from rnmt.models.readout import Readout
 from rnmt.models.registry import register_model
 
 
@@ -64,10 +64,7 @@ class RNNSearch(Seq2Seq):
         self.dec_higher = build_cell(cell, memory, hidden, **opts)
         self.init_proj = nn.Linear(memory, self.dec_lower.state_size)
         self.attention = AdditiveAttention(hidden, memory, memory)
-        self.readout = nn.Linear(hidden + memory + emb, emb)
-        self.dropout = nn.Dropout(dropout)
-        self.out_bias = nn.Parameter(torch.zeros(tgt_vocab_size))
-        self.out_proj = None if tie_output else nn.Linear(emb, tgt_vocab_size, bias=False)
+        self.readout = Readout(hidden, memory, emb, tgt_vocab_size, dropout, tie_output)
 
     def encode(self, src: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
         """→ (memory [B, S, M] before tanh, decoder init input [B, M])."""
@@ -92,11 +89,6 @@ class RNNSearch(Seq2Seq):
         s = self.dec_higher.step(self.dec_higher.project_inputs(context), s_tilde)
         return s, self.dec_higher.output(s), context
 
-    def _logits(self, out: Tensor, context: Tensor, prev_emb: Tensor) -> Tensor:
-        r = self.dropout(torch.tanh(self.readout(torch.cat([torch.tanh(out), context, prev_emb], -1))))
-        weight = self.tgt_emb.weight if self.out_proj is None else self.out_proj.weight
-        return F.linear(r, weight, self.out_bias)
-
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
         st = self.start(src, src_mask)
         emb = self.tgt_emb(tgt_in)
@@ -106,12 +98,12 @@ class RNNSearch(Seq2Seq):
             st["state"], out, context = self._decode(p_lower[:, t], st)
             outs.append(out)
             contexts.append(context)
-        return self._logits(torch.stack(outs, 1), torch.stack(contexts, 1), emb)
+        return self.readout(torch.stack(outs, 1), torch.stack(contexts, 1), emb, self.tgt_emb)
 
     def step(self, prev: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
         emb = self.tgt_emb(prev)
         s, out, context = self._decode(self.dec_lower.project_inputs(emb), state)
-        logp = torch.log_softmax(self._logits(out, context, emb).float(), -1)
+        logp = torch.log_softmax(self.readout(out, context, emb, self.tgt_emb).float(), -1)
         return logp, DecoderState(state, state=s)
 
 
