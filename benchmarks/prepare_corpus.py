@@ -58,9 +58,12 @@ def run(corpus: str, cores: int, times: int) -> dict:
                        capture_output=True)
         wall = time.perf_counter() - t0
         report = json.loads(Path(d, data, "prepare.json").read_text())
+        per_job = [json.loads(p.read_text())["lines_per_second"] for p in sorted(Path(d, data, "chunks").glob("*.json"))
+                   if p.name != "index.json"]
     return {"cores": cores, "repeat": times, "wall_seconds": round(wall, 2), "lines_in": report["lines_in"],
             "lines_out": report["lines_out"], "lines_per_second_wall": round(report["lines_in"] / wall, 1),
-            "clean_seconds_summed_over_jobs": report["seconds"], "steps": report["steps"]}
+            "clean_seconds_summed_over_jobs": report["seconds"], "clean_lines_per_second_per_job": per_job,
+            "steps": report["steps"]}
 
 
 def main() -> None:
@@ -83,7 +86,8 @@ def main() -> None:
             print(f"  {s['step']:16s} kept {s['kept']:7d}  dropped {s['dropped']:6d}")
         for r in results:
             print(f"  {r['cores']} core(s): {r['wall_seconds']:6.1f} s wall (whole Snakemake run, all prepare jobs), "
-                  f"{r['lines_per_second_wall']:7.1f} training lines/s")
+                  f"{r['lines_per_second_wall']:7.1f} training lines/s; inside each clean job: "
+                  f"{', '.join(f'{x:.0f}' for x in r['clean_lines_per_second_per_job'])} lines/s")
 
 
 if __name__ == "__main__":
