@@ -314,3 +314,17 @@ def test_multi_reference_sets_concatenate_their_references(tmp_path: Path) -> No
     (tmp_path / "mt03.en.ref3").unlink()
     with pytest.raises(InputError, match="different numbers of references"):
         assemble(parts, "test", tmp_path / "t.src", tmp_path / "t.tgt", tmp_path / "t.json")
+
+
+def test_plan_checks_corpus_entries_against_the_registry(config: dict) -> None:
+    from rnmt.plan import Plan
+
+    config["corpora"]["wmt"] = {"registry": "atr-wmt41-en-de"}
+    with pytest.raises(ConfigError, match="corpora.wmt.registry: 'atr-wmt41-en-de' is not in .*known corpora: "):
+        Plan(config, ROOT)
+
+
+def test_a_registry_kind_as_a_config_source_points_to_the_registry(registry: Registry, config: dict) -> None:
+    config["corpora"] = {"c": {"source": "mtdata:Statmt-europarl_wmt13-7-deu-eng", "src_lang": "en", "tgt_lang": "de"}}
+    with pytest.raises(ConfigError, match="a mtdata: source is a registry source; list it in the corpus registry"):
+        Corpora(config, registry)

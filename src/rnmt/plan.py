@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rnmt.config import ConfigError, load_yaml, validate
+from rnmt.data.registry import check_corpora
 
 SPLITS = ("train", "dev", "test")
 SIDES = ("src", "tgt")
@@ -88,6 +89,7 @@ class Plan:
     def __init__(self, config: dict[str, Any], root: Path) -> None:
         self.root = Path(root)
         self.config = validate(config, self.root / "workflow/schemas/config.schema.yaml", "config")
+        check_corpora(config, self.root)
         self.run = config["run"]
         self.tables: dict[str, Table] = {}
         self.variants: dict[str, Variant] = {}

@@ -106,7 +106,7 @@ def _settings(defaults: dict[str, Any], *layers: dict[str, Any] | None) -> dict[
 class Corpora:
     """Every corpus of a config, resolved (registry presets, local files, settings)."""
 
-    def __init__(self, config: dict[str, Any], registry: Registry) -> None:
+    def __init__(self, config: dict[str, Any], registry: Registry | None) -> None:
         self.registry = registry
         self.corpora = {name: self._resolve(name, e or {}, config) for name, e in config["corpora"].items()}
 
@@ -120,6 +120,8 @@ class Corpora:
         where = f"config corpora.{name}"
         preset: dict[str, Any] = {}
         if "registry" in e:
+            if self.registry is None:
+                raise ConfigError(f"{where}: names a registry corpus, but no corpus registry was loaded")
             rid = e["registry"]
             if rid not in self.registry.corpora:
                 raise ConfigError(f"{where}.registry: {rid!r} is not in {self.registry.path}; known corpora: "
@@ -131,10 +133,11 @@ class Corpora:
         elif "source" in e:
             kind, _ = split_source(e["source"], where)
             if kind not in ("synthetic", "local"):
-                raise ConfigError(f"{where}.source: a {kind}: source is a registry source; list it in "
-                                  f"{self.registry.path} and select a registry corpus, or use local:<folder>")
+                raise ConfigError(f"{where}.source: a {kind}: source is a registry source; list it in the corpus "
+                                  "registry (workflow/corpora.yaml) and select a registry corpus, or use "
+                                  "local:<folder>")
         else:
-            raise ConfigError(f"{where}: missing key 'registry' (a paper corpus of {self.registry.path}) or "
+            raise ConfigError(f"{where}: missing key 'registry' (a paper corpus of workflow/corpora.yaml) or "
                               "'source' (synthetic:<name> or local:<folder>)")
         langs = {k: e.get(k) or preset.get(k) for k in ("src_lang", "tgt_lang")}
         for k, v in langs.items():
@@ -192,6 +195,13 @@ def registry_file(root: str | Path) -> Path:
 @lru_cache(maxsize=8)
 def _registry(path: Path) -> Registry:
     return Registry(path)
+
+
+def check_corpora(config: dict[str, Any], root: str | Path) -> None:
+    """Resolve every corpus of a config (against the registry where one is named); a bad entry raises
+    ConfigError. A config without registry corpora does not need the registry file."""
+    uses_registry = any("registry" in (e or {}) for e in config["corpora"].values())
+    Corpora(config, _registry(registry_file(root)) if uses_registry else None)
 
 
 def registry_languages(root: str | Path, corpus_id: str) -> dict[str, str]:

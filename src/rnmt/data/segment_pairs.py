@@ -59,8 +59,12 @@ def segment_pairs(src: Path, tgt: Path, src_codes: str | None, tgt_codes: str | 
     if pool is None:
         _init(src_codes, tgt_codes)
     try:
+        last = time.monotonic()
         with atomic_writer(out_src) as fs, atomic_writer(out_tgt) as ft:
             for batch in _bounded_map(pool, _batches(src, tgt), 2 * workers):
+                if time.monotonic() - last > 30:
+                    last = time.monotonic()
+                    log.info("BPE on the training pairs: %d done", report.lines_in)
                 for a, b in batch:
                     report.lines_in += 1
                     if max_subwords and max(len(a.split()), len(b.split())) > max_subwords:
