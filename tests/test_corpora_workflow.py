@@ -135,3 +135,24 @@ def test_local_europarl_sample_prepares_for_real(tmp_path: Path) -> None:
     out = (tmp_path / "results/local/data/enro/tok/train.tgt").read_text()
     assert len(out.splitlines()) == report["lines_out"] and "ş" not in out and "ţ" not in out
     assert len((tmp_path / "results/local/data/enro/tok/test.tgt").read_text().splitlines()) == 200
+
+
+@pytest.mark.workflow
+@pytest.mark.skipif(not (SHARED / "toy-ende/src-train.txt").is_file(),
+                    reason="../shared/data/toy-ende is not on this machine")
+def test_local_tokenized_toy_ende_is_not_tokenized_again(tmp_path: Path) -> None:
+    cfg = {"run": "local", "corpora": {"toy": {
+        "source": f"local:{SHARED / 'toy-ende'}", "src_lang": "en", "tgt_lang": "de",
+        "files": {"train": ["src-train.txt", "tgt-train.txt"], "dev": ["src-val.txt", "tgt-val.txt"]},
+        "holdout": {"test": 300}, "preprocess": {"tokenized": True, "max_words": 80, "dedupe": True, "chunks": 2}}}}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    r = run_snakemake(["results/local/data/toy/prepare.json", "results/local/data/toy/tok/dev.src", "--cores", "2",
+                       "--configfile", "c.yaml"], tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    report = json.loads((tmp_path / "results/local/data/toy/prepare.json").read_text())
+    assert report["lines_in"] == 9700 and report["steps"][-1]["step"] == "dedupe"
+    given = {" ".join(x.split()) for x in (SHARED / "toy-ende/src-train.txt").read_text().splitlines()}
+    train = (tmp_path / "results/local/data/toy/tok/train.src").read_text().splitlines()
+    assert len(train) == report["lines_out"] and set(train) <= given        # kept as they were: no re-escaping
+    dev = (tmp_path / "results/local/data/toy/tok/dev.src").read_text().splitlines()
+    assert dev == [" ".join(x.split()) for x in (SHARED / "toy-ende/src-val.txt").read_text().splitlines()]
