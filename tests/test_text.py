@@ -58,3 +58,11 @@ def test_vocab_roundtrip_and_unknowns(tmp_path: Path) -> None:
     assert w.itos == v.itos
     assert w.encode("c x") == [4, UNK_ID]
     assert w.decode([4, 5, EOS_ID]) == "c b"
+
+
+def test_detruecase_capitalises_sentence_starts_only() -> None:
+    from rnmt.data.detruecase import detruecase
+
+    assert detruecase("the cat sat . then it left ! now it stays") == "The cat sat . Then it left ! Now it stays"
+    assert detruecase("&quot; yes , &quot; he said .") == "&quot; Yes , &quot; he said ."
+    assert detruecase("") == ""

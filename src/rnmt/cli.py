@@ -131,6 +131,10 @@ def cmd_postprocess(a: argparse.Namespace) -> None:
     from rnmt.io import read_lines, write_lines
 
     tok = [undo(line) for line in read_lines(a.input)]
+    if a.detruecase:
+        from rnmt.data.detruecase import detruecase
+
+        tok = [detruecase(line) for line in tok]
     write_lines(a.tok_output, tok)
     write_lines(a.output, [detokenize(line, a.lang) for line in tok])
 
@@ -280,6 +284,7 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("postprocess", help="remove BPE and detokenize")
     s.add_argument("--lang", required=True)
     s.add_argument("--tok-output", required=True, help="BPE removed, still tokenized")
+    s.add_argument("--detruecase", action="store_true", help="upper-case sentence-initial words (truecased corpora)")
     s.add_argument("input")
     s.add_argument("output")
     s.set_defaults(func=cmd_postprocess)
