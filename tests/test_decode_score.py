@@ -154,3 +154,18 @@ def test_atr_gate_statistics() -> None:
     assert -1.0 <= low["pearson_r"] <= 1.0
     with pytest.raises(InputError, match="decoder cells are ATR"):
         gate_statistics(model(3), SOURCES, SOURCES)
+
+
+def test_score_command_uses_extra_references(tmp_path: Path) -> None:
+    """A NIST-style test set keeps references 2..4 beside the first as <file>.ref1 ..."""
+    import json
+
+    from rnmt.cli import main
+
+    (tmp_path / "hyp").write_text("\n".join(HYPS) + "\n")
+    (tmp_path / "ref").write_text("\n".join(REFS[0]) + "\n")
+    (tmp_path / "ref.ref1").write_text("\n".join(REFS[1]) + "\n")
+    assert main(["score", "--hyp", str(tmp_path / "hyp"), "--ref", str(tmp_path / "ref"), "--lowercase",
+                 "--output", str(tmp_path / "m.json")]) == 0
+    s = json.loads((tmp_path / "m.json").read_text())["scores"]
+    assert s["references"] == 2 and s["bleu"] == pytest.approx(score(HYPS, REFS, lowercase=True)["bleu"])

@@ -139,14 +139,27 @@ def cmd_postprocess(a: argparse.Namespace) -> None:
     write_lines(a.output, [detokenize(line, a.lang) for line in tok])
 
 
+def with_extra_references(paths: list[str]) -> list[str]:
+    """Each reference file followed by its extra references `<file>.ref1`, `.ref2`, ... (NIST: 4 in all)."""
+    out = []
+    for p in paths:
+        out.append(p)
+        k = 1
+        while Path(f"{p}.ref{k}").is_file():
+            out.append(f"{p}.ref{k}")
+            k += 1
+    return out
+
+
 def cmd_score(a: argparse.Namespace) -> None:
     from rnmt.evaluate.score import score
     from rnmt.io import read_json, read_lines, write_json
 
     src_lengths = [len(line.split()) for line in read_lines(a.src)] if a.src else None
-    scores = score(read_lines(a.hyp), [read_lines(r) for r in a.ref],
-                   read_lines(a.hyp_tok) if a.hyp_tok else None,
-                   [read_lines(r) for r in a.ref_tok] if a.ref_tok else None, lowercase=a.lowercase,
+    refs = with_extra_references(a.ref)
+    refs_tok = with_extra_references(a.ref_tok) if a.ref_tok else None
+    scores = score(read_lines(a.hyp), [read_lines(r) for r in refs], read_lines(a.hyp_tok) if a.hyp_tok else None,
+                   [read_lines(r) for r in refs_tok] if refs_tok else None, lowercase=a.lowercase,
                    src_lengths=src_lengths)
     meta = dict(kv.split("=", 1) for kv in a.meta)
     members = [read_json(p) for p in a.train_metrics]
@@ -291,7 +304,8 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("score", help="score a translation and write metrics.json")
     s.add_argument("--hyp", required=True)
-    s.add_argument("--ref", required=True, nargs="+", help="one reference file, or several (NIST: 4)")
+    s.add_argument("--ref", required=True, nargs="+",
+                   help="reference file(s); extra references beside them (<file>.ref1, ...) are used too")
     s.add_argument("--hyp-tok")
     s.add_argument("--ref-tok", nargs="+")
     s.add_argument("--src", help="tokenized source, for BLEU by source length (DTMT Figure 3)")

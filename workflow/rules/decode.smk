@@ -31,9 +31,12 @@ rule postprocess:
         txt=R + "/translations/{variant}/{member}/{testset}.txt",
     params:
         lang=lambda wc: PLAN.corpus(PLAN.variants[wc.variant].corpus)["tgt_lang"],
+        detruecase=lambda wc: (
+            "--detruecase" if CORPORA[PLAN.variants[wc.variant].corpus].preprocess.get("truecase") else ""
+        ),
     conda:
         "../../envs/data.yaml"
     log:
         R + "/logs/postprocess/{variant}.{member}.{testset}.log",
     shell:
-        "{RNMT} postprocess --lang {params.lang} --tok-output {output.tok:q} {input:q} {output.txt:q} 2> {log:q}"
+        "{RNMT} postprocess --lang {params.lang} {params.detruecase} --tok-output {output.tok:q} {input:q} {output.txt:q} 2> {log:q}"
