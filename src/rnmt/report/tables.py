@@ -25,6 +25,8 @@ METRIC_LABELS = {
     "train_tgt_words_per_s": "Train words/s",
     "decode_words_per_s": "Decode words/s",
     "decode_seconds_per_sentence": "Decode s/sent",
+    "decode_words_per_s_beam1": "Decode words/s (beam 1)",
+    "decode_seconds_per_sentence_beam1": "Decode s/sent (beam 1)",
 }
 COLUMNS = ["table", "system", "variant", "metric", "paper", "ours", "diff", "std", "n_seeds", "scale", "run",
            "signature"]
@@ -69,8 +71,12 @@ def tidy(table: Table, metrics: dict[tuple[str, str], dict[str, Any]], run: str,
 def _fmt(x: float, std: float = math.nan) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "–"
-    text = f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.2f}"
-    return text + (f" ± {std:.2f}" if not math.isnan(std) else "")
+    def one(v: float) -> str:
+        if abs(v) >= 1000:
+            return f"{v:,.0f}"
+        return f"{v:.2f}" if abs(v) >= 1 or v == 0 else f"{v:.3g}"   # 0.0054 s/sentence stays readable
+
+    return one(x) + (f" ± {one(std)}" if not math.isnan(std) else "")
 
 
 def markdown(table: Table, df: pd.DataFrame) -> str:
