@@ -5,6 +5,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,3 +34,19 @@ def jobs(dry_run_output: str) -> Counter[str]:
             break
         counts[parts[0]] = int(parts[1])
     return counts
+
+
+def greedy_loop(model, src, mask, steps: int) -> list[int]:
+    """Greedy decoding of one padded sentence written out step by step (a reference for beam search)."""
+    from rnmt.data.vocab import BOS_ID, EOS_ID
+
+    state = model.start(src, mask)
+    prev, out = torch.tensor([BOS_ID]), []
+    for _ in range(steps):
+        logp, state = model.step(prev, state)
+        tok = int(logp.argmax(-1))
+        if tok == EOS_ID:
+            break
+        out.append(tok)
+        prev = torch.tensor([tok])
+    return out

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
+from conftest import greedy_loop
 from rnmt.data.batching import pad
-from rnmt.data.vocab import BOS_ID, EOS_ID
 from rnmt.decode.beam import beam_search
 from rnmt.models import build_model
 from rnmt.report.paper_params import all_rows
@@ -73,16 +73,7 @@ def test_step_matches_forward_and_beam_one_is_greedy(key: str) -> None:
         torch.testing.assert_close(logp, full[:, t], atol=1e-5, rtol=1e-5)
     hyps = beam_search(model, src, mask, beam=1, max_len=8)
     for b, (hyp, _) in enumerate(hyps):
-        st = model.start(src[b:b + 1], mask[b:b + 1])
-        prev, greedy = torch.tensor([BOS_ID]), []
-        for _ in range(8):
-            logp, st = model.step(prev, st)
-            tok = int(logp.argmax(-1))
-            if tok == EOS_ID:
-                break
-            greedy.append(tok)
-            prev = torch.tensor([tok])
-        assert hyp == greedy
+        assert hyp == greedy_loop(model, src[b:b + 1], mask[b:b + 1], 8)
     assert len(beam_search(model, src, mask, beam=3, max_len=8)) == 3
 
 

@@ -5,9 +5,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import greedy_loop
 from rnmt.cells import build_cell, run
 from rnmt.data.batching import pad
-from rnmt.data.vocab import BOS_ID, EOS_ID, Vocab
+from rnmt.data.vocab import Vocab
 from rnmt.decode.beam import beam_search
 from rnmt.io import InputError
 from rnmt.models import build_model
@@ -58,17 +59,7 @@ def test_rnnsearch_logits_do_not_depend_on_batch_padding() -> None:
 
 
 def greedy(model, src: list[int], steps: int) -> list[int]:
-    s, m = pad([src], eos=True)
-    state = model.start(s, m)
-    prev, out = torch.tensor([BOS_ID]), []
-    for _ in range(steps):
-        logp, state = model.step(prev, state)
-        tok = int(logp.argmax(-1))
-        if tok == EOS_ID:
-            break
-        out.append(tok)
-        prev = torch.tensor([tok])
-    return out
+    return greedy_loop(model, *pad([src], eos=True), steps)
 
 
 def test_beam_one_is_greedy_and_beam_search_is_batched_consistently() -> None:

@@ -6,10 +6,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from conftest import greedy_loop
 from rnmt.cells import build_cell, run
 from rnmt.cells.single_product import paper_counts
 from rnmt.data.batching import pad
-from rnmt.data.vocab import BOS_ID, EOS_ID
+from rnmt.data.vocab import EOS_ID
 from rnmt.decode.beam import beam_search
 from rnmt.io import InputError
 from rnmt.models import build_model
@@ -230,17 +231,7 @@ def train(model: torch.nn.Module, factored: bool, steps: int = 30) -> list[float
     return losses
 
 
-def greedy(model: torch.nn.Module, src: Tensor, mask: Tensor, steps: int) -> list[int]:
-    state = model.start(src, mask)
-    prev, out = torch.tensor([BOS_ID]), []
-    for _ in range(steps):
-        logp, state = model.step(prev, state)
-        tok = int(logp.argmax(-1))
-        if tok == EOS_ID:
-            break
-        out.append(tok)
-        prev = torch.tensor([tok])
-    return out
+greedy = greedy_loop
 
 
 def check_decoding(model: torch.nn.Module, factored: bool) -> None:
