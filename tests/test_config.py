@@ -80,3 +80,15 @@ def test_snakemake_stops_before_any_job(tmp_path: Path) -> None:
     assert "'train.lr' must be of type number, got str 'fast'" in out
     assert "rule synthetic_corpus" not in out
     assert not (tmp_path / "results").exists()
+
+
+def test_check_config_merges_overrides_like_snakemake(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from rnmt.cli import main
+
+    (tmp_path / "over.yaml").write_text("train:\n  lr: 0.01\n")
+    assert main(["check-config", str(ROOT / "config.yaml"), "--configfile", str(tmp_path / "over.yaml"),
+                 "--root", str(ROOT)]) == 0
+    (tmp_path / "bad.yaml").write_text("train:\n  lr: fast\n")
+    assert main(["check-config", str(ROOT / "config.yaml"), "--configfile", str(tmp_path / "bad.yaml"),
+                 "--root", str(ROOT)]) == 2
+    assert "'train.lr' must be of type number" in capsys.readouterr().err

@@ -214,12 +214,14 @@ def cmd_params(a: argparse.Namespace) -> None:
 
 
 def cmd_check_config(a: argparse.Namespace) -> None:
+    from snakemake.utils import update_config
+
     from rnmt.config import load_yaml
     from rnmt.plan import Plan
 
     config = load_yaml(a.config)
     for extra in a.configfile:
-        config.update(load_yaml(extra))
+        update_config(config, load_yaml(extra))     # nested keys merge, as with snakemake --configfile
     plan = Plan(config, Path(a.root))
     print(f"config OK: run {plan.run}, tables {', '.join(plan.tables)}, variants {', '.join(plan.variants)}")
 

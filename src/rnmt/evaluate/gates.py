@@ -57,9 +57,8 @@ def gate_statistics(model: Seq2Seq, sources: Sequence[Sequence[int]], targets: S
                 tgt_in, tgt_mask = pad(targets[s:s + batch_size], bos=True)
                 rec.calls.clear()
                 model(src, mask, tgt_in)
-                steps = [c for c in rec.calls if c[0].size(0) == src.size(0)][-tgt_in.size(1):]
-                i = torch.stack([c[0] for c in steps], 1)
-                f = torch.stack([c[1] for c in steps], 1)
+                i = torch.stack([c[0] for c in rec.calls], 1)     # one call per target step
+                f = torch.stack([c[1] for c in rec.calls], 1)
                 for b in range(src.size(0)):
                     n = int(tgt_mask[b].sum())
                     per_sentence.append((i[b, :n], f[b, :n]))

@@ -259,8 +259,7 @@ class Trainer:
                 self.logf.write("".join(line + "\n" for line in kept))
                 stop = self._loop()
                 if not self.p.curve or self.p.curve[-1]["step"] != self.p.step:
-                    self._validate()
-                self._save_state()
+                    self._validate()        # also saves last.pt; a validation at the last step already did
         finally:
             self.bar.close()
             for sig, handler in old_handlers.items():
