@@ -12,6 +12,7 @@ from pathlib import Path
 
 from rnmt.data.commands import add_parsers as add_corpus_parsers
 from rnmt.io import InputError
+from rnmt.parse.commands import add_parsers as add_parse_parsers
 
 log = logging.getLogger("rnmt")
 EXIT_INTERRUPTED = 75     # EX_TEMPFAIL: checkpoint saved, rerun to resume
@@ -66,8 +67,11 @@ def cmd_train(a: argparse.Namespace) -> None:
 
     settings = TrainSettings.from_dict(json.loads(a.settings))
     model_config = json.loads(a.model)
+    opt = {k: Path(v) if v else None for k, v in
+           {"train_src_labels": a.train_src_labels, "dev_src_labels": a.dev_src_labels,
+            "src_label_vocab": a.src_label_vocab}.items()}
     trainer = Trainer(model_config, settings, Path(a.train_src), Path(a.train_tgt), Path(a.dev_src),
-                      Path(a.dev_tgt), Path(a.src_vocab), Path(a.tgt_vocab), Path(a.out_dir))
+                      Path(a.dev_tgt), Path(a.src_vocab), Path(a.tgt_vocab), Path(a.out_dir), **opt)
     try:
         m = trainer.run()
     except TrainingInterrupted as e:
@@ -84,24 +88,30 @@ def cmd_translate(a: argparse.Namespace) -> None:
     import torch
 
     from rnmt import hardware
-    from rnmt.data.batching import count_words
-    from rnmt.decode.ensemble import load_ensemble
+    from rnmt.data.batching import count_words, load_labels
+    from rnmt.decode.ensemble import load_ensemble_with_labels
     from rnmt.decode.translate import translate_ids
     from rnmt.io import read_lines, write_json, write_lines
 
     if a.threads:
         torch.set_num_threads(a.threads)
     device = hardware.pick_device(a.device)
-    model, src_vocab, tgt_vocab = load_ensemble(a.model, device)
+    model, src_vocab, tgt_vocab, label_vocab = load_ensemble_with_labels(a.model, device)
     lines = read_lines(a.input)
     sources = [src_vocab.encode(line) for line in lines]
+    if label_vocab is not None and not a.src_labels:
+        raise InputError(f"{a.model[0]} was trained with source dependency labels: give this test set's label file "
+                         "with --src-labels (labels/<source>/<split>.bpe.lab, aligned with the input)")
+    if label_vocab is None and a.src_labels:
+        raise InputError(f"{a.model[0]} takes words only (trained without labels); leave out --src-labels")
+    labels = load_labels(a.src_labels, a.input, lines, label_vocab) if label_vocab is not None else None
 
     def timed(beam: int, progress: bool) -> tuple[list[str], dict[str, float]]:
         """Decode everything at `beam`; speed as DESIGN.md says: synchronised, start-up excluded."""
         t0 = time.perf_counter()
         hyps = translate_ids(model, sources, beam=beam, batch_size=a.batch_size, max_len_ratio=a.max_len_ratio,
                              max_len_extra=a.max_len_extra, penalty=a.length_penalty, alpha=a.alpha,
-                             device=device, progress=progress)
+                             device=device, progress=progress, labels=labels)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         seconds = time.perf_counter() - t0
@@ -204,6 +214,16 @@ def cmd_plot_curve(a: argparse.Namespace) -> None:
     plot(a.log, a.output, a.title)
 
 
+def cmd_plot_cost(a: argparse.Namespace) -> None:
+    from rnmt.report.cost import plot_cost
+
+    names = a.name or []
+    if names and len(names) != len(a.logs):
+        raise InputError(f"plot-cost: {len(names)} --name for {len(a.logs)} logs; give one name per log or none")
+    plot_cost(a.logs, a.output, names or None, a.smooth, a.title)
+    log.info("training cost of %d run(s) → %s", len(a.logs), a.output)
+
+
 def cmd_params(a: argparse.Namespace) -> None:
     from rnmt.report.params import evaluate, to_csv
 
@@ -271,12 +291,16 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_vocab)
 
     add_corpus_parsers(sub)
+    add_parse_parsers(sub)
 
     s = sub.add_parser("train", help="train one model")
     s.add_argument("--model", required=True, help="model settings as JSON (arch, cell, sizes)")
     s.add_argument("--settings", required=True, help="training settings as JSON")
     for name in ("train-src", "train-tgt", "dev-src", "dev-tgt", "src-vocab", "tgt-vocab", "out-dir"):
         s.add_argument(f"--{name}", required=True)
+    s.add_argument("--train-src-labels", help="source dependency labels, one per subword of --train-src")
+    s.add_argument("--dev-src-labels", help="source dependency labels, one per subword of --dev-src")
+    s.add_argument("--src-label-vocab", help="the label vocabulary (labels/<source>/vocab.lab)")
     s.set_defaults(func=cmd_train)
 
     s = sub.add_parser("translate", help="beam-search a segmented source file")
@@ -292,6 +316,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--metrics", help="write decoding speed here (JSON)")
     s.add_argument("--speed-beams", type=int, nargs="*", default=[1],
                    help="also time decoding at these beams for the metrics (default: 1, ATR Table 4's setting)")
+    s.add_argument("--src-labels", help="source dependency labels of the input, one per subword (factored models)")
     s.add_argument("input")
     s.add_argument("output")
     s.set_defaults(func=cmd_translate)
@@ -339,6 +364,14 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("log")
     s.add_argument("output")
     s.set_defaults(func=cmd_plot_curve)
+
+    s = sub.add_parser("plot-cost", help="training cost per minibatch of several runs (UD paper, Figure 2)")
+    s.add_argument("--output", required=True, help="the PNG to write")
+    s.add_argument("--name", action="append", help="legend name of each log, in order (default: its folder)")
+    s.add_argument("--smooth", type=int, default=5, help="moving-average window in logged minibatches (1: none)")
+    s.add_argument("--title", default="Training cost per minibatch")
+    s.add_argument("logs", nargs="+", help="train.jsonl of each run")
+    s.set_defaults(func=cmd_plot_cost)
 
     s = sub.add_parser("params", help="parameter counts of the papers' rows, rebuilt at the papers' settings")
     s.add_argument("--table", action="append", help="only these tables (e.g. atr-table4)")

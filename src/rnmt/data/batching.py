@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from rnmt.data.bpe import SEPARATOR
-from rnmt.data.vocab import BOS_ID, EOS_ID, PAD_ID, Vocab
+from rnmt.data.vocab import BOS_ID, EOS_ID, PAD_ID, SPECIALS, UNK_ID, Vocab
 from rnmt.io import InputError, read_parallel
 
 
@@ -26,20 +26,38 @@ class ParallelData:
     tgt: list[list[int]]
     src_words: list[int]
     tgt_words: list[int]
+    src_labels: list[list[int]] | None = None     # one label id per source subword (factored input)
 
     def __len__(self) -> int:
         return len(self.src)
 
 
+def load_labels(labels_path: str | Path, src_path: str | Path, src_lines: Sequence[str],
+                label_vocab: Vocab) -> list[list[int]]:
+    """Label ids per source line, each line as long as its subwords (checked, naming the sentence)."""
+    from rnmt.data.labels import read_labels
+
+    lines = read_labels(labels_path, [len(x.split()) for x in src_lines], str(src_path))
+    return [[label_vocab.stoi.get(t, UNK_ID) for t in lab] for lab in lines]
+
+
 def load_parallel(src_path: str | Path, tgt_path: str | Path, src_vocab: Vocab, tgt_vocab: Vocab,
-                  max_len: int | None = None) -> ParallelData:
-    """Read segmented parallel files; pairs with an empty side or longer than `max_len` subwords are skipped."""
+                  max_len: int | None = None, src_labels: str | Path | None = None,
+                  label_vocab: Vocab | None = None) -> ParallelData:
+    """Read segmented parallel files; pairs with an empty side or longer than `max_len` subwords are skipped.
+
+    With `src_labels` (a label file aligned with the source) each source subword also gets a label id.
+    """
     src_lines, tgt_lines = read_parallel(src_path, tgt_path)
-    data = ParallelData([], [], [], [])
-    for s, t in zip(src_lines, tgt_lines, strict=True):
+    labels = load_labels(src_labels, src_path, src_lines, label_vocab or Vocab(SPECIALS)) \
+        if src_labels is not None else None
+    data = ParallelData([], [], [], [], [] if labels is not None else None)
+    for k, (s, t) in enumerate(zip(src_lines, tgt_lines, strict=True)):
         si, ti = src_vocab.encode(s), tgt_vocab.encode(t)
         if not si or not ti or (max_len is not None and max(len(si), len(ti)) > max_len):
             continue
+        if labels is not None and data.src_labels is not None:
+            data.src_labels.append(labels[k])
         data.src.append(si)
         data.tgt.append(ti)
         data.src_words.append(count_words(s))
@@ -116,8 +134,21 @@ class Batch:
                      self.tgt_out.to(device), self.tgt_tokens, self.src_words, self.tgt_words)
 
 
+def pad_source(seqs: Sequence[Sequence[int]], labels: Sequence[Sequence[int]] | None = None) -> tuple[Tensor, Tensor]:
+    """Source ids [B, S] with </s>, or [B, S, 2] (word, label) with labels (</s> gets the label </s>)."""
+    src, mask = pad(seqs, eos=True)
+    if labels is None:
+        return src, mask
+    lab, _ = pad(labels, eos=True)
+    if lab.shape != src.shape:
+        raise InputError(f"source labels of shape {tuple(lab.shape)} for source ids of shape {tuple(src.shape)}: "
+                         "each source subword needs exactly one label")
+    return torch.stack([src, lab], -1), mask
+
+
 def make_batch(data: ParallelData, idx: Sequence[int]) -> Batch:
-    src, src_mask = pad([data.src[i] for i in idx], eos=True)
+    labels = [data.src_labels[i] for i in idx] if data.src_labels is not None else None
+    src, src_mask = pad_source([data.src[i] for i in idx], labels)
     tgt_in, _ = pad([data.tgt[i] for i in idx], bos=True)
     tgt_out, tgt_mask = pad([data.tgt[i] for i in idx], eos=True)
     return Batch(src, src_mask, tgt_in, tgt_out, int(tgt_mask.sum()),

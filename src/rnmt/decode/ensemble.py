@@ -18,7 +18,7 @@ from torch import Tensor, nn
 from rnmt.data.vocab import Vocab
 from rnmt.io import InputError
 from rnmt.models.base import DecoderState, Seq2Seq
-from rnmt.train.checkpoint import load_model
+from rnmt.train.checkpoint import load_model_with_labels
 
 
 class Ensemble(Seq2Seq):
@@ -52,14 +52,25 @@ class Ensemble(Seq2Seq):
         return self._average(logps), merged
 
 
-def load_ensemble(paths: Sequence[str | Path], device: torch.device | str = "cpu") -> tuple[Seq2Seq, Vocab, Vocab]:
-    """One model, or an Ensemble of several whose source and target vocabularies are identical."""
-    loaded = [load_model(p, device) for p in paths]
-    _, src_vocab, tgt_vocab = loaded[0]
-    for path, (_, sv, tv) in zip(paths[1:], loaded[1:], strict=True):
+def load_ensemble_with_labels(paths: Sequence[str | Path], device: torch.device | str = "cpu"
+                              ) -> tuple[Seq2Seq, Vocab, Vocab, Vocab | None]:
+    """One model, or an Ensemble of several whose vocabularies (source, target, source labels) are identical."""
+    loaded = [load_model_with_labels(p, device) for p in paths]
+    _, src_vocab, tgt_vocab, label_vocab = loaded[0]
+    labels = label_vocab.itos if label_vocab is not None else None
+    for path, (_, sv, tv, lv) in zip(paths[1:], loaded[1:], strict=True):
         if sv.itos != src_vocab.itos or tv.itos != tgt_vocab.itos:
             raise InputError(f"{path} and {paths[0]} have different vocabularies; an ensemble's models must share "
                              "them (train them on the same BPE-segmented data)")
+        if (lv.itos if lv is not None else None) != labels:
+            raise InputError(f"{path} and {paths[0]} differ in their source labels (one takes none, or other label "
+                             "vocabularies); ensemble models trained on the same label files")
     if len(loaded) == 1:
         return loaded[0]
-    return Ensemble([m for m, _, _ in loaded]).eval(), src_vocab, tgt_vocab
+    return Ensemble([m for m, _, _, _ in loaded]).eval(), src_vocab, tgt_vocab, label_vocab
+
+
+def load_ensemble(paths: Sequence[str | Path], device: torch.device | str = "cpu") -> tuple[Seq2Seq, Vocab, Vocab]:
+    """One model, or an Ensemble of several whose source and target vocabularies are identical."""
+    model, src_vocab, tgt_vocab, _ = load_ensemble_with_labels(paths, device)
+    return model, src_vocab, tgt_vocab

@@ -35,7 +35,8 @@ from rnmt.data.bpe import undo
 from rnmt.data.vocab import PAD_ID, Vocab
 from rnmt.decode.translate import translate_ids
 from rnmt.io import InputError, write_json
-from rnmt.models import Seq2Seq, build_model
+from rnmt.models import Seq2Seq, build_model, factors
+from rnmt.models.pretrained import load_pretrained
 from rnmt.train import checkpoint, distributed, schedules
 from rnmt.train.optim import initialise, make_optimizer
 
@@ -88,6 +89,7 @@ class TrainSettings:
     threads: int = 0                   # CPU threads for torch; 0: torch's default
     device: str = "auto"
     amp: bool = True                   # bfloat16 autocast on CUDA
+    pretrained_src: str = ""           # word2vec text file of source word vectors (UD paper: GloVe); "": none
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainSettings:
@@ -134,7 +136,7 @@ def dev_loss(model: Seq2Seq, data: ParallelData, batch_size: int, device: torch.
 def dev_bleu(model: Seq2Seq, data: ParallelData, tgt_vocab: Vocab, device: torch.device,
              batch_size: int) -> float:
     """Greedy tokenized BLEU on the dev set, subwords joined (a cheap progress signal)."""
-    hyps = translate_ids(model, data.src, beam=1, batch_size=batch_size, device=device)
+    hyps = translate_ids(model, data.src, beam=1, batch_size=batch_size, device=device, labels=data.src_labels)
     sys_lines = [undo(tgt_vocab.decode(h)) for h in hyps]
     refs = [undo(tgt_vocab.decode(t)) for t in data.tgt]
     return sacrebleu.corpus_bleu(sys_lines, [refs], tokenize="none", force=True).score
@@ -163,10 +165,16 @@ class Progress:
 class Trainer:
     def __init__(self, model_config: dict[str, Any], settings: TrainSettings, train_src: Path,
                  train_tgt: Path, dev_src: Path, dev_tgt: Path, src_vocab: Path, tgt_vocab: Path,
-                 out_dir: Path) -> None:
+                 out_dir: Path, train_src_labels: Path | None = None, dev_src_labels: Path | None = None,
+                 src_label_vocab: Path | None = None) -> None:
         self.s = settings
         self.out_dir = Path(out_dir)
-        self.model_config = dict(model_config)
+        labelled = [x is not None for x in (train_src_labels, dev_src_labels, src_label_vocab)]
+        if any(labelled) and not all(labelled):
+            raise InputError("source labels need all three of --train-src-labels, --dev-src-labels and "
+                             "--src-label-vocab")
+        self.label_vocab = Vocab.load(src_label_vocab) if src_label_vocab is not None else None
+        self.model_config = factors.resolve(model_config, [len(self.label_vocab)] if self.label_vocab else [])
         if settings.threads > 0:
             torch.set_num_threads(settings.threads)
         self.rank, self.world = distributed.rank_and_world()
@@ -175,11 +183,17 @@ class Trainer:
         torch.manual_seed(settings.seed)
         self.rng = random.Random(settings.seed)
         self.src_vocab, self.tgt_vocab = Vocab.load(src_vocab), Vocab.load(tgt_vocab)
-        self.train_data = load_parallel(train_src, train_tgt, self.src_vocab, self.tgt_vocab, settings.max_len)
-        self.dev_data = load_parallel(dev_src, dev_tgt, self.src_vocab, self.tgt_vocab)
+        self.train_data = load_parallel(train_src, train_tgt, self.src_vocab, self.tgt_vocab, settings.max_len,
+                                        train_src_labels, self.label_vocab)
+        self.dev_data = load_parallel(dev_src, dev_tgt, self.src_vocab, self.tgt_vocab, None, dev_src_labels,
+                                      self.label_vocab)
         cfg = dict(self.model_config)
         self.model = build_model(cfg.pop("arch"), len(self.src_vocab), len(self.tgt_vocab), **cfg)
         initialise(self.model, settings.init, settings.init_scale)
+        if settings.pretrained_src:
+            found = load_pretrained(self.model, settings.pretrained_src, self.src_vocab)
+            log.info("source word vectors from %s for %d of %d vocabulary entries", settings.pretrained_src, found,
+                     len(self.src_vocab))
         self.model.to(self.device)
         distributed.broadcast_parameters(self.model, self.world)
         self.opt = self._optimizer()
@@ -196,7 +210,8 @@ class Trainer:
     # ---- checkpoints ------------------------------------------------------------------------------
     def _save(self, name: str, extra: dict[str, Any]) -> None:
         if self.rank == 0:
-            checkpoint.save(self.out_dir / name, self.model, self.model_config, self.src_vocab, self.tgt_vocab, extra)
+            checkpoint.save(self.out_dir / name, self.model, self.model_config, self.src_vocab, self.tgt_vocab, extra,
+                            self.label_vocab)
 
     def _save_state(self) -> None:
         rng = {"python": random.getstate(), "batches": self.rng.getstate(), "torch": torch.get_rng_state()}
@@ -214,7 +229,8 @@ class Trainer:
             return
         ckpt = checkpoint.load(path, self.device)
         same_model = ckpt["model_config"] == self.model_config and ckpt["src_vocab"] == self.src_vocab.itos \
-            and ckpt["tgt_vocab"] == self.tgt_vocab.itos
+            and ckpt["tgt_vocab"] == self.tgt_vocab.itos \
+            and ckpt.get("src_label_vocab") == (self.label_vocab.itos if self.label_vocab else None)
         if not same_model or self._comparable(ckpt.get("settings", {})) != self._comparable(asdict(self.s)):
             stale = path.with_name(f"last.{int(time.time())}.pt")
             path.rename(stale)

@@ -1,0 +1,48 @@
+"""The `factors` model setting as users write it, turned into what the architectures take.
+
+    factors: {dims: [word_dim, label_dim], combine: concat|sum}      (UD paper: [150, 50], concat)
+
+The first size is the word embedding's (it replaces `emb`; for the transformer, whose embedding
+size is d_model, concatenated sizes must add up to d_model and summed ones equal it); the label
+vocabulary's size is filled in from the label vocabulary file. The result is stored in checkpoints,
+so a model rebuilt for decoding needs no label files to know its shape.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from rnmt.io import InputError
+from rnmt.models.registry import MODELS
+
+
+def resolve(model_config: dict[str, Any], label_vocab_sizes: list[int]) -> dict[str, Any]:
+    """A model config with `factors` in the architectures' form ({vocab_sizes, dims, combine})."""
+    cfg = dict(model_config)
+    f = cfg.get("factors")
+    if not f:
+        if label_vocab_sizes:
+            raise InputError("source labels were given but the model has no `factors` setting; add e.g. "
+                             "model: {factors: {dims: [150, 50], combine: concat}}")
+        return cfg
+    if "vocab_sizes" in f:                      # already resolved (a checkpoint's config)
+        return cfg
+    dims = list(f.get("dims") or [])
+    combine = f.get("combine", "concat")
+    if len(dims) != 1 + len(label_vocab_sizes) or not label_vocab_sizes:
+        raise InputError(f"model setting factors.dims {dims} needs one word size and one size per label vocabulary "
+                         f"({len(label_vocab_sizes)} given: pass --src-label-vocab with the label files)")
+    if combine not in ("concat", "sum"):
+        raise InputError(f"model setting factors.combine must be concat or sum, not {combine!r}")
+    arch = cfg.get("arch")
+    params = inspect.signature(MODELS[arch].__init__).parameters if arch in MODELS else {}
+    if "d_model" in params:
+        d_model = cfg.get("d_model", params["d_model"].default)
+        total = sum(dims) if combine == "concat" else dims[0]
+        if total != d_model:
+            raise InputError(f"{arch}: factors.dims {dims} ({combine}) must give d_model = {d_model}")
+    else:
+        cfg["emb"] = dims[0]
+    cfg["factors"] = {"vocab_sizes": list(label_vocab_sizes), "dims": dims[1:], "combine": combine}
+    return cfg

@@ -1,0 +1,142 @@
+"""`rnmt parse ...` (stanza models and parsing) and `rnmt labels ...` (label files for training)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+log = logging.getLogger("rnmt")
+
+
+def cmd_download(a: argparse.Namespace) -> None:
+    from rnmt.parse.models import download
+
+    download(a.model_dir, a.lang, a.package)
+    log.info("stanza %s models (%s) in %s", a.lang, a.package, a.model_dir)
+
+
+def cmd_train_models(a: argparse.Namespace) -> None:
+    from rnmt.parse.train import TinySettings, train_models
+
+    s = TinySettings(steps_pos=a.steps_pos, steps_depparse=a.steps_depparse, hidden=a.hidden, seed=a.seed)
+    m = train_models(a.train, a.dev, a.model_dir, a.lang, s, a.word_vectors)
+    log.info("stanza tagger and parser trained on %s → %s", a.train, m)
+
+
+def cmd_run(a: argparse.Namespace) -> None:
+    from rnmt.parse.run import parse_file
+
+    n = parse_file(a.model_dir, a.lang, a.input, a.output, a.chunk, a.chunks, a.device, a.batch_size)
+    log.info("parsed %d lines (chunk %d of %d of %s) → %s", n, a.chunk, a.chunks, a.input, a.output)
+
+
+def cmd_merge(a: argparse.Namespace) -> None:
+    from rnmt.parse.run import merge
+
+    merge(a.parts, a.output)
+
+
+def cmd_score(a: argparse.Namespace) -> None:
+    from rnmt.data import conll
+    from rnmt.io import write_json
+
+    scores = conll.attachment_scores(conll.read(a.gold), conll.read(a.pred))
+    print(f"UAS {scores['uas']:.4f} LAS {scores['las']:.4f} over {scores['words']} words")
+    if a.output:
+        write_json(a.output, scores)
+
+
+def cmd_gold(a: argparse.Namespace) -> None:
+    from rnmt.data import conll, labels
+    from rnmt.io import read_lines
+
+    sents = [s for p in a.conllu for s in conll.read(p)]
+    lines = [line.split() for line in read_lines(a.text)]
+    labels.write_aligned_conllu(a.output, labels.align(sents, lines, ", ".join(a.conllu), a.text), lines)
+    log.info("%d gold trees of %s aligned with %d lines of %s → %s", len(sents), ", ".join(a.conllu), len(lines),
+             a.text, a.output)
+
+
+def cmd_project(a: argparse.Namespace) -> None:
+    from rnmt.data import conll, labels
+    from rnmt.io import read_lines
+
+    bpe_lines = read_lines(a.bpe)
+    sents = labels.align(conll.read(a.conllu), [labels.unsegment(x) for x in bpe_lines], a.conllu, a.bpe)
+    labels.write_bpe_labels(a.output, sents, bpe_lines, a.bpe, a.subtypes)
+    log.info("labels of %d sentences → %s", len(bpe_lines), a.output)
+
+
+def cmd_label_vocab(a: argparse.Namespace) -> None:
+    from rnmt.data.bpe import file_lines
+    from rnmt.data.vocab import Vocab
+
+    v = Vocab.build(file_lines([a.input]))
+    v.save(a.output)
+    log.info("label vocabulary of %d entries → %s", len(v), a.output)
+
+
+def add_parsers(sub: Any) -> None:
+    parse = sub.add_parser("parse", help="stanza models and dependency parsing for the source-label factor")
+    ps = parse.add_subparsers(dest="parse_command", required=True)
+
+    p = ps.add_parser("download", help="fetch stanza's models with its own downloader (needs network)")
+    p.add_argument("--lang", required=True)
+    p.add_argument("--package", default="default")
+    p.add_argument("--model-dir", required=True)
+    p.set_defaults(func=cmd_download)
+
+    p = ps.add_parser("train-models", help="train a small stanza tagger and parser offline on CoNLL-U trees")
+    p.add_argument("--lang", required=True)
+    p.add_argument("--train", required=True)
+    p.add_argument("--dev", required=True)
+    p.add_argument("--model-dir", required=True)
+    p.add_argument("--word-vectors", help="word2vec text file (default: random vectors for the training words)")
+    p.add_argument("--steps-pos", type=int, default=100)
+    p.add_argument("--steps-depparse", type=int, default=80)
+    p.add_argument("--hidden", type=int, default=32)
+    p.add_argument("--seed", type=int, default=1)
+    p.set_defaults(func=cmd_train_models)
+
+    p = ps.add_parser("run", help="parse one chunk of a tokenized file into CoNLL-U")
+    p.add_argument("--lang", required=True)
+    p.add_argument("--model-dir", required=True)
+    p.add_argument("--chunk", type=int, default=0)
+    p.add_argument("--chunks", type=int, default=1)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--batch-size", type=int, default=1000)
+    p.add_argument("input")
+    p.add_argument("output")
+    p.set_defaults(func=cmd_run)
+
+    p = ps.add_parser("merge", help="concatenate chunk CoNLL-U files in order")
+    p.add_argument("--output", required=True)
+    p.add_argument("parts", nargs="+")
+    p.set_defaults(func=cmd_merge)
+
+    p = ps.add_parser("score", help="UAS and LAS of a parse against gold trees")
+    p.add_argument("--output", help="also write the scores here (JSON)")
+    p.add_argument("gold")
+    p.add_argument("pred")
+    p.set_defaults(func=cmd_score)
+
+    lab = sub.add_parser("labels", help="dependency-label files aligned with the corpus text")
+    ls = lab.add_subparsers(dest="labels_command", required=True)
+    p = ls.add_parser("gold", help="gold trees (CoNLL-U or CoNLL-X) aligned with a tokenized text file")
+    p.add_argument("--conllu", required=True, nargs="+", help="the split's tree file(s), in order")
+    p.add_argument("--text", required=True, help="the tokenized text (tok/<split>.src)")
+    p.add_argument("--output", required=True)
+    p.set_defaults(func=cmd_gold)
+
+    p = ls.add_parser("project", help="one label per subword of a BPE file (a word's subwords share its label)")
+    p.add_argument("--conllu", required=True)
+    p.add_argument("--bpe", required=True)
+    p.add_argument("--subtypes", action="store_true", help="keep relation subtypes (acl:relcl), not just acl")
+    p.add_argument("--output", required=True)
+    p.set_defaults(func=cmd_project)
+
+    p = ls.add_parser("vocab", help="the label vocabulary of a training label file")
+    p.add_argument("input")
+    p.add_argument("output")
+    p.set_defaults(func=cmd_label_vocab)
