@@ -49,6 +49,7 @@ wildcard_constraints:
 
 include: "workflow/rules/data.smk"
 include: "workflow/rules/bpe.smk"
+include: "workflow/rules/parse.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/decode.smk"
 include: "workflow/rules/evaluate.smk"

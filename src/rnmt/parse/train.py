@@ -99,6 +99,9 @@ def train_models(train: str | Path, dev: str | Path, model_dir: str | Path, lang
     for p in (pos_dir / "rnmt.pt", dep_dir / "rnmt.pt", pretrain):
         if not p.is_file():
             raise InputError(f"stanza training wrote no {p}; see its log above")
+    if not (d / "resources.json").is_file():      # stanza.Pipeline reads one; no language of stanza's is in it
+        with atomic_writer(d / "resources.json") as f:
+            f.write("{}\n")
     m = manifest_path(d, lang)
     write_json(m, {"layout": "paths", "pos": f"{lang}/pos/rnmt.pt", "depparse": f"{lang}/depparse/rnmt.pt",
                    "pretrain": f"{lang}/pretrain/rnmt.pt", "source": "rnmt parse train-models",
