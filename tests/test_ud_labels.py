@@ -93,3 +93,20 @@ def test_label_file_length_is_checked_per_sentence(corpus: dict[str, Path], tmp_
     src = (corpus["bpe"] / "dev.src").read_text().splitlines()
     with pytest.raises(InputError, match=r"bad\.lab, sentence 5: \d+ labels for \d+ subwords in .*dev\.src"):
         labels.read_labels(tmp_path / "bad.lab", [len(x.split()) for x in src], str(corpus["bpe"] / "dev.src"))
+
+
+@pytest.mark.workflow
+def test_label_rules_in_the_dag(tmp_path: Path) -> None:
+    from conftest import jobs, run_snakemake
+
+    base = "results/demo/data/synthetic-demo/labels"
+    targets = [f"{base}/{source}/{f}" for source in ("gold", "stanza")
+               for f in ("train.bpe.lab", "dev.bpe.lab", "test.bpe.lab", "vocab.lab")]
+    r = run_snakemake(["-n", "-p", *targets], tmp_path)
+    assert r.returncode == 0, r.stderr
+    counts = jobs(r.stdout)
+    assert {k: counts[k] for k in ("stanza_models", "parse_chunk", "parse_merge", "gold_labels", "project_labels",
+                                   "label_vocab")} == {"stanza_models": 1, "parse_chunk": 6, "parse_merge": 3,
+                                                       "gold_labels": 3, "project_labels": 6, "label_vocab": 2}
+    # the demo trains its stanza models offline on the generator's gold trees
+    assert "parse train-models --lang en --train results/demo/data/synthetic-demo/raw/train.src.conllu" in r.stdout

@@ -53,46 +53,48 @@ def parse_models(wc):
     return [str(manifest_path(PARSE["model_dir"], parse_lang(wc.corpus)))]
 
 
-if PARSE["models"] == "download":
-
-    rule stanza_download:
-        """stanza's models, fetched with stanza's own downloader (needs network; run once on a login node)."""
-        output:
-            PARSE["model_dir"] + "/rnmt-{lang}.json",
-        params:
-            model_dir=PARSE["model_dir"],
-            package=PARSE["package"],
-        resources:
-            downloads=1,
-        conda:
-            "../../envs/parse.yaml"
-        log:
-            "results/logs/stanza_download/{lang}.log",
-        shell:
-            "{RNMT} parse download --lang {wildcards.lang} --package {params.package:q} "
-            "--model-dir {params.model_dir:q} 2> {log:q}"
+def stanza_models_inputs(wc):
+    """The gold trees that train the models (parse.models: train); nothing to download from."""
+    if PARSE["models"] != "train":
+        return {}
+    if not PARSE["train_corpus"]:
+        raise InputError("config parse.models: train needs parse.train_corpus, a corpus of this config with gold trees")
+    return {
+        "train": gold_conllu(PARSE["train_corpus"], "train"),
+        "dev": gold_conllu(PARSE["train_corpus"], "dev"),
+    }
 
 
-if PARSE["models"] == "train":
+def stanza_models_command(wc, input):
+    d = shlex.quote(PARSE["model_dir"])
+    if PARSE["models"] == "download":
+        return f"parse download --lang {wc.lang} --package {shlex.quote(PARSE['package'])} --model-dir {d}"
+    return (
+        f"parse train-models --lang {wc.lang} --train {shlex.quote(input.train[0])} "
+        f"--dev {shlex.quote(input.dev[0])} --model-dir {d} --steps-pos {PARSE['train_steps_pos']} "
+        f"--steps-depparse {PARSE['train_steps_depparse']}"
+    )
 
-    rule stanza_train_models:
-        """A small stanza POS tagger and parser trained offline on a corpus' gold trees (stanza's training code)."""
-        input:
-            train=lambda wc: gold_conllu(PARSE["train_corpus"], "train"),
-            dev=lambda wc: gold_conllu(PARSE["train_corpus"], "dev"),
-        output:
-            PARSE["model_dir"] + "/rnmt-{lang}.json",
-        params:
-            model_dir=PARSE["model_dir"],
-            steps=f"--steps-pos {PARSE['train_steps_pos']} --steps-depparse {PARSE['train_steps_depparse']}",
-        threads: 1
-        conda:
-            "../../envs/parse.yaml"
-        log:
-            "results/logs/stanza_train_models/{lang}.log",
-        shell:
-            "{RNMT} parse train-models --lang {wildcards.lang} --train {input.train[0]:q} --dev {input.dev[0]:q} "
-            "--model-dir {params.model_dir:q} {params.steps} 2> {log:q}"
+
+rule stanza_models:
+    """stanza's models in parse.model_dir: fetched with stanza's own downloader (parse.models: download;
+    needs network, run it once on a connected node), or a small POS tagger and parser trained offline on
+    parse.train_corpus' gold trees with stanza's training code (parse.models: train)."""
+    input:
+        unpack(stanza_models_inputs),
+    output:
+        PARSE["model_dir"] + "/rnmt-{lang}.json",
+    wildcard_constraints:
+        lang=r"[a-z]{2,3}",
+    params:
+        command=stanza_models_command,
+    threads: 1
+    conda:
+        "../../envs/parse.yaml"
+    log:
+        "results/logs/stanza_models/{lang}.log",
+    shell:
+        "OMP_NUM_THREADS={threads} {RNMT} {params.command} 2> {log:q}"
 
 
 rule parse_chunk:
