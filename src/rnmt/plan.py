@@ -9,6 +9,7 @@ own `model`, `train` and `decode` entries.
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,9 +29,10 @@ class Variant:
     train: dict[str, Any]
     decode: dict[str, Any]
     seeds: tuple[int, ...]
+    labels: str | None = None        # source dependency labels: gold | stanza (UD paper), None: words only
 
     def key(self) -> str:
-        return json.dumps([self.corpus, self.model, self.train, self.decode], sort_keys=True)
+        return json.dumps([self.corpus, self.model, self.train, self.decode, self.labels], sort_keys=True)
 
     def train_settings(self, seed: int) -> str:
         return json.dumps({**self.train, "seed": seed}, sort_keys=True)
@@ -112,13 +114,16 @@ class Plan:
             for row in exp["rows"]:
                 model = {"arch": row["arch"], "cell": row["cell"], **_overlay(config["model"], row.get("model"))}
                 v = Variant(row["variant"], exp["corpus"], model, _overlay(config["train"], row.get("train")),
-                            _overlay(config["decode"], row.get("decode")), tuple(row["seeds"]))
+                            _overlay(config["decode"], row.get("decode")), tuple(row["seeds"]), row.get("labels"))
+                if bool(v.labels) != bool(model.get("factors")):
+                    raise ConfigError(f"{path}: row {row['variant']!r} needs both `labels:` (gold or stanza) and "
+                                      "`model: {factors: {dims: [word, label]}}`, or neither")
                 if v.name in self.variants and self.variants[v.name].key() != v.key():
                     raise ConfigError(f"variant {v.name!r} is defined differently in {owner[v.name]} and {path}; "
                                       "give one of them another name")
                 old = self.variants.get(v.name)
                 seeds = tuple(sorted(set(v.seeds) | set(old.seeds if old else ())))
-                self.variants[v.name] = Variant(v.name, v.corpus, v.model, v.train, v.decode, seeds)
+                self.variants[v.name] = Variant(v.name, v.corpus, v.model, v.train, v.decode, seeds, v.labels)
                 owner.setdefault(v.name, str(path))
             self.tables[name] = table
 
@@ -142,6 +147,27 @@ class Plan:
             if key in c:
                 flags.append(f"--{key.replace('_', '-')} {int(c[key])}")
         return " ".join(flags)
+
+    def label_file(self, variant: str, name: str) -> str:
+        """A variant's label file: `<split>.bpe.lab` or `vocab.lab` of its corpus and label source."""
+        v = self.variants[variant]
+        return f"{self.results}/data/{v.corpus}/labels/{v.labels}/{name}"
+
+    def label_inputs(self, variant: str) -> dict[str, str]:
+        """Training inputs of a labelled variant (train/dev labels, label vocabulary); {} for words only."""
+        if not self.variants[variant].labels:
+            return {}
+        return {"train_src_labels": self.label_file(variant, "train.bpe.lab"),
+                "dev_src_labels": self.label_file(variant, "dev.bpe.lab"),
+                "src_label_vocab": self.label_file(variant, "vocab.lab")}
+
+    def label_args(self, variant: str) -> str:
+        """`rnmt train` flags for a labelled variant ("" for words only)."""
+        return " ".join(f"--{k.replace('_', '-')} {shlex.quote(p)}" for k, p in self.label_inputs(variant).items())
+
+    def test_label_inputs(self, variant: str, testset: str) -> list[str]:
+        """The labels of a test set for `rnmt translate --src-labels` ([] for words only)."""
+        return [self.label_file(variant, f"{testset}.bpe.lab")] if self.variants[variant].labels else []
 
     def metrics_paths(self, table: str) -> list[str]:
         t = self.tables[table]
