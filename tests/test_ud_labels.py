@@ -32,7 +32,7 @@ def test_multiword_tokens_and_subtypes(tmp_path: Path) -> None:
     # "du" = de (case → chat) + le (det → chat): both attach outside the token, the first one labels it
     assert labels.word_labels(s) == ["nsubj", "root", "case", "obl", "punct"]
     assert labels.word_labels(s, subtypes=True)[3] == "obl:arg"
-    labels.write_aligned_conllu(tmp_path / "out.conllu", [s], [s.forms])
+    labels.write_aligned_conllu(tmp_path / "out.conllu", [(s, s.forms)])
     [t] = conll.read(tmp_path / "out.conllu")
     assert [(w.form, w.head, w.deprel) for w in t.words] == [
         ("Il", 2, "nsubj"), ("parle", 0, "root"), ("du", 4, "case"), ("chat", 2, "obl:arg"), (".", 2, "punct")]
@@ -81,7 +81,8 @@ def test_misaligned_text_names_the_sentence(corpus: dict[str, Path], tmp_path: P
     trees = conll.read(corpus["labels"] / "dev.conllu")
     with pytest.raises(InputError, match=r"dev\.src, sentence 7: its \d+ words .* do not match the tree .*"
                                          r"sentence 7 \(line \d+\) has \d+ words"):
-        labels.align(trees, [labels.unsegment(x) for x in swapped], "dev.conllu", str(tmp_path / "dev.src"))
+        list(labels.align(trees, len(trees), [labels.unsegment(x) for x in swapped], len(swapped), "dev.conllu",
+                          str(tmp_path / "dev.src")))
     with pytest.raises(InputError, match=r"s9: 3 words in the subword line 'the dog sleeps' but 4 labels"):
         labels.project(["det", "nsubj", "root", "punct"], "the do@@ g sleeps", "s9")
 

@@ -94,17 +94,30 @@ def _sentences(lines: Iterable[str], path: str) -> Iterator[Sentence]:
         yield Sentence(words, tokens, start, comments, mwt)
 
 
-def read(path: str | Path) -> list[Sentence]:
+def iter_sentences(path: str | Path) -> Iterator[Sentence]:
+    """The sentences of a file one at a time (corpus-sized files are never held in memory)."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: CoNLL-U file not found")
     with open(path, encoding="utf-8") as f:
-        sents = list(_sentences(f, str(path)))
-    for s in sents:
-        for w in s.words:
-            if not 0 <= w.head <= len(s.words):
-                raise InputError(f"{path}:{s.line}: a head {w.head} outside the sentence of {len(s.words)} words")
-    return sents
+        for s in _sentences(f, str(path)):
+            for w in s.words:
+                if not 0 <= w.head <= len(s.words):
+                    raise InputError(f"{path}:{s.line}: a head {w.head} outside the sentence of {len(s.words)} "
+                                     "words")
+            yield s
+
+
+def read(path: str | Path) -> list[Sentence]:
+    return list(iter_sentences(path))
+
+
+def count_sentences(path: str | Path) -> int:
+    """Sentences in a file, counted cheaply: each has exactly one word with ID 1."""
+    if not Path(path).is_file():
+        raise InputError(f"{path}: CoNLL-U file not found")
+    with open(path, encoding="utf-8") as f:
+        return sum(1 for line in f if line.startswith("1\t"))
 
 
 def format_sentence(forms: list[str], upos: list[str], heads: list[int], deprels: list[str],

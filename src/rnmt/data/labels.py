@@ -13,9 +13,10 @@
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
+from rnmt.data import conll
 from rnmt.data.bpe import SEPARATOR
 from rnmt.data.conll import Sentence, format_sentence
 from rnmt.io import InputError, atomic_writer
@@ -56,34 +57,45 @@ def _show(words: Sequence[str], limit: int = 12) -> str:
     return text + (" ..." if len(words) > limit else "")
 
 
-def align(sentences: Sequence[Sentence], lines: Sequence[list[str]], tree_file: str, text_file: str) -> list[Sentence]:
-    """The tree of each text line (its words), skipping at most len(sentences) - len(lines) trees."""
-    skips = len(sentences) - sum(1 for words in lines if words)
+def align(sentences: Iterable[Sentence], n_sentences: int, lines: Iterable[list[str]], n_lines: int,
+          tree_file: str, text_file: str) -> Iterator[Sentence]:
+    """The tree of each text line (token list), in order; streams both.
+
+    `n_sentences` trees for `n_lines` non-empty lines: at most the difference is skipped (trees of lines
+    that cleaning dropped); an empty line gets an empty sentence.
+    """
+    skips = n_sentences - n_lines
     if skips < 0:
-        raise InputError(f"{text_file} has {len(lines)} (non-empty) lines but {tree_file} only {len(sentences)} "
+        raise InputError(f"{text_file} has {n_lines} (non-empty) lines but {tree_file} only {n_sentences} "
                          "sentences: the trees must cover every line (parse the same split, or give the CoNLL-U "
                          "file of this split)")
-    out: list[Sentence] = []
-    j = 0
+    trees = iter(sentences)
+    j = 0                                         # trees consumed
     for i, words in enumerate(lines):
         if not words:                             # an empty line has no tree (and no labels)
-            out.append(Sentence([], []))
+            yield Sentence([], [])
             continue
         want = key(words)
+        first: Sentence | None = None
         start = j
-        while j < len(sentences) and key(sentences[j].forms) != want:
+        for s in trees:
             j += 1
-        if j - start > skips or j == len(sentences):
-            s = sentences[start] if start < len(sentences) else None
-            theirs = f"sentence {start + 1} (line {s.line}) has {len(s.forms)} words: {_show(s.forms)!r}" if s \
-                else "no sentence is left"
+            first = first or s
+            if key(s.forms) == want:
+                break
+            if j - start > skips:
+                s = None
+                break
+        else:
+            s = None
+        if s is None:
+            theirs = f"sentence {start + 1} (line {first.line}) has {len(first.forms)} words: " \
+                f"{_show(first.forms)!r}" if first else "no sentence is left"
             raise InputError(f"{text_file}, sentence {i + 1}: its {len(words)} words {_show(words)!r} do not match "
                              f"the tree in {tree_file}: {theirs}. The label files are misaligned with the text; "
                              "rebuild the labels from this corpus' own text (pretokenized, same splits)")
-        skips -= j - start
-        out.append(sentences[j])
-        j += 1
-    return out
+        skips -= j - start - 1
+        yield s
 
 
 def project(labels: Sequence[str], bpe_line: str, where: str) -> list[str]:
@@ -96,10 +108,11 @@ def project(labels: Sequence[str], bpe_line: str, where: str) -> list[str]:
     return [lab for g, lab in zip(groups, labels, strict=True) for _ in g]
 
 
-def write_aligned_conllu(path: str | Path, sentences: Sequence[Sentence], lines: Sequence[list[str]]) -> None:
-    """The trees written with the text's own tokens as forms (one sentence per text line)."""
+def write_aligned_conllu(path: str | Path, pairs: Iterable[tuple[Sentence, list[str]]]) -> int:
+    """(tree, text tokens) pairs written with the text's own tokens as forms; returns the sentences written."""
+    k = 0
     with atomic_writer(path) as f:
-        for k, (s, words) in enumerate(zip(sentences, lines, strict=True), 1):
+        for k, (s, words) in enumerate(pairs, 1):
             if not words:
                 continue
             heads = s.token_heads()
@@ -109,13 +122,38 @@ def write_aligned_conllu(path: str | Path, sentences: Sequence[Sentence], lines:
                 tok_heads.append(0 if h == 0 else 1 + next(t for t, (a, b) in enumerate(s.tokens) if a < h <= b))
             f.write(format_sentence(list(words), [s.words[w].upos for w in heads], tok_heads,
                                     [s.words[w].deprel for w in heads], [f"# sent_id = {k}"]))
+    return k
 
 
-def write_bpe_labels(path: str | Path, sentences: Sequence[Sentence], bpe_lines: Sequence[str], bpe_file: str,
-                     subtypes: bool = False) -> None:
+def write_bpe_labels(path: str | Path, pairs: Iterable[tuple[Sentence, str]], bpe_file: str,
+                     subtypes: bool = False) -> int:
+    """(tree, BPE line) pairs → one label line per BPE line; returns the lines written."""
+    i = 0
     with atomic_writer(path) as f:
-        for i, (s, line) in enumerate(zip(sentences, bpe_lines, strict=True), 1):
+        for i, (s, line) in enumerate(pairs, 1):
             f.write(" ".join(project(word_labels(s, subtypes), line, f"{bpe_file}, sentence {i}")) + "\n")
+    return i
+
+
+def text_lines(path: str | Path) -> Iterator[str]:
+    """A text file's lines one at a time, without newlines."""
+    from rnmt.data.bpe import file_lines
+
+    return file_lines([path])
+
+
+def count_nonempty(path: str | Path) -> int:
+    return sum(1 for line in text_lines(path) if line.strip())
+
+
+def align_files(tree_files: Sequence[str | Path], text_file: str | Path,
+                words: Callable[[str], list[str]] = str.split) -> Iterator[tuple[Sentence, str]]:
+    """(tree, text line) for each line of `text_file`: the trees of `tree_files` (in order) matched to the
+    lines' words (`words` splits a line into them), streaming every file."""
+    trees = align((s for p in tree_files for s in conll.iter_sentences(p)),
+                  sum(conll.count_sentences(p) for p in tree_files), (words(x) for x in text_lines(text_file)),
+                  count_nonempty(text_file), ", ".join(map(str, tree_files)), str(text_file))
+    return zip(trees, text_lines(text_file), strict=True)
 
 
 def read_labels(path: str | Path, lengths: Sequence[int] | None = None, text_file: str = "") -> list[list[str]]:

@@ -48,24 +48,17 @@ def cmd_score(a: argparse.Namespace) -> None:
 
 
 def cmd_gold(a: argparse.Namespace) -> None:
-    from rnmt.data import conll, labels
-    from rnmt.io import read_lines
+    from rnmt.data import labels
 
-    sents = [s for p in a.conllu for s in conll.read(p)]
-    lines = [line.split() for line in read_lines(a.text)]
-    labels.write_aligned_conllu(a.output, labels.align(sents, lines, ", ".join(a.conllu), a.text), lines)
-    log.info("%d gold trees of %s aligned with %d lines of %s → %s", len(sents), ", ".join(a.conllu), len(lines),
-             a.text, a.output)
+    n = labels.write_aligned_conllu(a.output, ((s, x.split()) for s, x in labels.align_files(a.conllu, a.text)))
+    log.info("gold trees of %s aligned with the %d lines of %s → %s", ", ".join(a.conllu), n, a.text, a.output)
 
 
 def cmd_project(a: argparse.Namespace) -> None:
-    from rnmt.data import conll, labels
-    from rnmt.io import read_lines
+    from rnmt.data import labels
 
-    bpe_lines = read_lines(a.bpe)
-    sents = labels.align(conll.read(a.conllu), [labels.unsegment(x) for x in bpe_lines], a.conllu, a.bpe)
-    labels.write_bpe_labels(a.output, sents, bpe_lines, a.bpe, a.subtypes)
-    log.info("labels of %d sentences → %s", len(bpe_lines), a.output)
+    n = labels.write_bpe_labels(a.output, labels.align_files([a.conllu], a.bpe, labels.unsegment), a.bpe, a.subtypes)
+    log.info("labels of %d sentences → %s", n, a.output)
 
 
 def cmd_label_vocab(a: argparse.Namespace) -> None:
