@@ -117,7 +117,7 @@ def test_adadelta_diagonal_init_and_pretrained_vectors(corpus: dict[str, Path], 
     w_ih = next(p for n, p in t.model.named_parameters() if "encoder" in n and p.dim() == 2)
     rows, cols = torch.nonzero(w_ih, as_tuple=True)      # one diagonal per gate block of 12 rows
     assert len(rows) > 0 and bool(((rows % 12) == cols).all())
-    assert isinstance(t.opt, torch.optim.Adadelta)
+    assert isinstance(t.opt, torch.optim.Adadelta) and t.opt.defaults["rho"] == 0.95     # Zeiler 2012
     t.run()
     log = [json.loads(x) for x in (tmp_path / "run" / "train.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log if r["kind"] == "train"] == [1, 2]      # one cost per minibatch

@@ -23,11 +23,12 @@ INITS = ("uniform", "xavier", "diagonal", "default")
 
 
 def make_optimizer(name: str, params: Iterable[nn.Parameter], lr: float, betas: tuple[float, float],
-                   eps: float) -> torch.optim.Optimizer:
+                   eps: float, rho: float = 0.95) -> torch.optim.Optimizer:
+    """`rho`: AdaDelta's decay (Zeiler 2012 uses 0.95 with eps 1e-6; torch's default would be 0.9)."""
     if name == "adam":
         return torch.optim.Adam(params, lr=lr, betas=betas, eps=eps)
     if name == "adadelta":
-        return torch.optim.Adadelta(params, lr=lr, eps=eps)
+        return torch.optim.Adadelta(params, lr=lr, rho=rho, eps=eps)
     raise InputError(f"unknown optimizer {name!r}; valid optimizers: {', '.join(OPTIMIZERS)}")
 
 

@@ -65,6 +65,7 @@ class TrainSettings:
     lr: float = 5e-4
     betas: tuple[float, float] = (0.9, 0.999)
     eps: float = 1e-8
+    rho: float = 0.95                  # AdaDelta's decay (Zeiler 2012; UD paper's optimiser)
     clip: float = 5.0
     schedule: str = "constant"         # constant | halve_every_epoch | rnmt_plus
     warmup_steps: int = 500            # rnmt_plus p
@@ -205,7 +206,7 @@ class Trainer:
 
     def _optimizer(self) -> torch.optim.Optimizer:
         s = self.s
-        return make_optimizer(s.optimizer, self.model.parameters(), s.lr, s.betas, s.eps)
+        return make_optimizer(s.optimizer, self.model.parameters(), s.lr, s.betas, s.eps, s.rho)
 
     # ---- checkpoints ------------------------------------------------------------------------------
     def _save(self, name: str, extra: dict[str, Any]) -> None:
