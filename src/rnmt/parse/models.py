@@ -58,5 +58,10 @@ def download(model_dir: str | Path, lang: str, package: str = "default") -> None
 
     d = Path(model_dir)
     d.mkdir(parents=True, exist_ok=True)
-    stanza.download(lang, model_dir=str(d), package=package, processors=PROCESSORS)
+    try:
+        stanza.download(lang, model_dir=str(d), package=package, processors=PROCESSORS)
+    except (OSError, ValueError) as e:         # requests' connection errors are OSErrors; bad lang/package: ValueError
+        raise InputError(f"stanza could not download its {lang} models ({package}) into {d}: {type(e).__name__}: "
+                         f"{e}. This needs network: run it on a connected node, copy {d} to this machine and set "
+                         "parse.models: local (or parse.models: train to train small models offline)") from None
     write_json(manifest_path(d, lang), {"layout": "stanza", "package": package, "source": "stanza.download"})
