@@ -89,6 +89,8 @@ rule stanza_models:
     params:
         command=stanza_models_command,
     threads: 1
+    resources:
+        downloads=1,
     conda:
         "../../envs/parse.yaml"
     log:
