@@ -2,6 +2,7 @@
 stanza's own training code on the synthetic language's gold trees, then the parse stage (stanza.Pipeline
 on pretokenized text, in two chunks) on held-out sentences, scored against their gold trees."""
 
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from httpserver import Files, serve
 from rnmt.cli import main
 from rnmt.data import conll, labels
 from rnmt.data.synthetic import write_corpus
@@ -73,3 +75,28 @@ def test_a_missing_model_names_the_folder_and_the_command(tmp_path: Path, capsys
     assert rc == 2
     assert missing_message(tmp_path / "none", "en") in err
     assert f"rnmt parse download --lang en --model-dir {tmp_path / 'none'}" in err
+
+
+def test_stanza_downloader_fills_a_model_folder_from_a_mirror(parsed: dict[str, Path], tmp_path: Path) -> None:
+    """stanza's own downloader against a local mirror serving the tiny models (as a site's mirror of the hub
+    would); the downloaded folder, in stanza's layout, parses exactly as the models did before."""
+    from stanza.resources.common import DEFAULT_RESOURCES_VERSION
+
+    files, res = Files(), {"en": {"lang_name": "English", "default_processors": {"pos": "rnmt", "depparse": "rnmt"},
+                                  "default_dependencies": {}}}
+    for proc in ("pos", "depparse", "pretrain"):
+        body = (parsed["models"] / "en" / proc / "rnmt.pt").read_bytes()
+        files.content[f"/models/en/{proc}/rnmt.pt"] = body
+        res["en"][proc] = {"rnmt": {"md5": hashlib.md5(body).hexdigest(),
+                                    **({"dependencies": [{"model": "pretrain", "package": "rnmt"}]}
+                                       if proc != "pretrain" else {})}}
+    with serve(files) as url:
+        res["url"] = url + "/models/{lang}/{filename}"
+        files.content[f"/resources_{DEFAULT_RESOURCES_VERSION}.json"] = json.dumps(res).encode()
+        run("parse", "download", "--lang", "en", "--package", "rnmt", "--processors", "pos,depparse",
+            "--resources-url", url, "--model-dir", tmp_path / "hub")
+    assert files.count("/models/en/depparse/rnmt.pt") == 1
+    assert (tmp_path / "hub/resources.json").is_file() and (tmp_path / "hub/en/pos/rnmt.pt").is_file()
+    assert json.loads((tmp_path / "hub/rnmt-en.json").read_text())["layout"] == "stanza"
+    run("parse", "run", "--lang", "en", "--model-dir", tmp_path / "hub", parsed["tok"], tmp_path / "test.conllu")
+    assert (tmp_path / "test.conllu").read_text() == parsed["pred"].read_text()

@@ -13,6 +13,7 @@ PARSE = {
     "models": "local",
     "model_dir": "results/stanza",
     "package": "default",
+    "resources_url": None,
     "lang": None,
     "chunks": 2,
     "batch_size": 1000,
@@ -68,7 +69,8 @@ def stanza_models_inputs(wc):
 def stanza_models_command(wc, input):
     d = shlex.quote(PARSE["model_dir"])
     if PARSE["models"] == "download":
-        return f"parse download --lang {wc.lang} --package {shlex.quote(PARSE['package'])} --model-dir {d}"
+        mirror = f" --resources-url {shlex.quote(PARSE['resources_url'])}" if PARSE["resources_url"] else ""
+        return f"parse download --lang {wc.lang} --package {shlex.quote(PARSE['package'])} --model-dir {d}{mirror}"
     return (
         f"parse train-models --lang {wc.lang} --train {shlex.quote(input.train[0])} "
         f"--dev {shlex.quote(input.dev[0])} --model-dir {d} --steps-pos {PARSE['train_steps_pos']} "

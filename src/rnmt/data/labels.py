@@ -108,11 +108,12 @@ def project(labels: Sequence[str], bpe_line: str, where: str) -> list[str]:
     return [lab for g, lab in zip(groups, labels, strict=True) for _ in g]
 
 
-def write_aligned_conllu(path: str | Path, pairs: Iterable[tuple[Sentence, list[str]]]) -> int:
-    """(tree, text tokens) pairs written with the text's own tokens as forms; returns the sentences written."""
-    k = 0
+def write_aligned_conllu(path: str | Path, pairs: Iterable[tuple[Sentence, list[str]]], first_line: int = 1) -> int:
+    """(tree, text tokens) pairs written with the text's own tokens as forms and the text's line number as
+    sent_id (the first pair is line `first_line`); returns the number of pairs."""
+    k = first_line - 1
     with atomic_writer(path) as f:
-        for k, (s, words) in enumerate(pairs, 1):
+        for k, (s, words) in enumerate(pairs, first_line):
             if not words:
                 continue
             heads = s.token_heads()
@@ -122,7 +123,7 @@ def write_aligned_conllu(path: str | Path, pairs: Iterable[tuple[Sentence, list[
                 tok_heads.append(0 if h == 0 else 1 + next(t for t, (a, b) in enumerate(s.tokens) if a < h <= b))
             f.write(format_sentence(list(words), [s.words[w].upos for w in heads], tok_heads,
                                     [s.words[w].deprel for w in heads], [f"# sent_id = {k}"]))
-    return k
+    return k - first_line + 1
 
 
 def write_bpe_labels(path: str | Path, pairs: Iterable[tuple[Sentence, str]], bpe_file: str,

@@ -12,7 +12,7 @@ log = logging.getLogger("rnmt")
 def cmd_download(a: argparse.Namespace) -> None:
     from rnmt.parse.models import download
 
-    download(a.model_dir, a.lang, a.package)
+    download(a.model_dir, a.lang, a.package, a.processors, a.resources_url)
     log.info("stanza %s models (%s) in %s", a.lang, a.package, a.model_dir)
 
 
@@ -77,6 +77,9 @@ def add_parsers(sub: Any) -> None:
     p = ps.add_parser("download", help="fetch stanza's models with its own downloader (needs network)")
     p.add_argument("--lang", required=True)
     p.add_argument("--package", default="default")
+    p.add_argument("--processors", default="tokenize,pos,lemma,depparse",
+                   help="what to fetch (pretokenized parsing needs pos, depparse; without lemma, lemmas are the words)")
+    p.add_argument("--resources-url", help="a mirror of stanza's model hub (default: stanza's own)")
     p.add_argument("--model-dir", required=True)
     p.set_defaults(func=cmd_download)
 

@@ -46,22 +46,35 @@ def pipeline_kwargs(model_dir: str | Path, lang: str) -> dict[str, Any]:
                     "pos_model_path": str(paths["pos"]), "pos_pretrain_path": str(paths["pretrain"]),
                     "depparse_model_path": str(paths["depparse"]),
                     "depparse_pretrain_path": str(paths["pretrain"])}
-        return {**common, "package": man.get("package", "default")}
+        package = man.get("package", "default")
+        fetched = man.get("processors") or PROCESSORS.split(",")
+        # what was not downloaded is not needed: pretokenized input loads no tokenizer; lemmas as the words
+        procs = {p: package for p in PROCESSORS.split(",")}
+        if "lemma" not in fetched:
+            procs["lemma"] = "identity"
+        return {**common, "processors": procs, "package": package}
     if (d / "resources.json").is_file() and (d / lang).is_dir():
         return common
     raise InputError(missing_message(d, lang))
 
 
-def download(model_dir: str | Path, lang: str, package: str = "default") -> None:
-    """Fetch the models with stanza's own downloader (needs network), then record them in the manifest."""
+def download(model_dir: str | Path, lang: str, package: str = "default", processors: str = PROCESSORS,
+             resources_url: str | None = None) -> None:
+    """Fetch the models with stanza's own downloader (needs network), then record them in the manifest.
+
+    `resources_url`: a mirror of stanza's model hub (it serves resources_<version>.json, whose "url"
+    says where the models are); None: stanza's own.
+    """
     import stanza
 
     d = Path(model_dir)
     d.mkdir(parents=True, exist_ok=True)
+    mirror = {"resources_url": resources_url} if resources_url else {}
     try:
-        stanza.download(lang, model_dir=str(d), package=package, processors=PROCESSORS)
+        stanza.download(lang, model_dir=str(d), package=package, processors=processors, **mirror)
     except (OSError, ValueError) as e:         # requests' connection errors are OSErrors; bad lang/package: ValueError
         raise InputError(f"stanza could not download its {lang} models ({package}) into {d}: {type(e).__name__}: "
                          f"{e}. This needs network: run it on a connected node, copy {d} to this machine and set "
                          "parse.models: local (or parse.models: train to train small models offline)") from None
-    write_json(manifest_path(d, lang), {"layout": "stanza", "package": package, "source": "stanza.download"})
+    write_json(manifest_path(d, lang), {"layout": "stanza", "package": package, "source": "stanza.download",
+                                        "processors": processors.split(","), "resources_url": resources_url})

@@ -59,7 +59,7 @@ def parse_file(model_dir: str | Path, lang: str, text: str | Path, output: str |
     part = lines[a:b]
     trees = parse_tokens(make_pipeline(model_dir, lang, device, batch_size), part) if any(part) else []
     it = iter(trees)
-    write_aligned_conllu(output, ((next(it) if words else Sentence([], []), words) for words in part))
+    write_aligned_conllu(output, ((next(it) if words else Sentence([], []), words) for words in part), a + 1)
     return len(part)
 
 
