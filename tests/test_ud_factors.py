@@ -95,6 +95,10 @@ def test_factor_settings_are_checked() -> None:
         factors.resolve({"arch": "transformer", "d_model": 16, "factors": FACTORS}, [20])
     cfg = factors.resolve({"arch": "seq2seq", "emb": 200, "factors": {"dims": [150, 50]}}, [40])
     assert cfg["emb"] == 150 and cfg["factors"] == {"vocab_sizes": [40], "dims": [50], "combine": "concat"}
+    # label sizes only: the word size stays emb
+    assert factors.resolve({"arch": "seq2seq", "emb": 150, "factors": {"dims": [50]}}, [40]) == cfg
+    with pytest.raises(InputError, match=r"factors.dims \[150, 50, 10\]: give one size per label vocabulary"):
+        factors.resolve({"arch": "seq2seq", "factors": {"dims": [150, 50, 10]}}, [40])
     model = factors.resolve({"arch": "seq2seq", "cell": "ud-lstm", "hidden": 150, "factors": {"dims": [150, 50]}},
                             [40])
     from rnmt.models import build_model

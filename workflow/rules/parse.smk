@@ -11,7 +11,7 @@ from rnmt.parse.models import manifest_path
 
 PARSE = {
     "models": "local",
-    "model_dir": "results/stanza",
+    "model_dir": None,
     "package": "default",
     "resources_url": None,
     "lang": None,
@@ -24,6 +24,7 @@ PARSE = {
     "train_steps_depparse": 80,
     **(config.get("parse") or {}),
 }
+PARSE["model_dir"] = PARSE["model_dir"] or f"{R}/stanza"      # null: results/<run>/stanza
 
 
 def parse_lang(corpus):
@@ -96,7 +97,7 @@ rule stanza_models:
     conda:
         "../../envs/parse.yaml"
     log:
-        "results/logs/stanza_models/{lang}.log",
+        R + "/logs/stanza_models/{lang}.log",
     shell:
         "OMP_NUM_THREADS={threads} {RNMT} {params.command} 2> {log:q}"
 

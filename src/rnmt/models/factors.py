@@ -1,11 +1,12 @@
 """The `factors` model setting as users write it, turned into what the architectures take.
 
-    factors: {dims: [word_dim, label_dim], combine: concat|sum}      (UD paper: [150, 50], concat)
+    factors: {dims: [word_dim, label_dim], combine: concat|sum}   (UD paper: [150, 50], concat), or
+    factors: {dims: [label_dim], combine: ...}                     (the word size stays `emb`)
 
-The first size is the word embedding's (it replaces `emb`; for the transformer, whose embedding
-size is d_model, concatenated sizes must add up to d_model and summed ones equal it); the label
-vocabulary's size is filled in from the label vocabulary file. The result is stored in checkpoints,
-so a model rebuilt for decoding needs no label files to know its shape.
+With one size more than there are label vocabularies, the first is the word embedding's (it replaces
+`emb`; for the transformer, whose embedding size is d_model, concatenated sizes must add up to d_model
+and summed ones equal it). The label vocabulary's size is filled in from the label vocabulary file.
+The result is stored in checkpoints, so a model rebuilt for decoding needs no label files.
 """
 
 from __future__ import annotations
@@ -30,13 +31,17 @@ def resolve(model_config: dict[str, Any], label_vocab_sizes: list[int]) -> dict[
         return cfg
     dims = list(f.get("dims") or [])
     combine = f.get("combine", "concat")
-    if len(dims) != 1 + len(label_vocab_sizes) or not label_vocab_sizes:
-        raise InputError(f"model setting factors.dims {dims} needs one word size and one size per label vocabulary "
-                         f"({len(label_vocab_sizes)} given: pass --src-label-vocab with the label files)")
+    n = len(label_vocab_sizes)
+    if not n or len(dims) not in (n, n + 1):
+        raise InputError(f"model setting factors.dims {dims}: give one size per label vocabulary, optionally after "
+                         f"the word size ({n} label vocabularies given: pass --src-label-vocab with the label files)")
     if combine not in ("concat", "sum"):
         raise InputError(f"model setting factors.combine must be concat or sum, not {combine!r}")
     arch = cfg.get("arch")
     params = inspect.signature(MODELS[arch].__init__).parameters if arch in MODELS else {}
+    if len(dims) == n:                          # label sizes only: the word size is the architecture's own
+        cfg["factors"] = {"vocab_sizes": list(label_vocab_sizes), "dims": dims, "combine": combine}
+        return cfg
     if "d_model" in params:
         d_model = cfg.get("d_model", params["d_model"].default)
         total = sum(dims) if combine == "concat" else dims[0]
