@@ -12,7 +12,7 @@ from rnmt.io import InputError
 # RNMT_REGISTRY points to another registry (a site's mirror of the corpora, or the tests' local server).
 REGISTRY_FILE = str(registry_file(workflow.basedir))
 REGISTRY = Registry(REGISTRY_FILE)
-CORPORA = Corpora(config, REGISTRY)
+CORPORA = Corpora({**config, "corpora": PLAN.corpora_config}, REGISTRY)   # with the corpora the scale implies
 NO_MATCH = "(?!x)x"
 
 
@@ -202,6 +202,7 @@ rule merge_chunks:
         report=R + "/data/{corpus}/prepare.json",
     params:
         dedupe=lambda wc: "--dedupe" if CORPORA[wc.corpus].preprocess["dedupe"] else "",
+        cap=lambda wc: f"--max-pairs {int(n)}" if (n := CORPORA[wc.corpus].preprocess["max_pairs"]) else "",
     resources:
         mem_mb=4000,
     conda:
@@ -209,7 +210,7 @@ rule merge_chunks:
     log:
         R + "/logs/merge_chunks/{corpus}.log",
     shell:
-        "{RNMT} corpus merge {params.dedupe} --corpus {wildcards.corpus} --out-src {output.src:q} "
+        "{RNMT} corpus merge {params.dedupe} {params.cap} --corpus {wildcards.corpus} --out-src {output.src:q} "
         "--out-tgt {output.tgt:q} --report {output.report:q} {input:q} 2> {log:q}"
 
 

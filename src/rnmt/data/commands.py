@@ -68,7 +68,8 @@ def cmd_merge(a: argparse.Namespace) -> None:
     if len(a.chunks) != 3 * n:
         raise InputError("give each chunk as three files: src tgt report")
     parts = [(Path(a.chunks[3 * i]), Path(a.chunks[3 * i + 1]), Path(a.chunks[3 * i + 2])) for i in range(n)]
-    merge(parts, Path(a.out_src), Path(a.out_tgt), Path(a.report), a.dedupe, {"corpus": a.corpus})
+    merge(parts, Path(a.out_src), Path(a.out_tgt), Path(a.report), a.dedupe, {"corpus": a.corpus},
+          max_pairs=a.max_pairs)
 
 
 def cmd_prepare_text(a: argparse.Namespace) -> None:
@@ -170,6 +171,7 @@ def add_parsers(sub: Any) -> None:
 
     p = cmd("merge", cmd_merge, "merge cleaned chunks in order (optionally deduplicating)")
     p.add_argument("--dedupe", action="store_true")
+    p.add_argument("--max-pairs", type=int, default=None, help="keep a random sample of this many pairs")
     p.add_argument("--corpus", default="")
     pair_io(p, inputs=False)
     p.add_argument("chunks", nargs="+", help="src tgt report of each chunk, in order")

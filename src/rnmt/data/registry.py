@@ -23,7 +23,7 @@ from rnmt.data.sources import Source, split_source
 SPLITS = ("train", "dev", "test")
 PREPROCESS = {"tokenized": False, "escape": True, "normalize": True, "lowercase": False, "truecase": False,
               "segment": "auto", "romanian": False, "max_words": None, "min_words": 1, "max_ratio": None,
-              "dedupe": False, "max_subwords": None, "chunks": 1}
+              "dedupe": False, "max_subwords": None, "max_pairs": None, "chunks": 1}
 BPE = {"merges": 0, "joint": False, "min_frequency": 2}
 VOCAB = {"max_size": None, "min_count": 1}
 DOWNLOADS = "results/downloads"
@@ -208,3 +208,8 @@ def registry_languages(root: str | Path, corpus_id: str) -> dict[str, str]:
     """src_lang and tgt_lang of a registry corpus (empty for an unknown id: validation reports it)."""
     preset = _registry(registry_file(root)).corpora.get(corpus_id, {})
     return {k: preset[k] for k in ("src_lang", "tgt_lang") if k in preset}
+
+
+def registry_corpus_ids(root: str | Path) -> list[str]:
+    """The paper corpora of the registry (workflow/corpora.yaml, or RNMT_REGISTRY)."""
+    return sorted(_registry(registry_file(root)).corpora)
