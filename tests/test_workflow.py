@@ -87,7 +87,8 @@ def test_table_target_runs_for_real_and_rerun_does_nothing(workdir: Path) -> Non
     assert ens_metrics["seeds"] == [1, 2] and ens_metrics["decode"]["models"] == 2
     metrics = json.loads((run_dir / "metrics/synthetic-demo/rnnsearch-gru/seed1/test.json").read_text())
     assert metrics["train"]["steps"] == 40 and metrics["train"]["stop_reason"] == "max_steps"
-    log = [json.loads(x) for x in (run_dir / "models/synthetic-demo/rnnsearch-gru/seed1/train.jsonl").read_text().splitlines()]
+    train_log = run_dir / "models/synthetic-demo/rnnsearch-gru/seed1/train.jsonl"
+    log = [json.loads(x) for x in train_log.read_text().splitlines()]
     assert [x["step"] for x in log if x["kind"] == "valid"] == [20, 40]
 
     md = (workdir / TABLE).with_suffix(".md").read_text()
