@@ -28,7 +28,7 @@ report: "workflow/report/workflow.rst"
 # starts; a bad key or value stops here with a message naming it.
 PLAN = Plan(config, Path(workflow.basedir))
 R = PLAN.results
-EXPERIMENTS = Path(workflow.basedir) / "workflow/experiments"
+EXPERIMENTS = PLAN.experiments_dir
 
 # Rules run the rnmt CLI from this checkout's src/, with the Python of the environment they run in:
 # the conda environment of the rule under --sdm conda, otherwise the Python running Snakemake.

@@ -185,7 +185,7 @@ class Plan:
         self.tables: dict[str, Table] = {}
         self.variants: dict[tuple[str, str], Variant] = {}
         owner: dict[tuple[str, str], str] = {}
-        exp_dir = self.root / "workflow/experiments"
+        exp_dir = self.experiments_dir = Path(config.get("experiments_dir") or self.root / "workflow/experiments")
         for name in config["tables"]:
             path = exp_dir / f"{name}.yaml"
             if not path.is_file():
