@@ -134,14 +134,14 @@ class Plan:
         c = self.config["corpora"][name]
         return {**registry_languages(self.root, c["registry"]), **c} if "registry" in c else c
 
-    def synth_args(self, name: str) -> str:
-        """Command-line flags of `rnmt synth` for a synthetic corpus entry."""
+    def synth_args(self, name: str) -> list[str]:
+        """Command-line arguments of `rnmt synth` for a synthetic corpus entry (a list: rules quote each)."""
         c = self.corpus(name)
-        flags = [f"--{split} {n}" for split, n in c.get("sizes", {}).items()]
+        flags = [x for split, n in c.get("sizes", {}).items() for x in (f"--{split}", str(int(n)))]
         for key in ("seed", "language_seed", "max_words"):
             if key in c:
-                flags.append(f"--{key.replace('_', '-')} {int(c[key])}")
-        return " ".join(flags)
+                flags += [f"--{key.replace('_', '-')}", str(int(c[key]))]
+        return flags
 
     def metrics_paths(self, table: str) -> list[str]:
         t = self.tables[table]

@@ -17,10 +17,10 @@ rule translate:
     log:
         R + "/logs/translate/{variant}.{member}.{testset}.log",
     shell:
-        "{RNMT} translate --model {input.models:q} --beam {params.d[beam]} --batch-size {params.d[batch_size]} "
-        "--length-penalty {params.d[length_penalty]} --alpha {params.d[alpha]} "
-        "--max-len-ratio {params.d[max_len_ratio]} --max-len-extra {params.d[max_len_extra]} "
-        "--threads {threads} --metrics {output.speed:q} {input.src:q} {output.bpe:q} 2> {log:q}"
+        "{RNMT} translate --model {input.models:q} --beam {params.d[beam]:q} --batch-size {params.d[batch_size]:q} "
+        "--length-penalty {params.d[length_penalty]:q} --alpha {params.d[alpha]:q} "
+        "--max-len-ratio {params.d[max_len_ratio]:q} --max-len-extra {params.d[max_len_extra]:q} "
+        "--threads {threads:q} --metrics {output.speed:q} {input.src:q} {output.bpe:q} 2> {log:q}"
 
 
 rule postprocess:
@@ -32,11 +32,11 @@ rule postprocess:
     params:
         lang=lambda wc: PLAN.corpus(PLAN.variants[wc.variant].corpus)["tgt_lang"],
         detruecase=lambda wc: (
-            "--detruecase" if CORPORA[PLAN.variants[wc.variant].corpus].preprocess.get("truecase") else ""
+            ["--detruecase"] if CORPORA[PLAN.variants[wc.variant].corpus].preprocess.get("truecase") else []
         ),
     conda:
         "../../envs/data.yaml"
     log:
         R + "/logs/postprocess/{variant}.{member}.{testset}.log",
     shell:
-        "{RNMT} postprocess --lang {params.lang} {params.detruecase} --tok-output {output.tok:q} {input:q} {output.txt:q} 2> {log:q}"
+        "{RNMT} postprocess --lang {params.lang:q} {params.detruecase:q} --tok-output {output.tok:q} {input:q} {output.txt:q} 2> {log:q}"

@@ -22,5 +22,5 @@ rule score:
     shell:
         "{RNMT} score --hyp {input.hyp:q} --ref {input.ref:q} --hyp-tok {input.hyp_tok:q} "
         "--ref-tok {input.ref_tok:q} --src {input.src_tok:q} --train-metrics {input.train:q} --decode-metrics {input.speed:q} "
-        "--meta variant={wildcards.variant} member={wildcards.member} testset={wildcards.testset} "
-        "corpus={params.corpus} run={PLAN.run} --output {output:q} 2> {log:q}"
+        "--meta variant={wildcards.variant:q} member={wildcards.member:q} testset={wildcards.testset:q} "
+        "corpus={params.corpus:q} run={PLAN.run:q} --output {output:q} 2> {log:q}"

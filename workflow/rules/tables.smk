@@ -15,7 +15,7 @@ rule table:
     log:
         R + "/logs/table/{table}.log",
     shell:
-        "{RNMT} table --experiment {input.experiment:q} --run {PLAN.run} --scale {params.scale} "
+        "{RNMT} table --experiment {input.experiment:q} --run {PLAN.run:q} --scale {params.scale:q} "
         "--csv {output.csv:q} --md {output.md:q} {input.metrics:q} 2> {log:q}"
 
 
@@ -26,7 +26,9 @@ rule learning_curve:
         R + "/plots/{variant}/seed{seed}/curve.png",
     conda:
         "../../envs/data.yaml"
+    params:
+        title=lambda wc: f"{wc.variant} seed {wc.seed}",
     log:
         R + "/logs/learning_curve/{variant}.seed{seed}.log",
     shell:
-        "{RNMT} plot-curve --title '{wildcards.variant} seed {wildcards.seed}' {input:q} {output:q} 2> {log:q}"
+        "{RNMT} plot-curve --title {params.title:q} {input:q} {output:q} 2> {log:q}"
