@@ -15,6 +15,7 @@ from typing import Any
 
 from rnmt.config import ConfigError, load_yaml, validate
 from rnmt.data.registry import check_corpora
+from rnmt.io import InputError
 
 SPLITS = ("train", "dev", "test")
 SIDES = ("src", "tgt")
@@ -121,6 +122,24 @@ class Plan:
                 self.variants[v.name] = Variant(v.name, v.corpus, v.model, v.train, v.decode, seeds)
                 owner.setdefault(v.name, str(path))
             self.tables[name] = table
+        self.owner = owner
+
+    def check_models(self) -> None:
+        """Build every variant's model on PyTorch's meta device (no memory, no weights): an unknown cell or
+        architecture, or incompatible settings, stops `rnmt check-config` before any job runs.
+
+        Not part of the Snakefile's own check, which stays free of the torch import."""
+        import torch
+
+        from rnmt.models import build_model
+
+        for v in self.variants.values():
+            cfg = dict(v.model)
+            try:
+                with torch.device("meta"):
+                    build_model(cfg.pop("arch"), 64, 64, **cfg)
+            except InputError as e:
+                raise ConfigError(f"{self.owner[v.name]}: variant {v.name!r}: {e}") from None
 
     # ---- paths, all under results/<run>/ -------------------------------------------------------
     @property

@@ -4,6 +4,7 @@ filtering, a job killed while writing, a truncated archive, unknown names and in
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from faultlib import ROOT, rnmt
+from faults.faultlib import ROOT, fill, rnmt
 from httpserver import make_tgz
 from rnmt.data import chunks
 from rnmt.data.extract import extract_member
@@ -130,3 +131,33 @@ def test_unknown_cell_given_to_rnmt_train(corpus: dict[str, Path], tmp_path: Pat
     assert got.returncode == 2 and "Traceback" not in got.stderr, got.stderr[-2000:]
     assert "rnmt train: error: unknown cell 'gruu'; valid cells: " in got.stderr and ", gru, " in got.stderr
     assert not (tmp_path / "last.pt").exists()
+
+
+def test_check_config_reports_an_unknown_cell_before_any_job(tmp_path: Path, record) -> None:
+    record.bad_input("a misspelled cell in an experiment file (`rnmt check-config`)")
+    shutil.copytree(ROOT / "workflow/schemas", tmp_path / "workflow/schemas")
+    shutil.copy(ROOT / "workflow/corpora.yaml", tmp_path / "workflow/corpora.yaml")
+    (tmp_path / "workflow/experiments").mkdir()
+    exp = (ROOT / "workflow/experiments/demo-rnnsearch.yaml").read_text()
+    assert "cell: atr\n" in exp
+    (tmp_path / "workflow/experiments/demo-rnnsearch.yaml").write_text(exp.replace("cell: atr\n", "cell: atrr\n"))
+    got = rnmt("check-config", str(ROOT / "config.yaml"), "--root", str(tmp_path))
+    assert got.returncode == 2 and "Traceback" not in got.stderr, got.stderr[-2000:]
+    assert "demo-rnnsearch.yaml: variant 'rnnsearch-atr': unknown cell 'atrr'; valid cells: atr, gru," in got.stderr
+
+
+def test_full_disk_in_a_corpus_stage_keeps_the_previous_output(small_disk: Path, tmp_path: Path, record) -> None:
+    record.fault("disk full (2 MiB tmpfs) while `rnmt tokenize` writes its output over an earlier one")
+    inp = lines(tmp_path / "in.en", [f"This is sentence number {i}, with some words." for i in range(20000)])
+    out = small_disk / "tok.en"
+    out.write_text("the earlier output\n")
+    filler = fill(small_disk, leave=16 * 1024)
+    got = rnmt("tokenize", "--lang", "en", str(inp), str(out))
+    assert got.returncode == 2 and "Traceback" not in got.stderr, got.stderr[-2000:]
+    assert f"rnmt tokenize: error: {out}: no space left on the device while writing it" in got.stderr
+    assert "tok.en keeps its previous content. Free space" in got.stderr
+    assert out.read_text() == "the earlier output\n"
+    assert sorted(p.name for p in small_disk.iterdir()) == ["filler", "tok.en"], "no partial file is left"
+    filler.unlink()
+    assert rnmt("tokenize", "--lang", "en", str(inp), str(out)).returncode == 0
+    assert len(out.read_text().splitlines()) == 20000

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from faultlib import rnmt
+from faults.faultlib import rnmt
 from httpserver import Files, make_tgz, serve
 from rnmt.data.extract import UnsafeArchiveError, extract_all, extract_member
+from rnmt.io import InputError
 
 pytestmark = pytest.mark.faults
 BODY = make_tgz({"c/train.en": b"".join(b"sentence %d\n" % i for i in range(2000))})
@@ -131,3 +132,37 @@ def test_zip_symlink_is_refused(tmp_path: Path, record) -> None:
     with pytest.raises(UnsafeArchiveError, match="not a regular file"):
         extract_member(tmp_path / "z.zip", "link", tmp_path / "o")
     assert not (tmp_path / "o").exists()
+
+
+def test_no_network_for_mtdata_and_sacrebleu_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     record) -> None:
+    import sacrebleu.dataset as sb
+    import sacrebleu.dataset.base as sb_base
+    from mtdata.entry import DatasetId, Entry
+    from mtdata.index import INDEX
+    from sacrebleu.dataset.fake_sgml import FakeSGMLDataset
+
+    from rnmt.data.fetch import fetch_mtdata_source, fetch_sacrebleu_source
+    from rnmt.data.sources import Source
+
+    url = f"http://127.0.0.1:{closed_port()}/toy.tgz"
+    record.fault("no network while mtdata downloads a source")
+    did = DatasetId(group="Rnmttest", name=f"offline{closed_port()}", version="1", langs=("deu", "eng"))
+    INDEX.add_entry(Entry(did=did, url=url, filename="toy.tgz", in_paths=["a.de", "a.en"], in_ext="txt"))
+    src = Source("toy", "mtdata", str(did), ("de", "en"))
+    outs = {"de": tmp_path / "o.de", "en": tmp_path / "o.en"}
+    with pytest.raises(InputError) as e:
+        fetch_mtdata_source(src, outs, tmp_path / "cache", retries=0)
+    assert f"mtdata could not get {did} from {url}" in str(e.value)
+    assert f"run `mtdata cache -di {did}` on a machine that has one and copy its cache" in str(e.value)
+    assert not outs["de"].exists()
+    record.fault("no network while sacrebleu downloads a test set")
+    monkeypatch.setattr(sb_base, "SACREBLEU_DIR", str(tmp_path / "sacrebleu"))
+    ds = FakeSGMLDataset("rnmt-offline", data=[url], md5=["0" * 32], langpairs={"ro-en": ["s.sgm", "r.sgm"]})
+    monkeypatch.setitem(sb.DATASETS, "rnmt-offline", ds)
+    outs = {"en": tmp_path / "nd.en", "ro": tmp_path / "nd.ro"}
+    with pytest.raises(InputError) as e:
+        fetch_sacrebleu_source(Source("nd", "sacrebleu", "rnmt-offline:ro-en", ("en", "ro")), outs)
+    assert f"sacrebleu could not get test set rnmt-offline from {url}" in str(e.value)
+    assert "run `sacrebleu -t rnmt-offline -l ro-en --echo src` on a machine that has one" in str(e.value)
+    assert not outs["en"].exists()

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from faultlib import ROOT, fill
+from faults.faultlib import ROOT, fill
 from rnmt.io import DiskFullError, InputError
 from rnmt.train import checkpoint
 from rnmt.train.trainer import Trainer, TrainSettings

@@ -81,14 +81,14 @@ rule synthetic_corpus:
 
 
 rule download:
-    """One file of a url: source; retried with back-off, resumed, sha256-checked, written atomically."""
+    """One file of a url: source; retried with back-off, resumed, checked against its pinned sha256 (looked up
+    by the command, so pinning a file already downloaded does not rerun what depends on it), written atomically."""
     output:
         DOWNLOADS + "/{file}",
     wildcard_constraints:
         file=r"[A-Za-z0-9_+-][A-Za-z0-9._+-]*",
     params:
         url=lambda wc: REGISTRY.download(wc.file)[0],
-        sha=lambda wc: ["--sha256", REGISTRY.download(wc.file)[1]] if REGISTRY.download(wc.file)[1] else [],
     resources:
         downloads=1,
     conda:
@@ -96,7 +96,7 @@ rule download:
     log:
         "results/logs/download/{file}.log",
     shell:
-        "{RNMT} corpus download --url {params.url:q} {params.sha:q} {output:q} 2> {log:q}"
+        "{RNMT} corpus download --registry {REGISTRY_FILE:q} --url {params.url:q} {output:q} 2> {log:q}"
 
 
 rule fetch_source:

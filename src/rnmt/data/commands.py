@@ -24,8 +24,14 @@ def _registry(a: argparse.Namespace) -> Any:
 def cmd_download(a: argparse.Namespace) -> None:
     from rnmt.data.download import download
 
-    url, sha = (a.url, a.sha256) if a.url else _registry(a).download(Path(a.output).name)
-    download(url, a.output, sha, retries=a.retries, backoff=a.backoff, timeout=a.timeout)
+    url, sha = a.url, a.sha256
+    if not (url and sha):            # the registry's URL and pin (in the registry or its pin file) for this name
+        reg = _registry(a)
+        name = Path(a.output).name
+        if url is None or name in reg.download_names():
+            reg_url, reg_sha = reg.download(name)
+            url, sha = url or reg_url, sha or (reg_sha if url in (None, reg_url) else None)
+    download(url or "", a.output, sha, retries=a.retries, backoff=a.backoff, timeout=a.timeout)
 
 
 def cmd_pin(a: argparse.Namespace) -> None:
@@ -40,13 +46,14 @@ def cmd_pin(a: argparse.Namespace) -> None:
         raise InputError(f"{reg.path} downloads no file named {', '.join(unknown)}; its downloads: "
                          f"{', '.join(reg.download_names())}")
     pins = read_pins(reg.pin_file)
+    bad = []
     for name in names:
         url, sha = reg.download(name)
         dest = Path(a.download_dir) / name
         if sha:
-            state = "" if not dest.is_file() else (", the file matches" if sha256_of(dest) == sha else
-                                                   f", but {dest} does not match it: delete it and rerun")
-            print(f"{name}: already pinned ({sha}){state}")
+            if dest.is_file() and sha256_of(dest) != sha:
+                bad.append(f"{dest} does not match its pin {sha}: delete it and rerun")
+            print(f"{name}: already pinned ({sha}){', the file matches' if dest.is_file() and not bad else ''}")
             continue
         if not dest.is_file():       # a file put there by hand (downloaded elsewhere) is pinned as it is
             download(url, dest, None, retries=a.retries, backoff=a.backoff, timeout=a.timeout, allow_unpinned=True)
@@ -56,6 +63,8 @@ def cmd_pin(a: argparse.Namespace) -> None:
     unpinned = [n for n in reg.download_names() if not reg.download(n)[1] and n not in pins]
     print(f"{len(reg.download_names()) - len(unpinned)} of {len(reg.download_names())} downloads pinned"
           + (f"; not pinned: {', '.join(unpinned)} (rnmt corpus pin --all pins them)" if unpinned else ""))
+    if bad:
+        raise InputError("; ".join(bad))
 
 
 def cmd_fetch(a: argparse.Namespace) -> None:
@@ -162,7 +171,7 @@ def add_parsers(sub: Any) -> None:
 
     p = cmd("download", cmd_download, "download a file (retries, resumes, verifies sha256, atomic)")
     p.add_argument("--url", help="default: the registry's URL for the output's file name")
-    p.add_argument("--sha256", help="with --url: the expected checksum")
+    p.add_argument("--sha256", help="the expected checksum (default: the registry's pin for the output's name)")
     p.add_argument("--retries", type=int, default=5)
     p.add_argument("--backoff", type=float, default=2.0, help="seconds before the first retry, doubling")
     p.add_argument("--timeout", type=float, default=60.0)
