@@ -254,6 +254,7 @@ def cmd_check_config(a: argparse.Namespace) -> None:
     for extra in a.configfile:
         update_config(config, load_yaml(extra))     # nested keys merge, as with snakemake --configfile
     plan = Plan(config, Path(a.root))
+    plan.check_models()
     variants = ", ".join(f"{c}/{v}" for c, v in plan.variants)
     print(f"config OK: run {plan.run}, scale {plan.scale}, tables {', '.join(plan.tables)}, variants {variants}")
 
@@ -396,7 +397,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--table", action="append", help="only these tables (e.g. atr-table4)")
     s.set_defaults(func=cmd_params)
 
-    s = sub.add_parser("check-config", help="validate a config and its experiment files")
+    s = sub.add_parser("check-config", help="validate a config, its experiment files and every variant's model")
     s.add_argument("config", nargs="?", default="config.yaml")
     s.add_argument("--configfile", action="append", default=[], help="overrides, as snakemake --configfile")
     s.add_argument("--root", default=".", help="the repository root (holds workflow/)")

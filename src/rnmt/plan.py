@@ -20,6 +20,7 @@ from typing import Any
 
 from rnmt.config import ConfigError, load_yaml, validate
 from rnmt.data.registry import check_corpora, registry_corpus_ids
+from rnmt.io import InputError
 
 SPLITS = ("train", "dev", "test")
 SIDES = ("src", "tgt")
@@ -209,6 +210,7 @@ class Plan:
                 self.variants[k] = Variant(v.name, v.corpus, v.model, v.train, v.decode, seeds, v.labels)
                 owner.setdefault(k, str(path))
             self.tables[name] = table
+        self.owner = owner
         check_corpora({**config, "corpora": self.corpora_config}, self.root)
 
     # ---- scales ------------------------------------------------------------------------------------
@@ -260,6 +262,24 @@ class Plan:
         own = (self.scale_settings.get("resources") or {}).get(group) or {}
         return {**RESOURCES[group], **own}
 
+    def check_models(self) -> None:
+        """Build every variant's model on PyTorch's meta device (no memory, no weights): an unknown cell or
+        architecture, or incompatible settings, stops `rnmt check-config` before any job runs."""
+        import torch
+
+        from rnmt.models import build_model
+
+        for (corpus, name), v in self.variants.items():
+            cfg = dict(v.model)
+            if isinstance(cfg.get("factors"), dict) and "vocab_sizes" not in cfg["factors"]:
+                # the label vocabulary's size is only known from its file; any size checks the shapes
+                cfg["factors"] = {**cfg["factors"], "vocab_sizes": [64] * len(cfg["factors"].get("dims", []))}
+            try:
+                with torch.device("meta"):
+                    build_model(cfg.pop("arch"), 64, 64, **cfg)
+            except InputError as e:
+                raise ConfigError(f"{self.owner[(corpus, name)]}: variant {name!r}: {e}") from None
+
     # ---- paths, all under results/<run>/ -------------------------------------------------------
     @property
     def results(self) -> str:
@@ -272,14 +292,14 @@ class Plan:
         c = self.corpora_config[name]
         return {**registry_languages(self.root, c["registry"]), **c} if "registry" in c else c
 
-    def synth_args(self, name: str) -> str:
-        """Command-line flags of `rnmt synth` for a synthetic corpus entry."""
+    def synth_args(self, name: str) -> list[str]:
+        """Command-line arguments of `rnmt synth` for a synthetic corpus entry (a list: rules quote each)."""
         c = self.corpus(name)
-        flags = [f"--{split} {n}" for split, n in c.get("sizes", {}).items()]
+        flags = [x for split, n in c.get("sizes", {}).items() for x in (f"--{split}", str(int(n)))]
         for key in ("seed", "language_seed", "max_words"):
             if key in c:
-                flags.append(f"--{key.replace('_', '-')} {int(c[key])}")
-        return " ".join(flags)
+                flags += [f"--{key.replace('_', '-')}", str(int(c[key]))]
+        return flags
 
     def metrics_paths(self, table: str) -> list[str]:
         t = self.tables[table]

@@ -19,7 +19,7 @@ rule translate:
         speed=R + "/translations/{corpus}/{variant}/{member}/{testset}.speed.json",
     params:
         d=lambda wc: variant_of(wc).decode,
-        labels=lambda wc, input: f"--src-labels {shlex.quote(input.labels)}" if "labels" in input.keys() else "",
+        labels=lambda wc, input: ["--src-labels", input.labels] if "labels" in input.keys() else [],
     threads: lambda wc: DECODE_RES.get("threads") or variant_of(wc).decode.get("threads") or 1
     resources:
         mem_mb=DECODE_RES["mem_mb"],
@@ -30,10 +30,10 @@ rule translate:
     log:
         R + "/logs/translate/{corpus}/{variant}.{member}.{testset}.log",
     shell:
-        "{RNMT} translate --model {input.models:q} --beam {params.d[beam]} --batch-size {params.d[batch_size]} "
-        "--length-penalty {params.d[length_penalty]} --alpha {params.d[alpha]} "
-        "--max-len-ratio {params.d[max_len_ratio]} --max-len-extra {params.d[max_len_extra]} {params.labels} "
-        "--threads {threads} --metrics {output.speed:q} {input.src:q} {output.bpe:q} 2> {log:q}"
+        "{RNMT} translate --model {input.models:q} --beam {params.d[beam]:q} --batch-size {params.d[batch_size]:q} "
+        "--length-penalty {params.d[length_penalty]:q} --alpha {params.d[alpha]:q} "
+        "--max-len-ratio {params.d[max_len_ratio]:q} --max-len-extra {params.d[max_len_extra]:q} {params.labels:q} "
+        "--threads {threads:q} --metrics {output.speed:q} {input.src:q} {output.bpe:q} 2> {log:q}"
 
 
 rule postprocess:
@@ -44,10 +44,10 @@ rule postprocess:
         txt=R + "/translations/{corpus}/{variant}/{member}/{testset}.txt",
     params:
         lang=lambda wc: PLAN.corpus(wc.corpus)["tgt_lang"],
-        detruecase=lambda wc: "--detruecase" if CORPORA[wc.corpus].preprocess.get("truecase") else "",
+        detruecase=lambda wc: ["--detruecase"] if CORPORA[wc.corpus].preprocess.get("truecase") else [],
     conda:
         "../../envs/data.yaml"
     log:
         R + "/logs/postprocess/{corpus}/{variant}.{member}.{testset}.log",
     shell:
-        "{RNMT} postprocess --lang {params.lang} {params.detruecase} --tok-output {output.tok:q} {input:q} {output.txt:q} 2> {log:q}"
+        "{RNMT} postprocess --lang {params.lang:q} {params.detruecase:q} --tok-output {output.tok:q} {input:q} {output.txt:q} 2> {log:q}"

@@ -21,18 +21,18 @@ rule score:
     output:
         R + "/metrics/{corpus}/{variant}/{member}/{testset}.json",
     params:
-        lowercase=lambda wc: "--lowercase" if CORPORA[wc.corpus].preprocess.get("lowercase") else "",
-        manifest=lambda wc, input: f"--manifest {shlex.quote(input.manifest)}" if "manifest" in input.keys() else "",
+        lowercase=lambda wc: ["--lowercase"] if CORPORA[wc.corpus].preprocess.get("lowercase") else [],
+        manifest=lambda wc, input: ["--manifest", input.manifest] if "manifest" in input.keys() else [],
     conda:
         "../../envs/data.yaml"
     log:
         R + "/logs/score/{corpus}/{variant}.{member}.{testset}.log",
     shell:
         "{RNMT} score --hyp {input.hyp:q} --ref {input.ref:q} --hyp-tok {input.hyp_tok:q} "
-        "--ref-tok {input.ref_tok:q} --src {input.src_tok:q} {params.lowercase} {params.manifest} "
+        "--ref-tok {input.ref_tok:q} --src {input.src_tok:q} {params.lowercase:q} {params.manifest:q} "
         "--train-metrics {input.train:q} --decode-metrics {input.speed:q} "
-        "--meta variant={wildcards.variant} member={wildcards.member} testset={wildcards.testset} "
-        "corpus={wildcards.corpus} run={PLAN.run} scale={PLAN.scale} --output {output:q} 2> {log:q}"
+        "--meta variant={wildcards.variant:q} member={wildcards.member:q} testset={wildcards.testset:q} "
+        "corpus={wildcards.corpus:q} run={PLAN.run:q} scale={PLAN.scale:q} --output {output:q} 2> {log:q}"
 
 
 rule gates:

@@ -13,14 +13,14 @@ rule table:
         tex=R + "/tables/{table}.tex",
     params:
         corpus=lambda wc: PLAN.tables[wc.table].corpus or "",
-        max_seeds=f"--max-seeds {PLAN.max_seeds}" if PLAN.max_seeds else "",
+        max_seeds=["--max-seeds", str(PLAN.max_seeds)] if PLAN.max_seeds else [],
     conda:
         "../../envs/data.yaml"
     log:
         R + "/logs/table/{table}.log",
     shell:
-        "{RNMT} table --experiment {input.experiment:q} --run {PLAN.run} --scale {PLAN.scale} "
-        "--corpus={params.corpus} {params.max_seeds} --csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} "
+        "{RNMT} table --experiment {input.experiment:q} --run {PLAN.run:q} --scale {PLAN.scale:q} "
+        "--corpus={params.corpus:q} {params.max_seeds:q} --csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} "
         "--gates {input.gates:q} -- {input.metrics:q} 2> {log:q}"
 
 
@@ -35,13 +35,13 @@ rule figure:
     output:
         report(R + "/figures/{table}.png", category="Figures", labels={"figure": "{table}"}),
     params:
-        max_seeds=f"--max-seeds {PLAN.max_seeds}" if PLAN.max_seeds else "",
+        max_seeds=["--max-seeds", str(PLAN.max_seeds)] if PLAN.max_seeds else [],
     conda:
         "../../envs/data.yaml"
     log:
         R + "/logs/figure/{table}.log",
     shell:
-        "{RNMT} figure --experiment {input.experiment:q} --scale {PLAN.scale} {params.max_seeds} --output {output:q} "
+        "{RNMT} figure --experiment {input.experiment:q} --scale {PLAN.scale:q} {params.max_seeds:q} --output {output:q} "
         "--metrics {input.metrics:q} --gates {input.gates:q} --logs {input.logs:q} 2> {log:q}"
 
 
@@ -66,7 +66,9 @@ rule learning_curve:
         R + "/plots/{corpus}/{variant}/seed{seed}/curve.png",
     conda:
         "../../envs/data.yaml"
+    params:
+        title=lambda wc: f"{wc.variant} seed {wc.seed}",
     log:
         R + "/logs/learning_curve/{corpus}/{variant}.seed{seed}.log",
     shell:
-        "{RNMT} plot-curve --title '{wildcards.variant} seed {wildcards.seed}' {input:q} {output:q} 2> {log:q}"
+        "{RNMT} plot-curve --title {params.title:q} {input:q} {output:q} 2> {log:q}"

@@ -17,9 +17,9 @@ def label_inputs(wc):
 
 def label_flags(wc, input):
     if not variant_of(wc).labels:
-        return ""
-    return (f"--train-src-labels {shlex.quote(input.train_labels)} --dev-src-labels {shlex.quote(input.dev_labels)} "
-            f"--src-label-vocab {shlex.quote(input.label_vocab)}")
+        return []
+    return ["--train-src-labels", input.train_labels, "--dev-src-labels", input.dev_labels,
+            "--src-label-vocab", input.label_vocab]
 
 
 TRAIN_RES = PLAN.resources("train")
@@ -56,5 +56,5 @@ rule train:
         "{RNMT} train --model {params.model:q} --settings {params.settings:q} "
         "--train-src {input.train_src:q} --train-tgt {input.train_tgt:q} "
         "--dev-src {input.dev_src:q} --dev-tgt {input.dev_tgt:q} "
-        "--src-vocab {input.src_vocab:q} --tgt-vocab {input.tgt_vocab:q} {params.labels} "
+        "--src-vocab {input.src_vocab:q} --tgt-vocab {input.tgt_vocab:q} {params.labels:q} "
         "--out-dir {params.out_dir:q} 2> {log:q}"

@@ -119,6 +119,9 @@ def clean_chunk(index_path: Path, i: int, src: Path, tgt: Path, src_lang: str, t
                 last = time.monotonic()
                 log.info("chunk %d: %d of %d lines", i, report.lines_in, chunk.lines)
     write_json(out_report, {"chunk": i, **report.as_dict()})
+    if report.step("non_empty").dropped:
+        log.warning("chunk %d: %d pairs with an empty or whitespace-only side dropped (counted in %s)", i,
+                    report.step("non_empty").dropped, out_report)
     log.info("chunk %d: %d → %d lines in %.1f s", i, report.lines_in, report.lines_out, report.seconds)
     return report
 
@@ -139,6 +142,14 @@ def _merged(parts: Sequence[tuple[Path, Path, Path]], dedupe: bool) -> Iterator[
                     continue
                 seen.add(h)
             yield a, b
+
+
+def empty_corpus_message(report: Report, corpus: str, where: Path) -> str:
+    """Why no training pair is left: each filter step's drops, and the settings that loosen them."""
+    drops = ", ".join(f"{s.name} dropped {s.dropped}" for s in report.steps if s.dropped) or "nothing was dropped"
+    return (f"{corpus or where}: the training data is empty after filtering ({report.lines_in} pairs in; {drops}). "
+            "Check the input files (empty or whitespace-only lines are dropped) and loosen the corpus' preprocess "
+            "settings (min_words, max_words, max_ratio)")
 
 
 def merge(parts: Sequence[tuple[Path, Path, Path]], out_src: Path, out_tgt: Path, out_report: Path,
@@ -177,6 +188,8 @@ def merge(parts: Sequence[tuple[Path, Path, Path]], out_src: Path, out_tgt: Path
                 cap.kept += 1
             fs.write(pair[0] + "\n")
             ft.write(pair[1] + "\n")
+        if report.lines_out == 0:        # raised inside the writers: no empty training files are left
+            raise InputError(empty_corpus_message(report, (extra or {}).get("corpus", ""), out_src))
     report.seconds += time.perf_counter() - t0
     write_json(out_report, {**(extra or {}), "chunks": len(parts), **report.as_dict()})
     log.info("merged %d chunks: %d → %d lines", len(parts), report.lines_in, report.lines_out)
