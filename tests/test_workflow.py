@@ -41,7 +41,7 @@ def test_dry_run_lists_the_dag(workdir: Path) -> None:
     counts = jobs(r.stdout)
     assert counts == {"synthetic_corpus": 1, "chunk_index": 1, "clean_chunk": 1, "merge_chunks": 1, "tokenize": 4,
                       "learn_bpe": 2, "apply_bpe": 3, "apply_bpe_train": 1, "vocab": 2,
-                      "train": 3, "translate": 4, "postprocess": 4, "score": 4, "table": 1, "learning_curve": 3,
+                      "train": 3, "translate": 4, "postprocess": 4, "score": 4, "table": 1, "table_curves": 1,
                       "runs": 1, "all": 1}     # GRU seed 1, ATR seeds 1 and 2, and the ATR ensemble of both
 
 

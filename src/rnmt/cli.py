@@ -218,7 +218,12 @@ def cmd_figure(a: argparse.Namespace) -> None:
     from rnmt.report.figures import draw
 
     table = table_from_experiment(load_yaml(a.experiment), Path(a.experiment), None, a.max_seeds)
-    draw(table, a.output, a.metrics, a.gates, a.logs)
+    if a.curves:
+        from rnmt.report.figures import curves
+
+        curves(table, a.logs, a.output)
+    else:
+        draw(table, a.output, a.metrics, a.gates, a.logs)
     log.info("figure %s → %s", table.name, a.output)
 
 
@@ -380,6 +385,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--metrics", nargs="*", default=[])
     s.add_argument("--gates", nargs="*", default=[])
     s.add_argument("--logs", nargs="*", default=[], help="train.jsonl of the rows' models")
+    s.add_argument("--curves", action="store_true", help="the rows' learning curves instead of the paper's figure")
     s.set_defaults(func=cmd_figure)
 
     s = sub.add_parser("runs", help="one CSV row per run (model + decoding) with every metric and setting")

@@ -324,8 +324,8 @@ class Plan:
         return out + [f"{self.results}/figures/{t}.png" for t, tab in self.tables.items() if tab.figure]
 
     def plot_targets(self) -> list[str]:
-        return [f"{self.results}/plots/{v.corpus}/{v.name}/seed{s}/curve.png"
-                for v in self.variants.values() for s in v.seeds]
+        """One learning-curve figure per table with trained rows."""
+        return [f"{self.results}/plots/{t}.curves.png" for t, tab in self.tables.items() if tab.trained_rows]
 
     def all_metrics_paths(self) -> list[str]:
         return sorted({p for t in self.tables for p in self.metrics_paths(t)})

@@ -59,7 +59,26 @@ rule runs:
         "{RNMT} runs --output {output:q} {input:q} 2> {log:q}"
 
 
+rule table_curves:
+    """Learning curves of a table's trained rows in one figure (dev perplexity and BLEU by minutes)."""
+    input:
+        experiment=EXPERIMENTS / "{table}.yaml",
+        logs=lambda wc: PLAN.train_logs(wc.table),
+    output:
+        report(R + "/plots/{table}.curves.png", category="Learning curves", labels={"table": "{table}"}),
+    params:
+        max_seeds=["--max-seeds", str(PLAN.max_seeds)] if PLAN.max_seeds else [],
+    conda:
+        "../../envs/data.yaml"
+    log:
+        R + "/logs/table_curves/{table}.log",
+    shell:
+        "{RNMT} figure --curves --experiment {input.experiment:q} {params.max_seeds:q} --output {output:q} "
+        "--logs {input.logs:q} 2> {log:q}"
+
+
 rule learning_curve:
+    """One model's learning curve (a target on demand: results/<run>/plots/<corpus>/<variant>/seed<N>/curve.png)."""
     input:
         R + "/models/{corpus}/{variant}/seed{seed}/train.jsonl",
     output:

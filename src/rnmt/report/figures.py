@@ -109,6 +109,31 @@ def cost(table: Table, logs: Sequence[str | Path], out_png: str | Path, window: 
     _save(fig, out_png)
 
 
+def curves(table: Table, logs: Sequence[str | Path], out_png: str | Path) -> None:
+    """Learning curves of every trained row of a table: dev perplexity and greedy dev BLEU against
+    training minutes, one line per system (first seed)."""
+    import matplotlib.pyplot as plt
+
+    fig, (ax_ppl, ax_bleu) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig.suptitle(f"{table.title}: learning curves", fontsize=10)
+    for system, files in _systems(table, logs, 2).items():
+        valid = [r for r in read_log(files[0]) if r["kind"] == "valid"]
+        if not valid:
+            continue
+        minutes = [r["train_seconds"] / 60 for r in valid]
+        line = ax_ppl.plot(minutes, [r["dev_ppl"] for r in valid], "o-", ms=3, label=system)[0]
+        if any(r.get("dev_bleu") is not None for r in valid):
+            ax_bleu.plot(minutes, [r.get("dev_bleu") for r in valid], "o-", ms=3, color=line.get_color())
+    ax_ppl.set_yscale("log")
+    ax_ppl.set_ylabel("dev perplexity")
+    ax_bleu.set_ylabel("dev BLEU (greedy)")
+    for ax in (ax_ppl, ax_bleu):
+        ax.set_xlabel("training minutes")
+        ax.grid(alpha=0.3)
+    ax_ppl.legend(fontsize=6)
+    _save(fig, out_png)
+
+
 def draw(table: Table, out_png: str | Path, metrics: Sequence[str | Path] = (), gate_files: Sequence[str | Path] = (),
          logs: Sequence[str | Path] = ()) -> None:
     kind = (table.figure or {}).get("kind")
