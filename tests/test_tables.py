@@ -60,10 +60,9 @@ TINY = {
     "tables": TINY_TABLES,
     "corpora": {"synthetic-demo": {"sizes": {"train": 300, "dev": 20, "test": 30}}},
     "bpe": {"merges": 100},
-    "scales": {"demo": {"corpus": "synthetic-demo", "max_seeds": 1,
-                        "arch_model": {"transformer": {"d_model": 16, "ffn": 32}}}},
+    "scales": {"demo": {"corpus": "synthetic-demo", "max_seeds": 1}},
     "override": {
-        "model": {"emb": 16, "hidden": 16},
+        "model": {"emb": 16, "hidden": 16, "d_model": 16, "ffn": 32},
         "train": {"max_steps": 12, "max_epochs": 100, "valid_every": 12, "max_minutes": 0, "batch_size": 32,
                   "valid_bleu": False},
         "decode": {"beam": 2},
@@ -93,7 +92,7 @@ def test_csv_has_every_row_and_metric_of_its_experiment(built: Path) -> None:
             for metric, value in (row.get("paper") or {}).items():
                 if metric in exp["metrics"] and value is not None:
                     assert sub.paper[metric] == pytest.approx(value)
-            filled = sub.ours.notna() | (sub.why_empty.fillna("") != "")
+            filled = sub.ours.notna() | (sub.why_empty.astype("string").fillna("") != "")
             assert filled.all(), f"{name}/{row['system']}: an empty cell must say why"
         assert set(df.scale) == {"demo"} and set(df.run) == {"tiny"}
 
@@ -134,6 +133,10 @@ def test_markdown_latex_figure_and_runs_csv(built: Path) -> None:
     fig3 = pd.read_csv(out / "tables/atr-figure3.csv")
     r = fig3[fig3.metric == "gate_pearson_r"].ours.iloc[0]
     assert -1 <= r <= 1 and math.isfinite(r)
+    r = run_snakemake(["--report", "report.html", "--configfile", "tiny.yaml"], built)
+    assert r.returncode == 0, r.stderr[-2000:]
+    html = (built / "report.html").read_text(errors="replace")
+    assert "atr-table4" in html and "atr-figure3" in html
     runs = pd.read_csv(out / "runs.csv")
     assert len(runs) == len({(v, m) for v, m in zip(runs.variant, runs.member, strict=True)}) >= 7
     assert {"scores.bleu", "train.params", "train.train_settings.lr", "decode.beam"} <= set(runs.columns)
