@@ -1,8 +1,9 @@
 """rnmt: recurrent NMT papers from raw corpora to their tables.
 
-    snakemake --cores all                                  # every table in config.yaml
-    snakemake --cores all results/demo/tables/demo-rnnsearch.csv   # one table and what it needs
-    snakemake -n                                           # list the jobs without running them
+    snakemake --cores all                                  # every table in config.yaml (demo scale)
+    snakemake --cores all results/demo/tables/atr-table2.csv       # one table and what it needs
+    snakemake -n --config scale=paper run=paper            # list a scale's jobs without running them
+    snakemake --report report.html                         # every table and figure in one HTML page
 """
 
 import shlex
@@ -20,11 +21,14 @@ min_version("9.0")
 configfile: workflow.source_path("config.yaml")
 
 
+report: "workflow/report/workflow.rst"
+
+
 # Validates config.yaml (and --config/--configfile overrides) and the experiment files before any job
 # starts; a bad key or value stops here with a message naming it.
 PLAN = Plan(config, Path(workflow.basedir))
 R = PLAN.results
-EXPERIMENTS = Path(workflow.basedir) / "workflow/experiments"
+EXPERIMENTS = PLAN.experiments_dir
 
 # Rules run the rnmt CLI from this checkout's src/, with the Python of the environment they run in:
 # the conda environment of the rule under --sdm conda, otherwise the Python running Snakemake.
@@ -61,3 +65,4 @@ rule all:
     input:
         PLAN.table_targets(),
         PLAN.plot_targets(),
+        [f"{R}/runs.csv"] if PLAN.all_metrics_paths() else [],

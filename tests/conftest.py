@@ -10,6 +10,27 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(scope="session")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A tiny tokenized synthetic corpus (70 training, 20 dev pairs) with its vocabularies."""
+    from rnmt.data.synthetic import generate_pairs
+    from rnmt.data.tokenize import tokenize
+    from rnmt.data.vocab import Vocab
+    from rnmt.io import write_lines
+
+    d = tmp_path_factory.mktemp("corpus")
+    pairs = list(generate_pairs(9, 90, max_words=10))
+    paths = {}
+    for split, part in (("train", pairs[:70]), ("dev", pairs[70:])):
+        for side, texts in (("src", [p.source_text for p in part]), ("tgt", [p.target_text for p in part])):
+            paths[f"{split}_{side}"] = d / f"{split}.{side}"
+            write_lines(paths[f"{split}_{side}"], [tokenize(t, "en") for t in texts])
+    for side in ("src", "tgt"):
+        paths[f"{side}_vocab"] = d / f"vocab.{side}"
+        Vocab.build(paths[f"train_{side}"].read_text().splitlines()).save(paths[f"{side}_vocab"])
+    return paths
+
+
 def run_snakemake(args: list[str], cwd: Path, timeout: int = 900,
                   extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run this repository's Snakefile from `cwd` with the test's Python environment on PATH."""

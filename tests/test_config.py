@@ -18,8 +18,8 @@ def config() -> dict:
 
 def test_shipped_config_is_valid(config: dict) -> None:
     plan = Plan(config, ROOT)
-    assert "demo-rnnsearch" in plan.tables
-    assert plan.variants["rnnsearch-gru"].model["cell"] == "gru"
+    assert {"atr-table2", "srnmt-table2", "dtmt-table1", "ud-figure2"} <= set(plan.tables)
+    assert plan.variants[("synthetic-demo", "atr-rnnsearch-gru")].model["cell"] == "gru"
 
 
 def test_misspelled_key_names_it_and_suggests(config: dict) -> None:
@@ -54,7 +54,7 @@ def test_bad_enum_lists_allowed_values(config: dict) -> None:
 
 def test_unknown_table_lists_known_ones(config: dict) -> None:
     config["tables"] = ["atr-tabel2"]
-    with pytest.raises(ConfigError, match="known tables: .*demo-rnnsearch"):
+    with pytest.raises(ConfigError, match="known tables: .*atr-table2"):
         Plan(config, ROOT)
 
 
@@ -66,6 +66,7 @@ def test_experiment_errors_name_the_file(config: dict, tmp_path: Path) -> None:
     bad = copy.deepcopy(exp)
     bad["rows"][0]["seed"] = [1]
     (root / "workflow/experiments/demo-rnnsearch.yaml").write_text(yaml.safe_dump(bad))
+    config["tables"] = ["demo-rnnsearch"]
     with pytest.raises(ConfigError) as e:
         Plan(config, root)
     assert "demo-rnnsearch.yaml is invalid" in str(e.value)

@@ -77,6 +77,10 @@ def test_download_and_prepare_from_a_local_server_and_resume(tmp_path: Path) -> 
             "t/src.en.sgm": b'<srcset><doc docid="a"><seg id="1">Hello &amp; bye .</seg></doc></srcset>\n',
             "t/ref.de.sgm": b'<refset><doc docid="a" sysid="r"><seg id="1">Hallo .</seg></doc></refset>\n'}),
     }, failures={"/dev.de.gz": [404]})
+
+    def pin(path: str) -> str:
+        return hashlib.sha256(files.content[path]).hexdigest()
+
     with serve(files) as base:
         registry = {
             "sources": {
@@ -85,7 +89,7 @@ def test_download_and_prepare_from_a_local_server_and_resume(tmp_path: Path) -> 
                                     "en": ["corpus/train.en", "corpus/more.en.gz"]},
                           "sha256": {"train.tgz": hashlib.sha256(files.content["/train.tgz"]).hexdigest()}},
                 "dev": {"source": f"url:{base}/dev.{{lang}}.gz", "langs": ["en", "de"],
-                        "sha256": {"dev.en.gz": None, "dev.de.gz": None}},
+                        "sha256": {"dev.en.gz": pin("/dev.en.gz"), "dev.de.gz": pin("/dev.de.gz")}},
                 "test": {"source": f"url:{base}/test.tgz", "langs": ["en", "de"],
                          "files": {"en": "t/src.en.sgm", "de": "t/ref.de.sgm"}, "sha256": {"test.tgz": None}},
             },
@@ -95,6 +99,7 @@ def test_download_and_prepare_from_a_local_server_and_resume(tmp_path: Path) -> 
                                 "bpe": {"merges": 50, "joint": True}}},
         }
         (tmp_path / "registry.yaml").write_text(yaml.safe_dump(registry))
+        (tmp_path / "registry.sha256").write_text(f"{pin('/test.tgz')}  test.tgz\n")   # pinned in the pin file
         (tmp_path / "c.yaml").write_text(yaml.safe_dump({"run": "t", "corpora": {"toy": {"registry": "toy"}}}))
         env = {"RNMT_REGISTRY": str(tmp_path / "registry.yaml")}
         targets = data_targets("t", "toy")

@@ -1,12 +1,8 @@
-"""Training: schedules, exact resume after a kill, NaN handling, batching, data-parallel gradients."""
+"""Training: schedules, exact resume, NaN handling, batching, data-parallel gradients (killed runs: tests/faults)."""
 
 import json
 import os
 import random
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -15,30 +11,11 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from rnmt.data.batching import load_parallel, make_batch, token_batches
-from rnmt.data.synthetic import generate_pairs
-from rnmt.data.tokenize import tokenize
 from rnmt.data.vocab import PAD_ID, Vocab
-from rnmt.io import write_lines
 from rnmt.models import build_model
-from rnmt.train import checkpoint, distributed, schedules
+from rnmt.train import distributed, schedules
 from rnmt.train.trainer import Trainer, TrainingDiverged, TrainSettings
-
-MODEL = {"arch": "rnnsearch", "cell": "gru", "emb": 16, "hidden": 24, "dropout": 0.3}
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    d = tmp_path_factory.mktemp("corpus")
-    pairs = list(generate_pairs(9, 90, max_words=10))
-    paths = {}
-    for split, part in (("train", pairs[:70]), ("dev", pairs[70:])):
-        for side, texts in (("src", [p.source_text for p in part]), ("tgt", [p.target_text for p in part])):
-            paths[f"{split}_{side}"] = d / f"{split}.{side}"
-            write_lines(paths[f"{split}_{side}"], [tokenize(t, "en") for t in texts])
-    for side in ("src", "tgt"):
-        paths[f"{side}_vocab"] = d / f"vocab.{side}"
-        Vocab.build(paths[f"train_{side}"].read_text().splitlines()).save(paths[f"{side}_vocab"])
-    return paths
+from tinytrain import MODEL, assert_same_weights
 
 
 def trainer(corpus: dict[str, Path], out: Path, **settings) -> Trainer:
@@ -47,17 +24,6 @@ def trainer(corpus: dict[str, Path], out: Path, **settings) -> Trainer:
     c = corpus
     return Trainer(MODEL, s, c["train_src"], c["train_tgt"], c["dev_src"], c["dev_tgt"], c["src_vocab"],
                    c["tgt_vocab"], out)
-
-
-def weights(path: Path) -> dict[str, torch.Tensor]:
-    return checkpoint.load(path)["state_dict"]
-
-
-def assert_same_weights(a: Path, b: Path) -> None:
-    wa, wb = weights(a), weights(b)
-    assert wa.keys() == wb.keys()
-    for k in wa:
-        assert torch.equal(wa[k], wb[k]), k
 
 
 # ---- schedules --------------------------------------------------------------------------------------
@@ -104,47 +70,6 @@ def test_changed_settings_train_afresh(corpus: dict[str, Path], tmp_path: Path) 
     t = trainer(corpus, tmp_path, max_steps=6, lr=0.001)
     t.run()
     assert t.p.step == 6 and list(tmp_path.glob("last.*.pt")), "the other run's checkpoint is kept aside"
-
-
-def _train_cmd(corpus: dict[str, Path], out: Path, steps: int) -> list[str]:
-    settings = {"batch_size": 8, "lr": 0.003, "valid_every": 6, "valid_bleu": False, "threads": 1,
-                "max_steps": steps, "checkpoint_every": 2, "log_every": 1}
-    c = corpus
-    return [sys.executable, "-m", "rnmt", "train", "--model", json.dumps(MODEL), "--settings", json.dumps(settings),
-            "--train-src", str(c["train_src"]), "--train-tgt", str(c["train_tgt"]), "--dev-src", str(c["dev_src"]),
-            "--dev-tgt", str(c["dev_tgt"]), "--src-vocab", str(c["src_vocab"]), "--tgt-vocab", str(c["tgt_vocab"]),
-            "--out-dir", str(out)]
-
-
-def _wait_for_step(log: Path, step: int, proc: subprocess.Popen, timeout: float = 120) -> None:
-    end = time.time() + timeout
-    while time.time() < end and proc.poll() is None:
-        if log.is_file() and any(json.loads(x)["step"] >= step for x in log.read_text().splitlines() if x.strip()):
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"training never reached step {step}")
-
-
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
-def test_killed_training_resumes_to_the_same_weights(corpus: dict[str, Path], tmp_path: Path, sig: int) -> None:
-    steps = 60
-    ref = subprocess.run(_train_cmd(corpus, tmp_path / "ref", steps), capture_output=True, text=True)
-    assert ref.returncode == 0, ref.stderr[-2000:]
-    proc = subprocess.Popen(_train_cmd(corpus, tmp_path / "run", steps), stderr=subprocess.PIPE, text=True)
-    _wait_for_step(tmp_path / "run/train.jsonl", 15, proc)
-    proc.send_signal(sig)
-    _, err = proc.communicate(timeout=60)
-    if sig == signal.SIGTERM:      # graceful: checkpoint, then the "rerun to resume" exit code and message
-        assert proc.returncode == 75, err[-2000:]
-        assert "rerun the same command to resume" in err
-    else:
-        assert proc.returncode == -signal.SIGKILL
-    assert not (tmp_path / "run/train.json").exists(), "an interrupted run must not look finished"
-    again = subprocess.run(_train_cmd(corpus, tmp_path / "run", steps), capture_output=True, text=True)
-    assert again.returncode == 0, again.stderr[-2000:]
-    assert "resumed from" in again.stderr
-    assert_same_weights(tmp_path / "ref/last.pt", tmp_path / "run/last.pt")
-    assert_same_weights(tmp_path / "ref/model.pt", tmp_path / "run/model.pt")
 
 
 # ---- SR-NMT retraining, NaN losses -----------------------------------------------------------------

@@ -112,34 +112,3 @@ def test_label_rules_in_the_dag(tmp_path: Path) -> None:
     # the demo trains its stanza models offline on the generator's gold trees
     assert "parse train-models --lang en --train results/demo/data/synthetic-demo/raw/train.src.conllu" in r.stdout
 
-
-def test_plan_gives_labelled_rows_their_label_files(root: Path, tmp_path: Path) -> None:
-    import shutil
-
-    import yaml
-
-    from rnmt.config import ConfigError, load_yaml
-    from rnmt.plan import Plan
-
-    shutil.copytree(root / "workflow/schemas", tmp_path / "workflow/schemas")
-    shutil.copy(root / "workflow/corpora.yaml", tmp_path / "workflow/corpora.yaml")
-    row = {"arch": "rnnsearch", "cell": "gru", "seeds": [1]}
-    exp = {"table": "ud-demo", "title": "t", "corpus": "synthetic-demo", "testset": "test", "metrics": ["bleu"],
-           "rows": [{**row, "system": "words", "variant": "gru"},
-                    {**row, "system": "gold labels", "variant": "gru-gold", "labels": "gold",
-                     "model": {"factors": {"dims": [96, 32], "combine": "concat"}}}]}
-    (tmp_path / "workflow/experiments").mkdir()
-    (tmp_path / "workflow/experiments/ud-demo.yaml").write_text(yaml.safe_dump(exp))
-    config = {**load_yaml(root / "config.yaml"), "tables": ["ud-demo"]}
-    plan = Plan(config, tmp_path)
-    assert plan.label_inputs("gru") == {} and plan.label_args("gru") == ""
-    lab = "results/demo/data/synthetic-demo/labels/gold"
-    assert plan.label_inputs("gru-gold") == {"train_src_labels": f"{lab}/train.bpe.lab",
-                                             "dev_src_labels": f"{lab}/dev.bpe.lab",
-                                             "src_label_vocab": f"{lab}/vocab.lab"}
-    assert plan.label_args("gru-gold").startswith(f"--train-src-labels {lab}/train.bpe.lab")
-    assert plan.test_label_inputs("gru-gold", "test") == [f"{lab}/test.bpe.lab"]
-    del exp["rows"][1]["model"]
-    (tmp_path / "workflow/experiments/ud-demo.yaml").write_text(yaml.safe_dump(exp))
-    with pytest.raises(ConfigError, match="row 'gru-gold' needs both `labels:`"):
-        Plan(config, tmp_path)

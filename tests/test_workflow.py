@@ -14,11 +14,15 @@ from conftest import jobs, run_snakemake
 
 TINY = {
     "run": "tiny",
+    "tables": ["demo-rnnsearch"],
     "corpora": {"synthetic-demo": {"sizes": {"train": 400, "dev": 30, "test": 40}}},
     "bpe": {"merges": 150},
-    "model": {"emb": 16, "hidden": 24},
-    "train": {"max_steps": 40, "valid_every": 20, "max_minutes": 0, "threads": 1, "batch_size": 32},
-    "decode": {"beam": 3, "threads": 1},
+    "override": {
+        "model": {"emb": 16, "hidden": 24},
+        "train": {"max_steps": 40, "max_epochs": 100, "valid_every": 20, "max_minutes": 0, "threads": 1,
+                  "batch_size": 32},
+        "decode": {"beam": 3, "threads": 1},
+    },
 }
 TABLE = "results/tiny/tables/demo-rnnsearch.csv"
 
@@ -37,8 +41,8 @@ def test_dry_run_lists_the_dag(workdir: Path) -> None:
     counts = jobs(r.stdout)
     assert counts == {"synthetic_corpus": 1, "chunk_index": 1, "clean_chunk": 1, "merge_chunks": 1, "tokenize": 4,
                       "learn_bpe": 2, "apply_bpe": 3, "apply_bpe_train": 1, "vocab": 2,
-                      "train": 3, "translate": 4, "postprocess": 4, "score": 4, "table": 1, "learning_curve": 3,
-                      "all": 1}     # GRU seed 1, ATR seeds 1 and 2, and the ATR ensemble of both
+                      "train": 3, "translate": 4, "postprocess": 4, "score": 4, "table": 1, "table_curves": 1,
+                      "runs": 1, "all": 1}     # GRU seed 1, ATR seeds 1 and 2, and the ATR ensemble of both
 
 
 @pytest.mark.workflow
@@ -64,11 +68,11 @@ def test_table_target_runs_for_real_and_rerun_does_nothing(workdir: Path) -> Non
 
     # the table's numbers are the run's numbers: BLEU recomputed from the files, params from the weights
     run_dir = workdir / "results/tiny"
-    hyp = (run_dir / "translations/rnnsearch-gru/seed1/test.txt").read_text().splitlines()
+    hyp = (run_dir / "translations/synthetic-demo/rnnsearch-gru/seed1/test.txt").read_text().splitlines()
     ref = (run_dir / "data/synthetic-demo/raw/test.tgt").read_text().splitlines()
     assert len(hyp) == len(ref) == 40
     assert ours["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyp, [ref]).score)
-    state = torch.load(run_dir / "models/rnnsearch-gru/seed1/model.pt", weights_only=True)["state_dict"]
+    state = torch.load(run_dir / "models/synthetic-demo/rnnsearch-gru/seed1/model.pt", weights_only=True)["state_dict"]
     assert ours["params_m"] == pytest.approx(sum(t.numel() for t in state.values()) / 1e6)
     assert set(df[df.metric == "bleu"].signature.str[:33]) == {"nrefs:1|case:mixed|eff:no|tok:13a"}
 
@@ -77,13 +81,14 @@ def test_table_target_runs_for_real_and_rerun_does_nothing(workdir: Path) -> Non
     ens = df[df.system == "RNNSearch + ATR (ensemble of 2)"].set_index("metric")
     assert atr.n_seeds["bleu"] == 2 and math.isfinite(atr["std"]["bleu"]) and ens.n_seeds["bleu"] == 1
     assert ens.ours["params_m"] == pytest.approx(2 * atr.ours["params_m"])
-    ens_hyp = (run_dir / "translations/rnnsearch-atr/ens1-2/test.txt").read_text().splitlines()
+    ens_hyp = (run_dir / "translations/synthetic-demo/rnnsearch-atr/ens1-2/test.txt").read_text().splitlines()
     assert ens.ours["bleu"] == pytest.approx(sacrebleu.corpus_bleu(ens_hyp, [ref]).score)
-    ens_metrics = json.loads((run_dir / "metrics/rnnsearch-atr/ens1-2/test.json").read_text())
+    ens_metrics = json.loads((run_dir / "metrics/synthetic-demo/rnnsearch-atr/ens1-2/test.json").read_text())
     assert ens_metrics["seeds"] == [1, 2] and ens_metrics["decode"]["models"] == 2
-    metrics = json.loads((run_dir / "metrics/rnnsearch-gru/seed1/test.json").read_text())
+    metrics = json.loads((run_dir / "metrics/synthetic-demo/rnnsearch-gru/seed1/test.json").read_text())
     assert metrics["train"]["steps"] == 40 and metrics["train"]["stop_reason"] == "max_steps"
-    log = [json.loads(x) for x in (run_dir / "models/rnnsearch-gru/seed1/train.jsonl").read_text().splitlines()]
+    train_log = run_dir / "models/synthetic-demo/rnnsearch-gru/seed1/train.jsonl"
+    log = [json.loads(x) for x in train_log.read_text().splitlines()]
     assert [x["step"] for x in log if x["kind"] == "valid"] == [20, 40]
 
     md = (workdir / TABLE).with_suffix(".md").read_text()

@@ -161,6 +161,19 @@ def with_extra_references(paths: list[str]) -> list[str]:
     return out
 
 
+def test_parts(manifest: dict) -> list[tuple[str, int, int]] | None:
+    """(test set, first line, lines) of a merged split from its assemble manifest; None for one part.
+    A part is named by its source's folder (results/sources/<source id>/...)."""
+    parts = manifest.get("parts") or []
+    if len(parts) < 2:
+        return None
+    out, first = [], 1
+    for p in parts:                             # the parts follow each other in the merged split
+        out.append((Path(p["src"]).parent.name, first, int(p["lines"])))
+        first += int(p["lines"])
+    return out
+
+
 def cmd_score(a: argparse.Namespace) -> None:
     from rnmt.evaluate.score import score
     from rnmt.io import read_json, read_lines, write_json
@@ -168,9 +181,10 @@ def cmd_score(a: argparse.Namespace) -> None:
     src_lengths = [len(line.split()) for line in read_lines(a.src)] if a.src else None
     refs = with_extra_references(a.ref)
     refs_tok = with_extra_references(a.ref_tok) if a.ref_tok else None
+    parts = test_parts(read_json(a.manifest)) if a.manifest else None
     scores = score(read_lines(a.hyp), [read_lines(r) for r in refs], read_lines(a.hyp_tok) if a.hyp_tok else None,
                    [read_lines(r) for r in refs_tok] if refs_tok else None, lowercase=a.lowercase,
-                   src_lengths=src_lengths)
+                   src_lengths=src_lengths, parts=parts)
     meta = dict(kv.split("=", 1) for kv in a.meta)
     members = [read_json(p) for p in a.train_metrics]
     train = members[0] if len(members) == 1 else {
@@ -203,9 +217,31 @@ def cmd_table(a: argparse.Namespace) -> None:
     from rnmt.plan import table_from_experiment
     from rnmt.report.tables import build
 
-    table = table_from_experiment(load_yaml(a.experiment), Path(a.experiment))
-    df = build(table, a.metrics, a.run, a.scale, a.csv, a.md)
+    table = table_from_experiment(load_yaml(a.experiment), Path(a.experiment), a.corpus or None, a.max_seeds)
+    df = build(table, a.metrics, a.run, a.scale, a.csv, a.md, a.tex, a.gates)
     log.info("table %s: %d cells → %s, %s", table.name, len(df), a.csv, a.md)
+
+
+def cmd_figure(a: argparse.Namespace) -> None:
+    from rnmt.config import load_yaml
+    from rnmt.plan import table_from_experiment
+    from rnmt.report.figures import draw
+
+    table = table_from_experiment(load_yaml(a.experiment), Path(a.experiment), None, a.max_seeds)
+    if a.curves:
+        from rnmt.report.figures import curves
+
+        curves(table, a.logs, a.output)
+    else:
+        draw(table, a.output, a.metrics, a.gates, a.logs)
+    log.info("figure %s → %s", table.name, a.output)
+
+
+def cmd_runs(a: argparse.Namespace) -> None:
+    from rnmt.report.runs import write_runs
+
+    df = write_runs(a.metrics, a.output)
+    log.info("%d runs → %s", len(df), a.output)
 
 
 def cmd_plot_curve(a: argparse.Namespace) -> None:
@@ -218,6 +254,8 @@ def cmd_plot_cost(a: argparse.Namespace) -> None:
     from rnmt.report.cost import plot_cost
 
     names = a.name or []
+    if a.smooth < 1:
+        raise InputError(f"plot-cost: --smooth is a window of logged minibatches, at least 1 (got {a.smooth})")
     if names and len(names) != len(a.logs):
         raise InputError(f"plot-cost: {len(names)} --name for {len(a.logs)} logs; give one name per log or none")
     plot_cost(a.logs, a.output, names or None, a.smooth, a.title)
@@ -243,7 +281,9 @@ def cmd_check_config(a: argparse.Namespace) -> None:
     for extra in a.configfile:
         update_config(config, load_yaml(extra))     # nested keys merge, as with snakemake --configfile
     plan = Plan(config, Path(a.root))
-    print(f"config OK: run {plan.run}, tables {', '.join(plan.tables)}, variants {', '.join(plan.variants)}")
+    plan.check_models()
+    variants = ", ".join(f"{c}/{v}" for c, v in plan.variants)
+    print(f"config OK: run {plan.run}, scale {plan.scale}, tables {', '.join(plan.tables)}, variants {variants}")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -337,6 +377,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--ref-tok", nargs="+")
     s.add_argument("--src", help="tokenized source, for BLEU by source length (DTMT Figure 3)")
     s.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU (NIST Zh-En)")
+    s.add_argument("--manifest", help="the test split's assemble manifest: BLEU per test set it merges")
     s.add_argument("--train-metrics", nargs="*", default=[], help="train.json of the model or of each member")
     s.add_argument("--decode-metrics")
     s.add_argument("--meta", nargs="*", default=[], help="key=value pairs stored in the metrics")
@@ -350,14 +391,34 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--output", required=True)
     s.set_defaults(func=cmd_gates)
 
-    s = sub.add_parser("table", help="build a table's CSV and Markdown from metrics files")
+    s = sub.add_parser("table", help="build a table's CSV, Markdown and LaTeX from metrics files")
     s.add_argument("--experiment", required=True)
     s.add_argument("--run", required=True)
     s.add_argument("--scale", required=True)
+    s.add_argument("--corpus", default="", help="the corpus the table ran on at this scale")
+    s.add_argument("--max-seeds", type=int, default=None, help="the scale's cap on seeds per row")
     s.add_argument("--csv", required=True)
     s.add_argument("--md", required=True)
-    s.add_argument("metrics", nargs="+")
+    s.add_argument("--tex")
+    s.add_argument("--gates", nargs="*", default=[], help="gate statistics (rnmt gates) of the rows' models")
+    s.add_argument("metrics", nargs="*")
     s.set_defaults(func=cmd_table)
+
+    s = sub.add_parser("figure", help="draw a table's figure (gates, BLEU by length, training cost) as PNG")
+    s.add_argument("--experiment", required=True)
+    s.add_argument("--scale", default="")
+    s.add_argument("--max-seeds", type=int, default=None, help="the scale's cap on seeds per row")
+    s.add_argument("--output", required=True)
+    s.add_argument("--metrics", nargs="*", default=[])
+    s.add_argument("--gates", nargs="*", default=[])
+    s.add_argument("--logs", nargs="*", default=[], help="train.jsonl of the rows' models")
+    s.add_argument("--curves", action="store_true", help="the rows' learning curves instead of the paper's figure")
+    s.set_defaults(func=cmd_figure)
+
+    s = sub.add_parser("runs", help="one CSV row per run (model + decoding) with every metric and setting")
+    s.add_argument("--output", required=True)
+    s.add_argument("metrics", nargs="*")
+    s.set_defaults(func=cmd_runs)
 
     s = sub.add_parser("plot-curve", help="plot a training log's learning curve")
     s.add_argument("--title", default="")
@@ -377,7 +438,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--table", action="append", help="only these tables (e.g. atr-table4)")
     s.set_defaults(func=cmd_params)
 
-    s = sub.add_parser("check-config", help="validate a config and its experiment files")
+    s = sub.add_parser("check-config", help="validate a config, its experiment files and every variant's model")
     s.add_argument("config", nargs="?", default="config.yaml")
     s.add_argument("--configfile", action="append", default=[], help="overrides, as snakemake --configfile")
     s.add_argument("--root", default=".", help="the repository root (holds workflow/)")

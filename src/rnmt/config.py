@@ -35,8 +35,9 @@ def _key(path: Any) -> str:
 
 
 def _subschema(schema: Mapping[str, Any], path: Any) -> Mapping[str, Any]:
-    node: Mapping[str, Any] = schema
+    node: Mapping[str, Any] = _deref(schema, schema)
     for p in path:
+        node = _deref(node, schema)
         props = node.get("properties", {})
         if isinstance(p, str) and p in props:
             node = props[p]
@@ -46,6 +47,16 @@ def _subschema(schema: Mapping[str, Any], path: Any) -> Mapping[str, Any]:
             node = node["items"]
         else:
             return {}
+    return _deref(node, schema)
+
+
+def _deref(node: Mapping[str, Any], schema: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Follow a local `$ref` ("#/$defs/name") to the schema it names."""
+    while isinstance(node, Mapping) and isinstance(node.get("$ref"), str) and node["$ref"].startswith("#/"):
+        target: Any = schema
+        for part in node["$ref"][2:].split("/"):
+            target = target[part]
+        node = target
     return node
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
@@ -18,26 +19,70 @@ class InputError(Exception):
     """A problem with the user's input: the message names the file or key and the fix."""
 
 
-@contextmanager
-def atomic_writer(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
-    """Write to a temporary file beside `path`, rename it over `path` only when the block succeeds.
+class DiskFullError(InputError):
+    """The disk (or quota) filled while writing a file; the file under its final name is unchanged.
 
-    A killed job therefore never leaves a half-written file under the final name.
+    Reported like bad input (a message naming the file and the fix), as the user has to act.
+    """
+
+
+_DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make a rename in `folder` durable (a crash after it cannot bring back the old name's content)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """A temporary path beside `path` for code that writes a file by name; renamed over `path` only when
+    the block succeeds (after an fsync), removed otherwise. A full disk raises DiskFullError naming `path`.
+
+    A killed job therefore never leaves a half-written file under the final name, and a failed write
+    leaves the previous file (e.g. the last checkpoint) as it was.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    os.close(fd)
+    tmp = Path(name)
     os.chmod(tmp, 0o666 & ~_UMASK)   # mkstemp makes 0600; finished files get the usual permissions
     try:
-        encoding = None if "b" in mode else "utf-8"
-        with os.fdopen(fd, mode, encoding=encoding) as f:
-            yield f
-            f.flush()
+        yield tmp
+        with open(tmp, "rb") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        if e.errno in _DISK_FULL:
+            kept = "keeps its previous content" if path.exists() else "was not created"
+            raise DiskFullError(f"{path}: no space left on the device while writing it ({e.strerror}); the "
+                                f"partial file was removed and {path.name} {kept}. Free space (df -h "
+                                f"{path.parent}) and rerun") from e
         raise
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+@contextmanager
+def atomic_writer(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
+    """Write to a temporary file beside `path`, rename it over `path` only when the block succeeds
+    (see `atomic_path`: a killed job or a full disk never leaves a half-written file under `path`)."""
+    encoding = None if "b" in mode else "utf-8"
+    with atomic_path(path) as tmp, open(tmp, mode, encoding=encoding) as f:
+        yield f
 
 
 def write_json(path: str | Path, obj: Any) -> None:

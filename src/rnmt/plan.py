@@ -1,24 +1,35 @@
 """From a validated config and the experiment files to the jobs the Snakefile runs.
 
-A *variant* is one trained configuration (architecture, cell, sizes, training and decoding
-settings) on one corpus; it has a name that is unique across tables, so a table whose rows share
-models with another table reuses them. Settings are the config's defaults overlaid with the row's
-own `model`, `train` and `decode` entries.
+A *variant* is one trained configuration (architecture, cell, sizes, training and decoding settings)
+on one corpus; it is named by (corpus, name), so a row shared by several tables on the same corpus
+is trained once. A row's settings are, from weakest to strongest: the config's `model` / `train` /
+`decode` defaults, the config's `scales.<scale>` entries, the table's `settings.<scale>`, the row's
+own `model` / `train` / `decode`, the row's `scales.<scale>`, and the config's `override`.
+
+The scale also picks each table's corpus: at `demo` every table runs on `scales.demo.corpus` (the
+synthetic pair); at `small` on the paper's corpus with `scales.small.corpora` applied (a cap on the
+training pairs, fewer BPE merges), named `<corpus>-small`; at `paper` on the paper's corpus.
 """
 
 from __future__ import annotations
 
 import json
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rnmt.config import ConfigError, load_yaml, validate
-from rnmt.data.registry import check_corpora
+from rnmt.data.registry import check_corpora, registry_corpus_ids
+from rnmt.io import InputError
 
 SPLITS = ("train", "dev", "test")
 SIDES = ("src", "tgt")
+SECTIONS = ("model", "train", "decode")
+RESOURCES = {
+    "train": {"gpu": 0, "mem_mb": 4000, "runtime": 24 * 60},
+    "translate": {"gpu": 0, "mem_mb": 4000, "runtime": 4 * 60},
+    "data": {"gpu": 0, "mem_mb": 4000, "runtime": 4 * 60, "threads": 1},
+}
 
 
 @dataclass(frozen=True)
@@ -29,7 +40,7 @@ class Variant:
     train: dict[str, Any]
     decode: dict[str, Any]
     seeds: tuple[int, ...]
-    labels: str | None = None        # source dependency labels: gold | stanza (UD paper), None: words only
+    labels: str | None = None               # gold | stanza: source dependency labels as a second factor
 
     def key(self) -> str:
         return json.dumps([self.corpus, self.model, self.train, self.decode, self.labels], sort_keys=True)
@@ -44,13 +55,22 @@ class Variant:
 @dataclass
 class Row:
     system: str
-    variant: str
+    variant: str | None                      # None: the paper's number only (another group's system)
     paper: dict[str, float | None]
     seeds: tuple[int, ...] = (1,)
-    ensemble: bool = False          # one decoding with all seeds' models together
+    ensemble: bool = False                   # one decoding with all seeds' models together
+    why_not: str = ""
+    cell: str | None = None
+    labels: str | None = None
+
+    @property
+    def trained(self) -> bool:
+        return self.variant is not None
 
     def members(self) -> list[str]:
         """What gets decoded: each seed's model, or one ensemble of them all."""
+        if not self.trained:
+            return []
         if self.ensemble:
             return ["ens" + "-".join(str(s) for s in self.seeds)]
         return [f"seed{s}" for s in self.seeds]
@@ -68,35 +88,106 @@ class Table:
     name: str
     path: Path
     title: str
-    corpus: str
+    corpus: str | None
     testset: str
     metrics: list[str]
     rows: list[Row] = field(default_factory=list)
     paper: str = ""
+    kind: str = "translation"
+    baseline: str | None = None
+    lowercase: bool = False
+    figure: dict[str, Any] | None = None
+    notes: str = ""
+
+    @property
+    def trained_rows(self) -> list[Row]:
+        return [r for r in self.rows if r.trained]
 
 
-def table_from_experiment(exp: dict[str, Any], path: Path) -> Table:
-    """The table's layout (rows, metrics, paper numbers) from a validated experiment file."""
-    rows = [Row(r["system"], r["variant"], r.get("paper") or {}, tuple(r["seeds"]), bool(r.get("ensemble", False)))
-            for r in exp["rows"]]
-    return Table(exp["table"], path, exp["title"], exp["corpus"], exp["testset"], exp["metrics"], rows,
-                 exp.get("paper", ""))
+def row_seeds(row: dict[str, Any], max_seeds: int | None = None) -> tuple[int, ...]:
+    """A row's seeds, the first `max_seeds` of them at a scale that caps them (the demo)."""
+    seeds = tuple(row.get("seeds", [1]))
+    return seeds[:max_seeds] if max_seeds else seeds
 
 
-def _overlay(base: dict[str, Any], over: dict[str, Any] | None) -> dict[str, Any]:
-    return {**base, **(over or {})}
+def table_from_experiment(exp: dict[str, Any], path: Path, corpus: str | None = None,
+                          max_seeds: int | None = None) -> Table:
+    """The table's layout (rows, metrics, paper numbers) from a validated experiment file; `corpus` is
+    the corpus the plan's scale chose for it, `max_seeds` its cap on seeds per row."""
+    rows = []
+    for r in exp["rows"]:
+        trained = "arch" in r and exp.get("kind", "translation") == "translation"
+        rows.append(Row(r["system"], r.get("variant") if trained else None, r.get("paper") or {},
+                        row_seeds(r, max_seeds), bool(r.get("ensemble", False)), r.get("why_not", ""),
+                        r.get("cell"), r.get("labels")))
+    return Table(exp["table"], path, exp["title"], corpus or exp.get("corpus"), exp.get("testset", "test"),
+                 exp["metrics"], rows, exp.get("paper", ""), exp.get("kind", "translation"), exp.get("baseline"),
+                 bool(exp.get("lowercase", False)), exp.get("figure"), exp.get("notes", ""))
+
+
+def check_experiment(exp: dict[str, Any], path: Path) -> None:
+    """What the schema cannot say: rows to train are complete, the baseline exists, names agree."""
+    if exp["table"] != path.stem:
+        raise ConfigError(f"{path}: 'table' is {exp['table']!r} but the file is named {path.name}; make them equal")
+    systems = [r["system"] for r in exp["rows"]]
+    if exp.get("baseline") and exp["baseline"] not in systems:
+        raise ConfigError(f"{path}: baseline {exp['baseline']!r} is not a row's system; systems: {', '.join(systems)}")
+    if any(m.endswith("_ratio") for m in exp["metrics"]) and not exp.get("baseline"):
+        raise ConfigError(f"{path}: a *_ratio metric needs 'baseline: <system>' (the row the speeds divide by)")
+    kind = exp.get("kind", "translation")
+    for i, r in enumerate(exp["rows"]):
+        where = f"{path}: rows[{i}] ({r['system']!r})"
+        if kind == "cells":
+            if "cell" not in r:
+                raise ConfigError(f"{where}: a cells table counts a cell; give 'cell'")
+            continue
+        if "arch" in r and "variant" not in r:
+            raise ConfigError(f"{where}: a row to train needs 'variant' (a name for its models)")
+        if "arch" not in r and not r.get("why_not"):
+            raise ConfigError(f"{where}: give 'arch' (and 'variant') to train this row, or 'why_not' to say why "
+                              "the table shows only the paper's number")
+    if kind == "translation" and "corpus" not in exp:
+        raise ConfigError(f"{path}: missing key 'corpus' (the paper's corpus, e.g. atr-wmt14-en-de)")
+
+
+def _overlay(*layers: dict[str, Any] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for layer in layers:
+        out.update(layer or {})
+    return out
+
+
+def _accepted(arch: str, defaults: dict[str, Any]) -> dict[str, Any]:
+    """The config's default (or forced) model settings an architecture takes (the transformer has no
+    `emb`; most recurrent ones no `tie_output`); settings a table or row gives explicitly are never
+    dropped, so a typo there still stops the run."""
+    import rnmt.models  # noqa: F401  (fills the registry)
+    from rnmt.models.registry import accepted_settings
+
+    names = accepted_settings(arch)
+    return defaults if names is None else {k: v for k, v in defaults.items() if k in names}
+
+
+def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
 
 
 class Plan:
     def __init__(self, config: dict[str, Any], root: Path) -> None:
         self.root = Path(root)
         self.config = validate(config, self.root / "workflow/schemas/config.schema.yaml", "config")
-        check_corpora(config, self.root)
         self.run = config["run"]
+        self.scale = config["scale"]
+        self.scale_settings: dict[str, Any] = (config.get("scales") or {}).get(self.scale) or {}
+        self.max_seeds: int | None = self.scale_settings.get("max_seeds")
+        self.corpora_config: dict[str, Any] = dict(config["corpora"])
         self.tables: dict[str, Table] = {}
-        self.variants: dict[str, Variant] = {}
-        owner: dict[str, str] = {}
-        exp_dir = self.root / "workflow/experiments"
+        self.variants: dict[tuple[str, str], Variant] = {}
+        owner: dict[tuple[str, str], str] = {}
+        exp_dir = self.experiments_dir = Path(config.get("experiments_dir") or self.root / "workflow/experiments")
         for name in config["tables"]:
             path = exp_dir / f"{name}.yaml"
             if not path.is_file():
@@ -104,28 +195,92 @@ class Plan:
                 raise ConfigError(f"config 'tables' names {name!r}, but {path} does not exist; "
                                   f"known tables: {', '.join(known)}")
             exp = validate(load_yaml(path), self.root / "workflow/schemas/experiment.schema.yaml", str(path))
-            if exp["table"] != name:
-                raise ConfigError(f"{path}: 'table' is {exp['table']!r} but the file is named {name}.yaml; "
-                                  "make them equal")
-            if exp["corpus"] not in config["corpora"]:
-                raise ConfigError(f"{path}: corpus {exp['corpus']!r} is not in config 'corpora' "
-                                  f"(defined: {', '.join(sorted(config['corpora']))})")
-            table = table_from_experiment(exp, path)
+            check_experiment(exp, path)
+            corpus = self._table_corpus(exp, path) if exp.get("kind", "translation") == "translation" else None
+            table = table_from_experiment(exp, path, corpus, self.max_seeds)
             for row in exp["rows"]:
-                model = {"arch": row["arch"], "cell": row["cell"], **_overlay(config["model"], row.get("model"))}
-                v = Variant(row["variant"], exp["corpus"], model, _overlay(config["train"], row.get("train")),
-                            _overlay(config["decode"], row.get("decode")), tuple(row["seeds"]), row.get("labels"))
-                if bool(v.labels) != bool(model.get("factors")):
-                    raise ConfigError(f"{path}: row {row['variant']!r} needs both `labels:` (gold or stanza) and "
-                                      "`model: {factors: {dims: [word, label]}}`, or neither")
-                if v.name in self.variants and self.variants[v.name].key() != v.key():
-                    raise ConfigError(f"variant {v.name!r} is defined differently in {owner[v.name]} and {path}; "
-                                      "give one of them another name")
-                old = self.variants.get(v.name)
+                if "arch" not in row or table.kind != "translation":
+                    continue
+                v = self._variant(exp, row, corpus)
+                k = (v.corpus, v.name)
+                if k in self.variants and self.variants[k].key() != v.key():
+                    raise ConfigError(f"variant {v.name!r} on corpus {v.corpus} is defined differently in "
+                                      f"{owner[k]} and {path}; give one of them another name")
+                old = self.variants.get(k)
                 seeds = tuple(sorted(set(v.seeds) | set(old.seeds if old else ())))
-                self.variants[v.name] = Variant(v.name, v.corpus, v.model, v.train, v.decode, seeds, v.labels)
-                owner.setdefault(v.name, str(path))
+                self.variants[k] = Variant(v.name, v.corpus, v.model, v.train, v.decode, seeds, v.labels)
+                owner.setdefault(k, str(path))
             self.tables[name] = table
+        self.owner = owner
+        check_corpora({**config, "corpora": self.corpora_config}, self.root)
+
+    # ---- scales ------------------------------------------------------------------------------------
+    def _table_corpus(self, exp: dict[str, Any], path: Path) -> str:
+        """The corpus a table runs on at this scale (added to corpora_config where it is implicit)."""
+        paper_corpus = exp["corpus"]
+        chosen = self.scale_settings.get("corpus")
+        if chosen:
+            if chosen not in self.corpora_config:
+                raise ConfigError(f"config scales.{self.scale}.corpus is {chosen!r}, which is not in config 'corpora' "
+                                  f"(defined: {', '.join(sorted(self.corpora_config))})")
+            return str(chosen)
+        if paper_corpus in self.corpora_config:
+            base = self.corpora_config[paper_corpus]
+        elif paper_corpus in registry_corpus_ids(self.root):
+            base = {"registry": paper_corpus}
+        else:
+            raise ConfigError(f"{path}: corpus {paper_corpus!r} is neither in config 'corpora' nor a corpus of "
+                              f"workflow/corpora.yaml (known: {', '.join(registry_corpus_ids(self.root))})")
+        caps = self.scale_settings.get("corpora")
+        if not caps:
+            self.corpora_config.setdefault(paper_corpus, base)
+            return str(paper_corpus)
+        name = f"{paper_corpus}-{self.scale}"
+        self.corpora_config.setdefault(name, _deep_merge(base, caps))
+        return name
+
+    def _variant(self, exp: dict[str, Any], row: dict[str, Any], corpus: str) -> Variant:
+        table_scale = (exp.get("settings") or {}).get(self.scale) or {}
+        row_scale = (row.get("scales") or {}).get(self.scale) or {}
+        override = self.config.get("override") or {}
+        arch_defaults = ((self.scale_settings.get("arch_model") or {}).get(row["arch"])) or {}
+        defaults = {"model": _accepted(row["arch"], _overlay(self.config.get("model"), self.scale_settings.get("model"),
+                                                             arch_defaults))}
+        forced = {**override, "model": _accepted(row["arch"], override.get("model") or {})}
+        parts = {s: _overlay(defaults.get(s) or _overlay(self.config.get(s), self.scale_settings.get(s)),
+                             table_scale.get(s), row.get(s), row_scale.get(s), forced.get(s)) for s in SECTIONS}
+        model = {"arch": row["arch"], **({"cell": row["cell"]} if "cell" in row else {}), **parts["model"]}
+        return Variant(row["variant"], corpus, model, parts["train"], parts["decode"],
+                       row_seeds(row, self.max_seeds), row.get("labels"))
+
+    def variant(self, corpus: str, name: str) -> Variant:
+        try:
+            return self.variants[(corpus, name)]
+        except KeyError:
+            raise ConfigError(f"no table of this run trains variant {name!r} on corpus {corpus!r}") from None
+
+    def resources(self, group: str) -> dict[str, int]:
+        """The job resources of a rule group at this scale (config scales.<scale>.resources)."""
+        own = (self.scale_settings.get("resources") or {}).get(group) or {}
+        return {**RESOURCES[group], **own}
+
+    def check_models(self) -> None:
+        """Build every variant's model on PyTorch's meta device (no memory, no weights): an unknown cell or
+        architecture, or incompatible settings, stops `rnmt check-config` before any job runs."""
+        import torch
+
+        from rnmt.models import build_model
+
+        for (corpus, name), v in self.variants.items():
+            cfg = dict(v.model)
+            if isinstance(cfg.get("factors"), dict) and "vocab_sizes" not in cfg["factors"]:
+                # the label vocabulary's size is only known from its file; any size checks the shapes
+                cfg["factors"] = {**cfg["factors"], "vocab_sizes": [64] * len(cfg["factors"].get("dims", []))}
+            try:
+                with torch.device("meta"):
+                    build_model(cfg.pop("arch"), 64, 64, **cfg)
+            except InputError as e:
+                raise ConfigError(f"{self.owner[(corpus, name)]}: variant {name!r}: {e}") from None
 
     # ---- paths, all under results/<run>/ -------------------------------------------------------
     @property
@@ -133,48 +288,46 @@ class Plan:
         return f"results/{self.run}"
 
     def corpus(self, name: str) -> dict[str, Any]:
-        """A config corpus entry; a registry corpus gets its languages from the corpus registry."""
+        """A corpus entry; a registry corpus gets its languages from the corpus registry."""
         from rnmt.data.registry import registry_languages
 
-        c = self.config["corpora"][name]
+        c = self.corpora_config[name]
         return {**registry_languages(self.root, c["registry"]), **c} if "registry" in c else c
 
-    def synth_args(self, name: str) -> str:
-        """Command-line flags of `rnmt synth` for a synthetic corpus entry."""
+    def synth_args(self, name: str) -> list[str]:
+        """Command-line arguments of `rnmt synth` for a synthetic corpus entry (a list: rules quote each)."""
         c = self.corpus(name)
-        flags = [f"--{split} {n}" for split, n in c.get("sizes", {}).items()]
+        flags = [x for split, n in c.get("sizes", {}).items() for x in (f"--{split}", str(int(n)))]
         for key in ("seed", "language_seed", "max_words"):
             if key in c:
-                flags.append(f"--{key.replace('_', '-')} {int(c[key])}")
-        return " ".join(flags)
-
-    def label_file(self, variant: str, name: str) -> str:
-        """A variant's label file: `<split>.bpe.lab` or `vocab.lab` of its corpus and label source."""
-        v = self.variants[variant]
-        return f"{self.results}/data/{v.corpus}/labels/{v.labels}/{name}"
-
-    def label_inputs(self, variant: str) -> dict[str, str]:
-        """Training inputs of a labelled variant (train/dev labels, label vocabulary); {} for words only."""
-        if not self.variants[variant].labels:
-            return {}
-        return {"train_src_labels": self.label_file(variant, "train.bpe.lab"),
-                "dev_src_labels": self.label_file(variant, "dev.bpe.lab"),
-                "src_label_vocab": self.label_file(variant, "vocab.lab")}
-
-    def label_args(self, variant: str) -> str:
-        """`rnmt train` flags for a labelled variant ("" for words only)."""
-        return " ".join(f"--{k.replace('_', '-')} {shlex.quote(p)}" for k, p in self.label_inputs(variant).items())
-
-    def test_label_inputs(self, variant: str, testset: str) -> list[str]:
-        """The labels of a test set for `rnmt translate --src-labels` ([] for words only)."""
-        return [self.label_file(variant, f"{testset}.bpe.lab")] if self.variants[variant].labels else []
+                flags += [f"--{key.replace('_', '-')}", str(int(c[key]))]
+        return flags
 
     def metrics_paths(self, table: str) -> list[str]:
         t = self.tables[table]
-        return [f"{self.results}/metrics/{r.variant}/{m}/{t.testset}.json" for r in t.rows for m in r.members()]
+        return [f"{self.results}/metrics/{t.corpus}/{r.variant}/{m}/{t.testset}.json"
+                for r in t.trained_rows for m in r.members()]
+
+    def gates_paths(self, table: str) -> list[str]:
+        """ATR Figure 3's gate statistics: one file per trained seed of each row with a gate metric."""
+        t = self.tables[table]
+        if "gate_pearson_r" not in t.metrics and (t.figure or {}).get("kind") != "gates":
+            return []
+        return [f"{self.results}/analysis/{t.corpus}/{r.variant}/seed{s}/gates.{t.testset}.json"
+                for r in t.trained_rows if not r.ensemble for s in r.seeds]
+
+    def train_logs(self, table: str) -> list[str]:
+        t = self.tables[table]
+        return [f"{self.results}/models/{t.corpus}/{r.variant}/seed{s}/train.jsonl"
+                for r in t.trained_rows if not r.ensemble for s in r.seeds]
 
     def table_targets(self) -> list[str]:
-        return [f"{self.results}/tables/{t}.{ext}" for t in self.tables for ext in ("csv", "md")]
+        out = [f"{self.results}/tables/{t}.{ext}" for t in self.tables for ext in ("csv", "md", "tex")]
+        return out + [f"{self.results}/figures/{t}.png" for t, tab in self.tables.items() if tab.figure]
 
     def plot_targets(self) -> list[str]:
-        return [f"{self.results}/plots/{v.name}/seed{s}/curve.png" for v in self.variants.values() for s in v.seeds]
+        """One learning-curve figure per table with trained rows."""
+        return [f"{self.results}/plots/{t}.curves.png" for t, tab in self.tables.items() if tab.trained_rows]
+
+    def all_metrics_paths(self) -> list[str]:
+        return sorted({p for t in self.tables for p in self.metrics_paths(t)})

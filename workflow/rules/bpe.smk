@@ -18,8 +18,9 @@ def bpe_codes(corpus, side):
 
 
 def codes_flag(corpus, side, flag="--codes"):
+    """[flag, codes file] or [] at word level (a list: the rule quotes each item)."""
     codes = bpe_codes(corpus, side)
-    return f"{flag} {shlex.quote(codes[0])}" if codes else ""
+    return [flag, codes[0]] if codes else []
 
 
 rule learn_bpe:
@@ -43,7 +44,7 @@ rule learn_bpe:
     log:
         R + "/logs/learn_bpe/{corpus}.{codeside}.log",
     shell:
-        "{RNMT} bpe learn --merges {params.merges} --min-frequency {params.min_frequency} "
+        "{RNMT} bpe learn --merges {params.merges:q} --min-frequency {params.min_frequency:q} "
         "--codes {output:q} {input:q} 2> {log:q}"
 
 
@@ -63,7 +64,7 @@ rule apply_bpe:
     log:
         R + "/logs/apply_bpe/{corpus}.{split}.{side}.log",
     shell:
-        "{RNMT} bpe apply {params.codes} {input.text:q} {output:q} 2> {log:q}"
+        "{RNMT} bpe apply {params.codes:q} {input.text:q} {output:q} 2> {log:q}"
 
 
 rule apply_bpe_train:
@@ -78,11 +79,11 @@ rule apply_bpe_train:
         tgt=R + "/data/{corpus}/bpe/train.tgt",
         report=R + "/data/{corpus}/bpe.json",
     params:
-        codes=lambda wc: codes_flag(wc.corpus, "src", "--src-codes") + " " + codes_flag(wc.corpus, "tgt", "--tgt-codes"),
+        codes=lambda wc: codes_flag(wc.corpus, "src", "--src-codes") + codes_flag(wc.corpus, "tgt", "--tgt-codes"),
         limit=lambda wc: (
-            f"--max-subwords {CORPORA[wc.corpus].preprocess['max_subwords']}"
+            ["--max-subwords", CORPORA[wc.corpus].preprocess["max_subwords"]]
             if CORPORA[wc.corpus].preprocess.get("max_subwords")
-            else ""
+            else []
         ),
     threads: 4
     conda:
@@ -90,7 +91,7 @@ rule apply_bpe_train:
     log:
         R + "/logs/apply_bpe_train/{corpus}.log",
     shell:
-        "{RNMT} corpus segment-train {params.codes} {params.limit} --workers {threads} "
+        "{RNMT} corpus segment-train {params.codes:q} {params.limit:q} --workers {threads:q} "
         "--out-src {output.src:q} --out-tgt {output.tgt:q} --report {output.report:q} "
         "{input.src:q} {input.tgt:q} 2> {log:q}"
 
@@ -101,13 +102,11 @@ rule vocab:
     output:
         R + "/data/{corpus}/vocab.{side}",
     params:
-        limits=lambda wc: " ".join(
-            [f"--min-count {int(CORPORA[wc.corpus].vocab.get('min_count') or 1)}"]
-            + ([f"--max-size {CORPORA[wc.corpus].vocab['max_size']}"] if CORPORA[wc.corpus].vocab.get("max_size") else [])
-        ),
+        limits=lambda wc: ["--min-count", int(CORPORA[wc.corpus].vocab.get("min_count") or 1)]
+        + (["--max-size", CORPORA[wc.corpus].vocab["max_size"]] if CORPORA[wc.corpus].vocab.get("max_size") else []),
     conda:
         "../../envs/data.yaml"
     log:
         R + "/logs/vocab/{corpus}.{side}.log",
     shell:
-        "{RNMT} vocab {params.limits} {input:q} {output:q} 2> {log:q}"
+        "{RNMT} vocab {params.limits:q} {input:q} {output:q} 2> {log:q}"

@@ -12,7 +12,7 @@ from rnmt.io import InputError
 # RNMT_REGISTRY points to another registry (a site's mirror of the corpora, or the tests' local server).
 REGISTRY_FILE = str(registry_file(workflow.basedir))
 REGISTRY = Registry(REGISTRY_FILE)
-CORPORA = Corpora(config, REGISTRY)
+CORPORA = Corpora({**config, "corpora": PLAN.corpora_config}, REGISTRY)   # with the corpora the scale implies
 NO_MATCH = "(?!x)x"
 
 
@@ -49,12 +49,12 @@ def fetch_inputs(wc):
 
 
 def assemble_args(wc):
+    """The arguments as a list: the rule quotes each one ({params.args:q})."""
     c = CORPORA[wc.corpus]
-    parts = c.split_parts(wc.split)
-    args = [f"--src {shlex.quote(s)} --tgt {shlex.quote(t)}" for s, t in parts]
+    args = [x for s, t in c.split_parts(wc.split) for x in ("--src", s, "--tgt", t)]
     if c.holdout and wc.split not in (set(c.parts) - {"train"}):
-        args.append(f"--holdout-slice --holdout {shlex.quote(json.dumps(c.holdout))}")
-    return " ".join(args)
+        args += ["--holdout-slice", "--holdout", json.dumps(c.holdout)]
+    return args
 
 
 def chunk_files(wc):
@@ -77,18 +77,18 @@ rule synthetic_corpus:
     log:
         R + "/logs/synthetic_corpus/{corpus}.log",
     shell:
-        "{RNMT} synth --out-dir {params.out_dir:q} {params.args} 2> {log:q}"
+        "{RNMT} synth --out-dir {params.out_dir:q} {params.args:q} 2> {log:q}"
 
 
 rule download:
-    """One file of a url: source; retried with back-off, resumed, sha256-checked, written atomically."""
+    """One file of a url: source; retried with back-off, resumed, checked against its pinned sha256 (looked up
+    by the command, so pinning a file already downloaded does not rerun what depends on it), written atomically."""
     output:
         DOWNLOADS + "/{file}",
     wildcard_constraints:
         file=r"[A-Za-z0-9_+-][A-Za-z0-9._+-]*",
     params:
         url=lambda wc: REGISTRY.download(wc.file)[0],
-        sha=lambda wc: f"--sha256 {REGISTRY.download(wc.file)[1]}" if REGISTRY.download(wc.file)[1] else "",
     resources:
         downloads=1,
     conda:
@@ -96,7 +96,7 @@ rule download:
     log:
         "results/logs/download/{file}.log",
     shell:
-        "{RNMT} corpus download --url {params.url:q} {params.sha} {output:q} 2> {log:q}"
+        "{RNMT} corpus download --registry {REGISTRY_FILE:q} --url {params.url:q} {output:q} 2> {log:q}"
 
 
 rule fetch_source:
@@ -142,7 +142,7 @@ rule assemble:
     log:
         R + "/logs/assemble/{corpus}.{split}.log",
     shell:
-        "{RNMT} corpus assemble --split {wildcards.split} {params.args} --out-src {output.src:q} "
+        "{RNMT} corpus assemble --split {wildcards.split:q} {params.args:q} --out-src {output.src:q} "
         "--out-tgt {output.tgt:q} --manifest {output.manifest:q} 2> {log:q}"
 
 
@@ -160,7 +160,7 @@ rule chunk_index:
     log:
         R + "/logs/chunk_index/{corpus}.log",
     shell:
-        "{RNMT} corpus chunks --chunks {params.n} {input.src:q} {input.tgt:q} {output:q} 2> {log:q}"
+        "{RNMT} corpus chunks --chunks {params.n:q} {input.src:q} {input.tgt:q} {output:q} 2> {log:q}"
 
 
 rule clean_chunk:
@@ -186,8 +186,8 @@ rule clean_chunk:
     log:
         R + "/logs/clean_chunk/{corpus}.{chunk}.log",
     shell:
-        "{RNMT} corpus clean --index {input.index:q} --chunk {wildcards.chunk} --src-lang {params.src_lang} "
-        "--tgt-lang {params.tgt_lang} --settings {params.settings:q} --out-src {output.src:q} "
+        "{RNMT} corpus clean --index {input.index:q} --chunk {wildcards.chunk:q} --src-lang {params.src_lang:q} "
+        "--tgt-lang {params.tgt_lang:q} --settings {params.settings:q} --out-src {output.src:q} "
         "--out-tgt {output.tgt:q} --report {output.report:q} {input.src:q} {input.tgt:q} 2> {log:q}"
 
 
@@ -201,7 +201,8 @@ rule merge_chunks:
         tgt=R + "/data/{corpus}/tok/train.tgt",
         report=R + "/data/{corpus}/prepare.json",
     params:
-        dedupe=lambda wc: "--dedupe" if CORPORA[wc.corpus].preprocess["dedupe"] else "",
+        dedupe=lambda wc: ["--dedupe"] if CORPORA[wc.corpus].preprocess["dedupe"] else [],
+        cap=lambda wc: ["--max-pairs", str(int(n))] if (n := CORPORA[wc.corpus].preprocess["max_pairs"]) else [],
     resources:
         mem_mb=4000,
     conda:
@@ -209,7 +210,7 @@ rule merge_chunks:
     log:
         R + "/logs/merge_chunks/{corpus}.log",
     shell:
-        "{RNMT} corpus merge {params.dedupe} --corpus {wildcards.corpus} --out-src {output.src:q} "
+        "{RNMT} corpus merge {params.dedupe:q} {params.cap:q} --corpus {wildcards.corpus:q} --out-src {output.src:q} "
         "--out-tgt {output.tgt:q} --report {output.report:q} {input:q} 2> {log:q}"
 
 
@@ -229,7 +230,7 @@ rule tokenize:
     log:
         R + "/logs/tokenize/{corpus}.{split}.{side}.log",
     shell:
-        "{RNMT} corpus prepare-text --lang {params.lang} --settings {params.settings:q} {input:q} {output:q} "
+        "{RNMT} corpus prepare-text --lang {params.lang:q} --settings {params.settings:q} {input:q} {output:q} "
         "2> {log:q}"
 
 

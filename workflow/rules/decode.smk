@@ -1,42 +1,53 @@
 # Decoding: beam search on the segmented test source with one model (member seed<N>) or an ensemble
 # (member ens<N>-<M>: the seeds' models together), then BPE removal and detokenization.
 
+DECODE_RES = PLAN.resources("translate")
+
+
+def test_label_input(wc):
+    v = variant_of(wc)
+    return {"labels": f"{R}/data/{wc.corpus}/labels/{v.labels}/{wc.testset}.bpe.lab"} if v.labels else {}
+
 
 rule translate:
     input:
-        models=lambda wc: [f"{R}/models/{wc.variant}/seed{s}/model.pt" for s in member_seeds(wc.member)],
-        src=lambda wc: f"{R}/data/{PLAN.variants[wc.variant].corpus}/bpe/{wc.testset}.src",
+        unpack(test_label_input),
+        models=lambda wc: [f"{R}/models/{wc.corpus}/{wc.variant}/seed{s}/model.pt" for s in member_seeds(wc.member)],
+        src=R + "/data/{corpus}/bpe/{testset}.src",
     output:
-        bpe=R + "/translations/{variant}/{member}/{testset}.bpe",
-        speed=R + "/translations/{variant}/{member}/{testset}.speed.json",
+        bpe=R + "/translations/{corpus}/{variant}/{member}/{testset}.bpe",
+        speed=R + "/translations/{corpus}/{variant}/{member}/{testset}.speed.json",
     params:
-        d=lambda wc: PLAN.variants[wc.variant].decode,
-    threads: config["decode"].get("threads", 1) or 1
+        d=lambda wc: variant_of(wc).decode,
+        labels=lambda wc, input: ["--src-labels", input.labels] if "labels" in input.keys() else [],
+    threads: lambda wc: DECODE_RES.get("threads") or variant_of(wc).decode.get("threads") or 1
+    resources:
+        mem_mb=DECODE_RES["mem_mb"],
+        runtime=DECODE_RES["runtime"],
+        gpu=DECODE_RES["gpu"],
     conda:
         "../../envs/train.yaml"
     log:
-        R + "/logs/translate/{variant}.{member}.{testset}.log",
+        R + "/logs/translate/{corpus}/{variant}.{member}.{testset}.log",
     shell:
-        "{RNMT} translate --model {input.models:q} --beam {params.d[beam]} --batch-size {params.d[batch_size]} "
-        "--length-penalty {params.d[length_penalty]} --alpha {params.d[alpha]} "
-        "--max-len-ratio {params.d[max_len_ratio]} --max-len-extra {params.d[max_len_extra]} "
-        "--threads {threads} --metrics {output.speed:q} {input.src:q} {output.bpe:q} 2> {log:q}"
+        "{RNMT} translate --model {input.models:q} --beam {params.d[beam]:q} --batch-size {params.d[batch_size]:q} "
+        "--length-penalty {params.d[length_penalty]:q} --alpha {params.d[alpha]:q} "
+        "--max-len-ratio {params.d[max_len_ratio]:q} --max-len-extra {params.d[max_len_extra]:q} {params.labels:q} "
+        "--threads {threads:q} --metrics {output.speed:q} {input.src:q} {output.bpe:q} 2> {log:q}"
 
 
 rule postprocess:
     input:
-        R + "/translations/{variant}/{member}/{testset}.bpe",
+        R + "/translations/{corpus}/{variant}/{member}/{testset}.bpe",
     output:
-        tok=R + "/translations/{variant}/{member}/{testset}.tok",
-        txt=R + "/translations/{variant}/{member}/{testset}.txt",
+        tok=R + "/translations/{corpus}/{variant}/{member}/{testset}.tok",
+        txt=R + "/translations/{corpus}/{variant}/{member}/{testset}.txt",
     params:
-        lang=lambda wc: PLAN.corpus(PLAN.variants[wc.variant].corpus)["tgt_lang"],
-        detruecase=lambda wc: (
-            "--detruecase" if CORPORA[PLAN.variants[wc.variant].corpus].preprocess.get("truecase") else ""
-        ),
+        lang=lambda wc: PLAN.corpus(wc.corpus)["tgt_lang"],
+        detruecase=lambda wc: ["--detruecase"] if CORPORA[wc.corpus].preprocess.get("truecase") else [],
     conda:
         "../../envs/data.yaml"
     log:
-        R + "/logs/postprocess/{variant}.{member}.{testset}.log",
+        R + "/logs/postprocess/{corpus}/{variant}.{member}.{testset}.log",
     shell:
-        "{RNMT} postprocess --lang {params.lang} {params.detruecase} --tok-output {output.tok:q} {input:q} {output.txt:q} 2> {log:q}"
+        "{RNMT} postprocess --lang {params.lang:q} {params.detruecase:q} --tok-output {output.tok:q} {input:q} {output.txt:q} 2> {log:q}"

@@ -35,7 +35,7 @@ def gold_conllu(corpus, split):
     """The gold tree files of a corpus split (the generator's, or the corpus entry's `conllu:`)."""
     if CORPORA[corpus].kind == "synthetic":
         return [f"{R}/data/{corpus}/raw/{split}.src.conllu"]
-    entry = config["corpora"][corpus].get("conllu") or {}
+    entry = PLAN.corpora_config.get(corpus, {}).get("conllu") or {}
     files = entry.get(split)
     if not files:
         raise InputError(
@@ -43,7 +43,7 @@ def gold_conllu(corpus, split):
             f"<file.conllu>}}` (CoNLL-U or CoNLL-X), or use the stanza label source"
         )
     files = [files] if isinstance(files, str) else list(files)
-    source = config["corpora"][corpus].get("source", "")
+    source = PLAN.corpora_config.get(corpus, {}).get("source", "")
     folder = Path(source[len("local:"):]) if source.startswith("local:") else Path(".")
     return [str(folder / f) for f in files]
 
@@ -68,15 +68,16 @@ def stanza_models_inputs(wc):
 
 
 def stanza_models_command(wc, input):
-    d = shlex.quote(PARSE["model_dir"])
+    """The `rnmt parse ...` arguments (a list: the rule quotes each)."""
+    d = str(PARSE["model_dir"])
     if PARSE["models"] == "download":
-        mirror = f" --resources-url {shlex.quote(PARSE['resources_url'])}" if PARSE["resources_url"] else ""
-        return f"parse download --lang {wc.lang} --package {shlex.quote(PARSE['package'])} --model-dir {d}{mirror}"
-    return (
-        f"parse train-models --lang {wc.lang} --train {shlex.quote(input.train[0])} "
-        f"--dev {shlex.quote(input.dev[0])} --model-dir {d} --steps-pos {PARSE['train_steps_pos']} "
-        f"--steps-depparse {PARSE['train_steps_depparse']}"
-    )
+        mirror = ["--resources-url", PARSE["resources_url"]] if PARSE["resources_url"] else []
+        return ["parse", "download", "--lang", wc.lang, "--package", PARSE["package"], "--model-dir", d, *mirror]
+    return [
+        "parse", "train-models", "--lang", wc.lang, "--train", input.train[0], "--dev", input.dev[0],
+        "--model-dir", d, "--steps-pos", str(PARSE["train_steps_pos"]),
+        "--steps-depparse", str(PARSE["train_steps_depparse"]),
+    ]
 
 
 rule stanza_models:
@@ -99,7 +100,7 @@ rule stanza_models:
     log:
         R + "/logs/stanza_models/{lang}.log",
     shell:
-        "OMP_NUM_THREADS={threads} {RNMT} {params.command} 2> {log:q}"
+        "OMP_NUM_THREADS={threads:q} {RNMT} {params.command:q} 2> {log:q}"
 
 
 rule parse_chunk:
@@ -125,9 +126,9 @@ rule parse_chunk:
     log:
         R + "/logs/parse_chunk/{corpus}.{split}.{chunk}.log",
     shell:
-        "OMP_NUM_THREADS={threads} {RNMT} parse run --lang {params.lang} --model-dir {params.model_dir:q} "
-        "--chunk {wildcards.chunk} --chunks {params.chunks} --device {params.device} "
-        "--batch-size {params.batch_size} {input.text:q} {output:q} 2> {log:q}"
+        "OMP_NUM_THREADS={threads:q} {RNMT} parse run --lang {params.lang:q} --model-dir {params.model_dir:q} "
+        "--chunk {wildcards.chunk:q} --chunks {params.chunks:q} --device {params.device:q} "
+        "--batch-size {params.batch_size:q} {input.text:q} {output:q} 2> {log:q}"
 
 
 rule parse_merge:
@@ -170,13 +171,13 @@ rule project_labels:
     wildcard_constraints:
         source="gold|stanza",
     params:
-        subtypes="--subtypes" if PARSE["subtypes"] else "",
+        subtypes=["--subtypes"] if PARSE["subtypes"] else [],
     conda:
         "../../envs/data.yaml"
     log:
         R + "/logs/project_labels/{corpus}.{source}.{split}.log",
     shell:
-        "{RNMT} labels project --conllu {input.conllu:q} --bpe {input.bpe:q} {params.subtypes} "
+        "{RNMT} labels project --conllu {input.conllu:q} --bpe {input.bpe:q} {params.subtypes:q} "
         "--output {output:q} 2> {log:q}"
 
 

@@ -1,32 +1,93 @@
-# Tables: one CSV (tidy) and one Markdown (the paper's layout) per experiment file; learning curves.
+# Tables: per experiment file a tidy CSV, a Markdown and a LaTeX table laid out like the paper's, and
+# a PNG where the paper had a figure; runs.csv with every run's metrics and settings; learning curves.
 
 
 rule table:
     input:
         experiment=EXPERIMENTS / "{table}.yaml",
         metrics=lambda wc: PLAN.metrics_paths(wc.table),
+        gates=lambda wc: PLAN.gates_paths(wc.table),
     output:
-        csv=R + "/tables/{table}.csv",
+        csv=report(R + "/tables/{table}.csv", category="Tables", labels={"table": "{table}", "format": "csv"}),
         md=R + "/tables/{table}.md",
+        tex=R + "/tables/{table}.tex",
     params:
-        scale=config["scale"],
+        corpus=lambda wc: PLAN.tables[wc.table].corpus or "",
+        max_seeds=["--max-seeds", str(PLAN.max_seeds)] if PLAN.max_seeds else [],
     conda:
         "../../envs/data.yaml"
     log:
         R + "/logs/table/{table}.log",
     shell:
-        "{RNMT} table --experiment {input.experiment:q} --run {PLAN.run} --scale {params.scale} "
-        "--csv {output.csv:q} --md {output.md:q} {input.metrics:q} 2> {log:q}"
+        "{RNMT} table --experiment {input.experiment:q} --run {PLAN.run:q} --scale {PLAN.scale:q} "
+        "--corpus={params.corpus:q} {params.max_seeds:q} --csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} "
+        "--gates {input.gates:q} -- {input.metrics:q} 2> {log:q}"
 
 
-rule learning_curve:
+rule figure:
+    """ATR Figure 3 (gates by position), DTMT Figure 3 (BLEU by source length), UD Figure 2 (cost)."""
     input:
-        R + "/models/{variant}/seed{seed}/train.jsonl",
+        experiment=EXPERIMENTS / "{table}.yaml",
+        csv=R + "/tables/{table}.csv",
+        metrics=lambda wc: PLAN.metrics_paths(wc.table),
+        gates=lambda wc: PLAN.gates_paths(wc.table),
+        logs=lambda wc: PLAN.train_logs(wc.table) if (PLAN.tables[wc.table].figure or {}).get("kind") == "cost" else [],
     output:
-        R + "/plots/{variant}/seed{seed}/curve.png",
+        report(R + "/figures/{table}.png", category="Figures", labels={"figure": "{table}"}),
+    params:
+        max_seeds=["--max-seeds", str(PLAN.max_seeds)] if PLAN.max_seeds else [],
     conda:
         "../../envs/data.yaml"
     log:
-        R + "/logs/learning_curve/{variant}.seed{seed}.log",
+        R + "/logs/figure/{table}.log",
     shell:
-        "{RNMT} plot-curve --title '{wildcards.variant} seed {wildcards.seed}' {input:q} {output:q} 2> {log:q}"
+        "{RNMT} figure --experiment {input.experiment:q} --scale {PLAN.scale:q} {params.max_seeds:q} --output {output:q} "
+        "--metrics {input.metrics:q} --gates {input.gates:q} --logs {input.logs:q} 2> {log:q}"
+
+
+rule runs:
+    """Every trained model and decoding of this run, one row each, with every metric and setting."""
+    input:
+        PLAN.all_metrics_paths(),
+    output:
+        report(R + "/runs.csv", category="Runs"),
+    conda:
+        "../../envs/data.yaml"
+    log:
+        R + "/logs/runs.log",
+    shell:
+        "{RNMT} runs --output {output:q} {input:q} 2> {log:q}"
+
+
+rule table_curves:
+    """Learning curves of a table's trained rows in one figure (dev perplexity and BLEU by minutes)."""
+    input:
+        experiment=EXPERIMENTS / "{table}.yaml",
+        logs=lambda wc: PLAN.train_logs(wc.table),
+    output:
+        report(R + "/plots/{table}.curves.png", category="Learning curves", labels={"table": "{table}"}),
+    params:
+        max_seeds=["--max-seeds", str(PLAN.max_seeds)] if PLAN.max_seeds else [],
+    conda:
+        "../../envs/data.yaml"
+    log:
+        R + "/logs/table_curves/{table}.log",
+    shell:
+        "{RNMT} figure --curves --experiment {input.experiment:q} {params.max_seeds:q} --output {output:q} "
+        "--logs {input.logs:q} 2> {log:q}"
+
+
+rule learning_curve:
+    """One model's learning curve (a target on demand: results/<run>/plots/<corpus>/<variant>/seed<N>/curve.png)."""
+    input:
+        R + "/models/{corpus}/{variant}/seed{seed}/train.jsonl",
+    output:
+        R + "/plots/{corpus}/{variant}/seed{seed}/curve.png",
+    conda:
+        "../../envs/data.yaml"
+    params:
+        title=lambda wc: f"{wc.variant} seed {wc.seed}",
+    log:
+        R + "/logs/learning_curve/{corpus}/{variant}.seed{seed}.log",
+    shell:
+        "{RNMT} plot-curve --title {params.title:q} {input:q} {output:q} 2> {log:q}"

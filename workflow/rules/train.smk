@@ -1,45 +1,60 @@
-# Training: one job per (variant, seed). Settings come from config.yaml overlaid with the row's own
-# entries in the experiment file; they are params, so editing a row reruns that row's jobs only.
+# Training: one job per (corpus, variant, seed). Settings come from config.yaml, the scale and the
+# experiment file's row (rnmt.plan); they are params, so editing a row reruns that row's jobs only.
 
 
-def corpus_file(kind, split_or_side, side=None):
-    def f(wc):
-        corpus = PLAN.variants[wc.variant].corpus
-        if kind == "vocab":
-            return f"{R}/data/{corpus}/vocab.{split_or_side}"
-        return f"{R}/data/{corpus}/bpe/{split_or_side}.{side}"
+def variant_of(wc):
+    return PLAN.variant(wc.corpus, wc.variant)
 
-    return f
+
+def label_inputs(wc):
+    """Source dependency labels for rows with `labels:` (gold or stanza-predicted)."""
+    v = variant_of(wc)
+    if not v.labels:
+        return {}
+    d = f"{R}/data/{wc.corpus}/labels/{v.labels}"
+    return {"train_labels": f"{d}/train.bpe.lab", "dev_labels": f"{d}/dev.bpe.lab", "label_vocab": f"{d}/vocab.lab"}
+
+
+def label_flags(wc, input):
+    if not variant_of(wc).labels:
+        return []
+    return ["--train-src-labels", input.train_labels, "--dev-src-labels", input.dev_labels,
+            "--src-label-vocab", input.label_vocab]
+
+
+TRAIN_RES = PLAN.resources("train")
 
 
 rule train:
     input:
-        train_src=corpus_file("bpe", "train", "src"),
-        train_tgt=corpus_file("bpe", "train", "tgt"),
-        dev_src=corpus_file("bpe", "dev", "src"),
-        dev_tgt=corpus_file("bpe", "dev", "tgt"),
-        src_vocab=corpus_file("vocab", "src"),
-        tgt_vocab=corpus_file("vocab", "tgt"),
+        unpack(label_inputs),
+        train_src=R + "/data/{corpus}/bpe/train.src",
+        train_tgt=R + "/data/{corpus}/bpe/train.tgt",
+        dev_src=R + "/data/{corpus}/bpe/dev.src",
+        dev_tgt=R + "/data/{corpus}/bpe/dev.tgt",
+        src_vocab=R + "/data/{corpus}/vocab.src",
+        tgt_vocab=R + "/data/{corpus}/vocab.tgt",
     output:
-        model=R + "/models/{variant}/seed{seed}/model.pt",
-        metrics=R + "/models/{variant}/seed{seed}/train.json",
-        log=R + "/models/{variant}/seed{seed}/train.jsonl",
+        model=R + "/models/{corpus}/{variant}/seed{seed}/model.pt",
+        metrics=R + "/models/{corpus}/{variant}/seed{seed}/train.json",
+        log=R + "/models/{corpus}/{variant}/seed{seed}/train.jsonl",
     params:
-        model=lambda wc: PLAN.variants[wc.variant].model_settings(),
-        settings=lambda wc: PLAN.variants[wc.variant].train_settings(int(wc.seed)),
+        model=lambda wc: variant_of(wc).model_settings(),
+        settings=lambda wc: variant_of(wc).train_settings(int(wc.seed)),
+        labels=label_flags,
         out_dir=lambda wc, output: str(Path(output.model).parent),
-    threads: config["train"].get("threads", 1) or 1
+    threads: lambda wc: TRAIN_RES.get("threads") or variant_of(wc).train.get("threads") or 1
     resources:
-        mem_mb=4000,
-        runtime=24 * 60,
-        gpu=0,
+        mem_mb=TRAIN_RES["mem_mb"],
+        runtime=TRAIN_RES["runtime"],
+        gpu=TRAIN_RES["gpu"],
     conda:
         "../../envs/train.yaml"
     log:
-        R + "/logs/train/{variant}.seed{seed}.log",
+        R + "/logs/train/{corpus}/{variant}.seed{seed}.log",
     shell:
         "{RNMT} train --model {params.model:q} --settings {params.settings:q} "
         "--train-src {input.train_src:q} --train-tgt {input.train_tgt:q} "
         "--dev-src {input.dev_src:q} --dev-tgt {input.dev_tgt:q} "
-        "--src-vocab {input.src_vocab:q} --tgt-vocab {input.tgt_vocab:q} "
+        "--src-vocab {input.src_vocab:q} --tgt-vocab {input.tgt_vocab:q} {params.labels:q} "
         "--out-dir {params.out_dir:q} 2> {log:q}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -13,6 +14,8 @@ from torch import Tensor
 from rnmt.data.bpe import SEPARATOR
 from rnmt.data.vocab import BOS_ID, EOS_ID, PAD_ID, SPECIALS, UNK_ID, Vocab
 from rnmt.io import InputError, read_parallel
+
+log = logging.getLogger(__name__)
 
 
 def count_words(subword_line: str) -> int:
@@ -52,9 +55,14 @@ def load_parallel(src_path: str | Path, tgt_path: str | Path, src_vocab: Vocab, 
     labels = load_labels(src_labels, src_path, src_lines, label_vocab or Vocab(SPECIALS)) \
         if src_labels is not None else None
     data = ParallelData([], [], [], [], [] if labels is not None else None)
+    empty = long = 0
     for k, (s, t) in enumerate(zip(src_lines, tgt_lines, strict=True)):
         si, ti = src_vocab.encode(s), tgt_vocab.encode(t)
-        if not si or not ti or (max_len is not None and max(len(si), len(ti)) > max_len):
+        if not si or not ti:
+            empty += 1
+            continue
+        if max_len is not None and max(len(si), len(ti)) > max_len:
+            long += 1
             continue
         if labels is not None and data.src_labels is not None:
             data.src_labels.append(labels[k])
@@ -62,9 +70,12 @@ def load_parallel(src_path: str | Path, tgt_path: str | Path, src_vocab: Vocab, 
         data.tgt.append(ti)
         data.src_words.append(count_words(s))
         data.tgt_words.append(count_words(t))
+    if empty or long:
+        log.info("%s / %s: %d pairs with an empty side and %d longer than max_len=%s skipped, %d kept", src_path,
+                 tgt_path, empty, long, max_len, len(data.src))
     if not data.src:
-        raise InputError(f"{src_path} / {tgt_path}: no sentence pair left (empty files, or every pair is "
-                         f"longer than max_len={max_len})")
+        raise InputError(f"{src_path} / {tgt_path}: no sentence pair left ({len(src_lines)} lines: {empty} with an "
+                         f"empty side, {long} longer than max_len={max_len}); check the files, or raise max_len")
     return data
 
 

@@ -12,20 +12,59 @@ from typing import Any
 from rnmt.io import InputError
 
 log = logging.getLogger("rnmt")
-REGISTRY = Path(__file__).resolve().parents[3] / "workflow/corpora.yaml"
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _registry(a: argparse.Namespace) -> Any:
-    from rnmt.data.registry import Registry
+    from rnmt.data.registry import Registry, registry_file
 
-    return Registry(a.registry)
+    return Registry(a.registry or registry_file(ROOT))
 
 
 def cmd_download(a: argparse.Namespace) -> None:
     from rnmt.data.download import download
 
-    url, sha = (a.url, a.sha256) if a.url else _registry(a).download(Path(a.output).name)
-    download(url, a.output, sha, retries=a.retries, backoff=a.backoff, timeout=a.timeout)
+    url, sha = a.url, a.sha256
+    if not (url and sha):            # the registry's URL and pin (in the registry or its pin file) for this name
+        reg = _registry(a)
+        name = Path(a.output).name
+        if url is None or name in reg.download_names():
+            reg_url, reg_sha = reg.download(name)
+            url, sha = url or reg_url, sha or (reg_sha if url in (None, reg_url) else None)
+    download(url or "", a.output, sha, retries=a.retries, backoff=a.backoff, timeout=a.timeout)
+
+
+def cmd_pin(a: argparse.Namespace) -> None:
+    """Record the sha256 of downloaded files in the registry's pin file (downloading them first if needed)."""
+    from rnmt.data.download import download, sha256_of
+    from rnmt.data.pins import read_pins, write_pins
+
+    reg = _registry(a)
+    names = reg.download_names() if a.all else a.names
+    unknown = [n for n in names if n not in reg.download_names()]
+    if unknown:
+        raise InputError(f"{reg.path} downloads no file named {', '.join(unknown)}; its downloads: "
+                         f"{', '.join(reg.download_names())}")
+    pins = read_pins(reg.pin_file)
+    bad = []
+    for name in names:
+        url, sha = reg.download(name)
+        dest = Path(a.download_dir) / name
+        if sha:
+            if dest.is_file() and sha256_of(dest) != sha:
+                bad.append(f"{dest} does not match its pin {sha}: delete it and rerun")
+            print(f"{name}: already pinned ({sha}){', the file matches' if dest.is_file() and not bad else ''}")
+            continue
+        if not dest.is_file():       # a file put there by hand (downloaded elsewhere) is pinned as it is
+            download(url, dest, None, retries=a.retries, backoff=a.backoff, timeout=a.timeout, allow_unpinned=True)
+        pins[name] = sha256_of(dest)
+        write_pins(reg.pin_file, pins)           # after each file: an interrupted run keeps what it pinned
+        print(f"{name}: pinned {pins[name]} ({url}) in {reg.pin_file}")
+    unpinned = [n for n in reg.download_names() if not reg.download(n)[1] and n not in pins]
+    print(f"{len(reg.download_names()) - len(unpinned)} of {len(reg.download_names())} downloads pinned"
+          + (f"; not pinned: {', '.join(unpinned)} (rnmt corpus pin --all pins them)" if unpinned else ""))
+    if bad:
+        raise InputError("; ".join(bad))
 
 
 def cmd_fetch(a: argparse.Namespace) -> None:
@@ -68,7 +107,8 @@ def cmd_merge(a: argparse.Namespace) -> None:
     if len(a.chunks) != 3 * n:
         raise InputError("give each chunk as three files: src tgt report")
     parts = [(Path(a.chunks[3 * i]), Path(a.chunks[3 * i + 1]), Path(a.chunks[3 * i + 2])) for i in range(n)]
-    merge(parts, Path(a.out_src), Path(a.out_tgt), Path(a.report), a.dedupe, {"corpus": a.corpus})
+    merge(parts, Path(a.out_src), Path(a.out_tgt), Path(a.report), a.dedupe, {"corpus": a.corpus},
+          max_pairs=a.max_pairs)
 
 
 def cmd_prepare_text(a: argparse.Namespace) -> None:
@@ -125,17 +165,26 @@ def add_parsers(sub: Any) -> None:
 
     def cmd(name: str, func: Any, help: str) -> argparse.ArgumentParser:
         p = cs.add_parser(name, help=help)
-        p.add_argument("--registry", default=str(REGISTRY), help="the corpus registry (workflow/corpora.yaml)")
+        p.add_argument("--registry",
+                       help="the corpus registry (default: $RNMT_REGISTRY, else workflow/corpora.yaml)")
         p.set_defaults(func=func)
         return p
 
     p = cmd("download", cmd_download, "download a file (retries, resumes, verifies sha256, atomic)")
     p.add_argument("--url", help="default: the registry's URL for the output's file name")
-    p.add_argument("--sha256", help="with --url: the expected checksum")
+    p.add_argument("--sha256", help="the expected checksum (default: the registry's pin for the output's name)")
     p.add_argument("--retries", type=int, default=5)
     p.add_argument("--backoff", type=float, default=2.0, help="seconds before the first retry, doubling")
     p.add_argument("--timeout", type=float, default=60.0)
     p.add_argument("output")
+
+    p = cmd("pin", cmd_pin, "pin the sha256 of downloads in the registry's pin file (without names: report)")
+    p.add_argument("--all", action="store_true", help="every download of the registry")
+    p.add_argument("--download-dir", default="results/downloads")
+    p.add_argument("--retries", type=int, default=5)
+    p.add_argument("--backoff", type=float, default=2.0)
+    p.add_argument("--timeout", type=float, default=60.0)
+    p.add_argument("names", nargs="*", help="file names under the download folder (rnmt corpus pin lists them)")
 
     p = cmd("fetch", cmd_fetch, "turn a registry source into one plain text file per language")
     p.add_argument("--source", required=True)
@@ -170,6 +219,7 @@ def add_parsers(sub: Any) -> None:
 
     p = cmd("merge", cmd_merge, "merge cleaned chunks in order (optionally deduplicating)")
     p.add_argument("--dedupe", action="store_true")
+    p.add_argument("--max-pairs", type=int, default=None, help="keep a random sample of this many pairs")
     p.add_argument("--corpus", default="")
     pair_io(p, inputs=False)
     p.add_argument("chunks", nargs="+", help="src tgt report of each chunk, in order")

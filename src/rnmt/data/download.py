@@ -3,8 +3,11 @@
 A file under its final name is always complete: bytes arrive in `<name>.part` (kept across
 attempts and runs so that a dropped connection resumes with an HTTP Range request), and the
 `.part` file is renamed only after its checksum is verified. A checksum mismatch deletes it.
-Where no sha256 is pinned, the one computed is stored beside the file (`<name>.sha256`) and
-logged, so that it can be pinned in the registry.
+
+Every download is checksum-pinned: without a pinned sha256 it is refused, unless the caller
+allows it (`rnmt corpus pin`, which downloads once and records the checksum in the registry's
+pin file, or RNMT_ALLOW_UNPINNED=1). The sha256 computed is stored beside the file
+(`<name>.sha256`).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import hashlib
 import http.client
 import logging
 import os
+import shlex
 import time
 import urllib.error
 import urllib.request
@@ -28,6 +32,16 @@ RETRYABLE_HTTP = {408, 425, 429, 500, 502, 503, 504}
 
 class DownloadError(InputError):
     """A download failed for good (after the retries), or its content is not what was pinned."""
+
+
+def unpinned_allowed() -> bool:
+    return os.environ.get("RNMT_ALLOW_UNPINNED", "") not in ("", "0")
+
+
+def manual_alternative(url: str, dest: Path) -> str:
+    return (f"Without network here, download it on a machine that has one (e.g. curl -fLo {dest.name} "
+            f"{shlex.quote(url)}) and put it at {dest}: it is then checked against the pinned sha256, and not "
+            "downloaded again")
 
 
 def sha256_of(path: str | Path) -> str:
@@ -83,16 +97,22 @@ def _fetch_once(url: str, part: Path, timeout: float) -> None:
 
 
 def download(url: str, dest: str | Path, sha256: str | None = None, retries: int = 5, backoff: float = 2.0,
-             timeout: float = 60.0) -> Path:
+             timeout: float = 60.0, allow_unpinned: bool | None = None) -> Path:
     """Download `url` to `dest` unless a complete copy is there; return `dest`.
 
     Retries `retries` times on network errors and retryable HTTP statuses, waiting
     `backoff * 2**attempt` seconds between attempts, resuming where the last attempt stopped.
+    Without `sha256` the download is refused unless `allow_unpinned` (default: $RNMT_ALLOW_UNPINNED).
     """
     dest = Path(dest)
     if is_complete(dest, sha256):
         log.info("%s: already complete, not downloading again", dest)
         return dest
+    if not sha256 and not (unpinned_allowed() if allow_unpinned is None else allow_unpinned):
+        raise DownloadError(f"{url}: no sha256 is pinned for {dest.name}, so its content could not be verified; "
+                            f"refusing to download it. Pin it once: `rnmt corpus pin {dest.name}` downloads it and "
+                            "records its sha256 in the registry's pin file (check the file first if you can); or set "
+                            "RNMT_ALLOW_UNPINNED=1 to download without a pin")
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
     for attempt in range(retries + 1):
@@ -112,7 +132,8 @@ def download(url: str, dest: str | Path, sha256: str | None = None, retries: int
             reason = str(e)
         if attempt == retries:
             kept = f"; the partial file {part} is kept and the next run resumes it" if part.exists() else ""
-            raise DownloadError(f"{url}: download failed after {retries + 1} attempts (last: {reason}){kept}")
+            raise DownloadError(f"{url}: download failed after {retries + 1} attempts (last: {reason}){kept}. "
+                                + manual_alternative(url, dest))
         wait = backoff * 2**attempt
         log.warning("%s: %s; retrying in %.1f s", url, reason, wait)
         time.sleep(wait)
@@ -120,7 +141,9 @@ def download(url: str, dest: str | Path, sha256: str | None = None, retries: int
     if sha256 and got != sha256.lower():
         part.unlink(missing_ok=True)
         raise DownloadError(f"{url}: sha256 mismatch: expected {sha256.lower()}, got {got}; the download was "
-                            "deleted. If the file changed upstream on purpose, update the pin in the registry")
+                            "deleted (a corrupted or tampered download, or the file changed upstream). Rerun to "
+                            "download it again; if it changed upstream on purpose, remove its old pin and run "
+                            f"`rnmt corpus pin {dest.name}`")
     if not sha256:
         log.warning("%s: no sha256 pinned; computed %s (pin it in the registry to verify later downloads)", url, got)
     with atomic_writer(_sidecar(dest)) as f:

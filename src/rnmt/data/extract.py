@@ -11,6 +11,7 @@ import gzip
 import shutil
 import tarfile
 import zipfile
+import zlib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
@@ -56,6 +57,14 @@ def _zip_members(archive: Path, z: zipfile.ZipFile) -> dict[str, zipfile.ZipInfo
     return members
 
 
+DAMAGED = (tarfile.TarError, zipfile.BadZipFile, gzip.BadGzipFile, EOFError, zlib.error)
+
+
+def damaged(archive: Path, e: BaseException) -> InputError:
+    return InputError(f"{archive}: the archive is damaged or truncated ({type(e).__name__}: {e}); delete it and "
+                      "rerun to download it again (a pinned sha256 catches this at download time)")
+
+
 def archive_kind(path: str | Path) -> str:
     """'tar', 'zip', 'gz' (one compressed file) or 'plain', from the file's content."""
     path = Path(path)
@@ -71,19 +80,32 @@ def list_members(archive: str | Path) -> list[str]:
     """The file members of an archive (after checking every member is safe)."""
     archive = Path(archive)
     kind = archive_kind(archive)
-    if kind == "tar":
-        with tarfile.open(archive) as tar:
-            return sorted(n for n, m in _tar_members(archive, tar).items() if m.isfile())
-    if kind == "zip":
-        with zipfile.ZipFile(archive) as z:
-            return sorted(n for n in _zip_members(archive, z) if not n.endswith("/"))
+    try:
+        if kind == "tar":
+            with tarfile.open(archive) as tar:
+                return sorted(n for n, m in _tar_members(archive, tar).items() if m.isfile())
+        if kind == "zip":
+            with zipfile.ZipFile(archive) as z:
+                return sorted(n for n in _zip_members(archive, z) if not n.endswith("/"))
+    except DAMAGED as e:
+        raise damaged(archive, e) from None
     return [archive.name]
 
 
 @contextmanager
 def open_member(archive: str | Path, member: str | None, decompress: bool = True) -> Iterator[IO[bytes]]:
-    """A binary stream of one member; `.gz` members (and plain .gz archives) are decompressed."""
+    """A binary stream of one member; `.gz` members (and plain .gz archives) are decompressed. A damaged
+    or truncated archive (also one found part-way through reading) is an InputError naming it."""
     archive = Path(archive)
+    try:
+        with _open_member(archive, member, decompress) as f:
+            yield f
+    except DAMAGED as e:
+        raise damaged(archive, e) from None
+
+
+@contextmanager
+def _open_member(archive: Path, member: str | None, decompress: bool) -> Iterator[IO[bytes]]:
     kind = archive_kind(archive)
     if kind in ("gz", "plain"):
         if member not in (None, "", archive.name):

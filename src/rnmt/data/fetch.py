@@ -109,7 +109,13 @@ def fetch_sacrebleu_source(src: Source, outs: dict[str, Path]) -> dict[str, int]
     ds = DATASETS[name]
     if pair not in ds.langpairs:
         raise InputError(f"{src.id}: sacrebleu test set {name} has no pair {pair}; it has {', '.join(ds.langpairs)}")
-    ds.process_to_text(pair)
+    try:
+        ds.process_to_text(pair)
+    except (Exception, SystemExit) as e:        # sacrebleu raises, or exits, when a download fails
+        raise InputError(f"{src.id}: sacrebleu could not get test set {name} from {', '.join(ds.data)} "
+                         f"({type(e).__name__}: {e}). Without network here, run `sacrebleu -t {name} -l {pair} "
+                         f"--echo src` on a machine that has one and copy its cache {ds._rawdir} ($SACREBLEU) "
+                         "here") from None
     a, _ = pair.split("-")
     files = {a: [ds.get_source_file(pair)], src.langs[1 - src.langs.index(a)]: ds.get_reference_files(pair)}
     texts = {lang: [Path(f).read_text(encoding="utf-8").splitlines() for f in fs] for lang, fs in files.items()}
@@ -140,8 +146,10 @@ def fetch_mtdata_source(src: Source, outs: dict[str, Path], cache_dir: Path | No
             break
         except Exception as e:         # mtdata raises assertions and requests' errors alike
             if attempt == retries:
-                raise InputError(f"{src.id}: mtdata could not get {src.spec} after {retries + 1} attempts: "
-                                 f"{e!r}") from None
+                raise InputError(f"{src.id}: mtdata could not get {src.spec} from {entry.url} after {retries + 1} "
+                                 f"attempts: {e!r}. Without network here, run `mtdata cache -di "
+                                 f"{src.spec}` on a machine that has one and copy its cache ({cache.root}, "
+                                 "$MTDATA) here") from None
             log.warning("%s: mtdata failed (%r); retrying in %.0f s", src.id, e, backoff * 2**attempt)
             time.sleep(backoff * 2**attempt)
     n, skipped = 0, 0

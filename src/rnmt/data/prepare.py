@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import random
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -118,6 +119,9 @@ def clean_chunk(index_path: Path, i: int, src: Path, tgt: Path, src_lang: str, t
                 last = time.monotonic()
                 log.info("chunk %d: %d of %d lines", i, report.lines_in, chunk.lines)
     write_json(out_report, {"chunk": i, **report.as_dict()})
+    if report.step("non_empty").dropped:
+        log.warning("chunk %d: %d pairs with an empty or whitespace-only side dropped (counted in %s)", i,
+                    report.step("non_empty").dropped, out_report)
     log.info("chunk %d: %d → %d lines in %.1f s", i, report.lines_in, report.lines_out, report.seconds)
     return report
 
@@ -126,31 +130,66 @@ def _pair_hash(a: str, b: str) -> int:
     return int.from_bytes(hashlib.blake2b(f"{a}\t{b}".encode(), digest_size=8).digest(), "little")
 
 
+def _merged(parts: Sequence[tuple[Path, Path, Path]], dedupe: bool) -> Iterator[tuple[str, str] | None]:
+    """The chunks' pairs in order; a repeated pair (with `dedupe`) comes out as None."""
+    seen: set[int] = set()
+    for s, t, _ in parts:
+        for a, b in zip(_decoded(s, 0, 1 << 62), _decoded(t, 0, 1 << 62), strict=True):
+            if dedupe:
+                h = _pair_hash(a, b)
+                if h in seen:
+                    yield None
+                    continue
+                seen.add(h)
+            yield a, b
+
+
+def empty_corpus_message(report: Report, corpus: str, where: Path) -> str:
+    """Why no training pair is left: each filter step's drops, and the settings that loosen them."""
+    drops = ", ".join(f"{s.name} dropped {s.dropped}" for s in report.steps if s.dropped) or "nothing was dropped"
+    return (f"{corpus or where}: the training data is empty after filtering ({report.lines_in} pairs in; {drops}). "
+            "Check the input files (empty or whitespace-only lines are dropped) and loosen the corpus' preprocess "
+            "settings (min_words, max_words, max_ratio)")
+
+
 def merge(parts: Sequence[tuple[Path, Path, Path]], out_src: Path, out_tgt: Path, out_report: Path,
-          dedupe: bool, extra: dict[str, Any] | None = None) -> Report:
+          dedupe: bool, extra: dict[str, Any] | None = None, max_pairs: int | None = None,
+          seed: int = 1) -> Report:
     """Concatenate cleaned chunks in order, dropping repeated pairs if `dedupe`; sum the reports.
 
     Duplicates are found by a 64-bit hash per pair (8 bytes of blake2b): memory grows with the
-    number of distinct pairs (about 60 bytes each), not with their text.
+    number of distinct pairs (about 60 bytes each), not with their text. With `max_pairs` (the small
+    scale's cap), a uniform random sample of that many pairs (fixed `seed`) is kept, in corpus order.
     """
     report = Report()
     for _, _, r in parts:
         report.add(Report.from_dict(read_json(r)))
-    seen: set[int] = set()
-    step = report.step("dedupe") if dedupe else None
     t0 = time.perf_counter()
+    keep: set[int] | None = None
+    if max_pairs:
+        total = sum(1 for p in _merged(parts, dedupe) if p is not None)
+        if total > max_pairs:
+            keep = set(random.Random(seed).sample(range(total), max_pairs))
+    step = report.step("dedupe") if dedupe else None
+    cap = report.step("max_pairs") if keep is not None else None
+    i = 0
     with atomic_writer(out_src) as fs, atomic_writer(out_tgt) as ft:
-        for s, t, _ in parts:
-            for a, b in zip(_decoded(s, 0, 1 << 62), _decoded(t, 0, 1 << 62), strict=True):
-                if step is not None:
-                    h = _pair_hash(a, b)
-                    if h in seen:
-                        step.dropped += 1
-                        continue
-                    seen.add(h)
-                    step.kept += 1
-                fs.write(a + "\n")
-                ft.write(b + "\n")
+        for pair in _merged(parts, dedupe):
+            if pair is None:
+                step.dropped += 1                        # type: ignore[union-attr]
+                continue
+            if step is not None:
+                step.kept += 1
+            i += 1
+            if keep is not None and cap is not None:
+                if i - 1 not in keep:
+                    cap.dropped += 1
+                    continue
+                cap.kept += 1
+            fs.write(pair[0] + "\n")
+            ft.write(pair[1] + "\n")
+        if report.lines_out == 0:        # raised inside the writers: no empty training files are left
+            raise InputError(empty_corpus_message(report, (extra or {}).get("corpus", ""), out_src))
     report.seconds += time.perf_counter() - t0
     write_json(out_report, {**(extra or {}), "chunks": len(parts), **report.as_dict()})
     log.info("merged %d chunks: %d → %d lines", len(parts), report.lines_in, report.lines_out)

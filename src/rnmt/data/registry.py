@@ -18,12 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from rnmt.config import ConfigError, load_yaml
+from rnmt.data.pins import check_sha256, pin_file, read_pins
 from rnmt.data.sources import Source, split_source
 
 SPLITS = ("train", "dev", "test")
 PREPROCESS = {"tokenized": False, "escape": True, "normalize": True, "lowercase": False, "truecase": False,
               "segment": "auto", "romanian": False, "max_words": None, "min_words": 1, "max_ratio": None,
-              "dedupe": False, "max_subwords": None, "chunks": 1}
+              "dedupe": False, "max_subwords": None, "max_pairs": None, "chunks": 1}
 BPE = {"merges": 0, "joint": False, "min_frequency": 2}
 VOCAB = {"max_size": None, "min_count": 1}
 DOWNLOADS = "results/downloads"
@@ -64,14 +65,27 @@ class Registry:
         where = str(self.path)
         self.sources = {sid: Source.from_entry(sid, e or {}, where) for sid, e in (data.get("sources") or {}).items()}
         self.corpora: dict[str, dict[str, Any]] = data.get("corpora") or {}
+        self.pin_file = pin_file(self.path)
+        self.pins = read_pins(self.pin_file)
         self._downloads: dict[str, tuple[str, str | None]] = {}
         for s in self.sources.values():
             for name, url in s.downloads():
                 old = self._downloads.get(name)
                 sha = s.sha256.get(name)
+                if sha:
+                    sha = check_sha256(sha, f"{where}: sources.{s.id}.sha256.{name}")
                 if old and (old[0] != url or (old[1] and sha and old[1] != sha)):
                     raise ConfigError(f"{where}: download name {name!r} is used for {old[0]} and {url}")
                 self._downloads[name] = (url, sha or (old[1] if old else None))
+        for name, sha in self.pins.items():
+            if name not in self._downloads:
+                raise ConfigError(f"{self.pin_file}: pins {name!r}, which no source of {where} downloads; remove "
+                                  "the line")
+            pinned = self._downloads[name][1]
+            if pinned and pinned != sha:
+                raise ConfigError(f"{name} is pinned to {pinned} in {where} but to {sha} in {self.pin_file}; keep "
+                                  "one")
+            self._downloads[name] = (self._downloads[name][0], sha)
         for cid, c in self.corpora.items():
             for split, ids in (c.get("splits") or {}).items():
                 for sid in ids:
@@ -82,6 +96,10 @@ class Registry:
             raise ConfigError(f"{where or self.path}: unknown source {sid!r}; sources in {self.path}: "
                               f"{', '.join(sorted(self.sources))}")
         return self.sources[sid]
+
+    def download_names(self) -> list[str]:
+        """Every file the `url:` sources download, sorted."""
+        return sorted(self._downloads)
 
     def download(self, name: str) -> tuple[str, str | None]:
         """(URL, pinned sha256 or None) of a file under results/downloads/."""
@@ -208,3 +226,8 @@ def registry_languages(root: str | Path, corpus_id: str) -> dict[str, str]:
     """src_lang and tgt_lang of a registry corpus (empty for an unknown id: validation reports it)."""
     preset = _registry(registry_file(root)).corpora.get(corpus_id, {})
     return {k: preset[k] for k in ("src_lang", "tgt_lang") if k in preset}
+
+
+def registry_corpus_ids(root: str | Path) -> list[str]:
+    """The paper corpora of the registry (workflow/corpora.yaml, or RNMT_REGISTRY)."""
+    return sorted(_registry(registry_file(root)).corpora)

@@ -3,14 +3,12 @@ text, then restore it at the start of every sentence (as SR-NMT's En-Ro preproce
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 from sacremoses import MosesTruecaser
 
-from rnmt.io import InputError, atomic_writer
+from rnmt.io import InputError, atomic_path, atomic_writer
 
 
 def _token_lists(path: Path) -> Iterator[list[str]]:
@@ -24,16 +22,9 @@ def train(text: str | Path, model: str | Path) -> None:
     text, model = Path(text), Path(model)
     if not text.is_file():
         raise InputError(f"{text}: file not found")
-    model.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{model.name}.", suffix=".part", dir=model.parent)
-    os.close(fd)
-    try:
+    with atomic_path(model) as tmp:
         # sacremoses' train_from_file reads the whole file into memory; _train takes an iterator.
-        MosesTruecaser()._train(_token_lists(text), save_to=tmp)
-        os.replace(tmp, model)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        MosesTruecaser()._train(_token_lists(text), save_to=str(tmp))
 
 
 def apply(model: str | Path, inp: str | Path, out: str | Path) -> int:

@@ -17,7 +17,8 @@ from sacrebleu.metrics import BLEU, CHRF
 
 from rnmt.io import InputError
 
-LENGTH_BUCKETS = (0, 10, 20, 30, 40, 50)     # DTMT Figure 3: (0,10], (10,20], ..., (50, ∞)
+LENGTH_BUCKETS = (0, 10, 20, 30, 40, 50)     # (0,10], (10,20], ..., (50, ∞)
+LONGER_THAN = (0, 10, 20, 30, 40, 50, 60)    # DTMT Figure 3's x-axis: sources longer than x words
 
 
 def _check(hyps: Sequence[str], refs: Sequence[Sequence[str]], what: str) -> None:
@@ -44,10 +45,25 @@ def bleu_by_length(hyps: Sequence[str], refs: Sequence[Sequence[str]], src_lengt
     return out
 
 
+def bleu_longer_than(hyps: Sequence[str], refs: Sequence[Sequence[str]], src_lengths: Sequence[int],
+                     lowercase: bool = False) -> dict[str, float]:
+    """BLEU of the sentences whose source is longer than each threshold (DTMT Figure 3)."""
+    out = {}
+    for lo in LONGER_THAN:
+        idx = [i for i, n in enumerate(src_lengths) if n > lo]
+        if idx:
+            b = BLEU(lowercase=lowercase).corpus_score([hyps[i] for i in idx], [[r[i] for i in idx] for r in refs])
+            out[str(lo)] = b.score
+    return out
+
+
 def score(hyps: Sequence[str], refs: Sequence[Sequence[str]], hyps_tok: Sequence[str] | None = None,
           refs_tok: Sequence[Sequence[str]] | None = None, lowercase: bool = False,
-          src_lengths: Sequence[int] | None = None) -> dict[str, Any]:
-    """`refs` is a list of reference streams (one for WMT, four for NIST), each aligned with `hyps`."""
+          src_lengths: Sequence[int] | None = None,
+          parts: Sequence[tuple[str, int, int]] | None = None) -> dict[str, Any]:
+    """`refs` is a list of reference streams (one for WMT, four for NIST), each aligned with `hyps`;
+    `parts` names the test sets a merged test split is made of, as (name, first line, lines), for
+    BLEU per test set (NIST MT02..MT08) and their average."""
     _check(hyps, refs, "detokenized scoring")
     bleu = BLEU(lowercase=lowercase)
     b = bleu.corpus_score(list(hyps), [list(r) for r in refs])
@@ -70,4 +86,21 @@ def score(hyps: Sequence[str], refs: Sequence[Sequence[str]], hyps_tok: Sequence
         if len(src_lengths) != len(hyps):
             raise InputError(f"{len(src_lengths)} source lines for {len(hyps)} hypotheses")
         out["bleu_by_length"] = bleu_by_length(hyps, refs, src_lengths, lowercase)
+        out["bleu_longer_than"] = bleu_longer_than(hyps, refs, src_lengths, lowercase)
+    if parts:
+        out["bleu_by_part"] = bleu_by_part(hyps, refs, parts, lowercase)
+        out["bleu_avg"] = sum(out["bleu_by_part"].values()) / len(out["bleu_by_part"])
+    return out
+
+
+def bleu_by_part(hyps: Sequence[str], refs: Sequence[Sequence[str]], parts: Sequence[tuple[str, int, int]],
+                 lowercase: bool = False) -> dict[str, float]:
+    """BLEU of each test set of a merged split; `parts` gives (name, first line counting from 1, lines)."""
+    end = max(a - 1 + n for _, a, n in parts)
+    if end > len(hyps):
+        raise InputError(f"the test split's manifest covers {end} lines but there are {len(hyps)} hypotheses")
+    out = {}
+    for name, first, n in parts:
+        lo, hi = first - 1, first - 1 + n
+        out[name] = BLEU(lowercase=lowercase).corpus_score(list(hyps[lo:hi]), [list(r[lo:hi]) for r in refs]).score
     return out

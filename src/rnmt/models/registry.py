@@ -27,3 +27,22 @@ def build_model(arch: str, src_vocab_size: int, tgt_vocab_size: int, **settings:
         return MODELS[arch](src_vocab_size, tgt_vocab_size, **settings)
     except TypeError as e:
         raise InputError(f"architecture {arch!r}: {e}") from None
+
+
+def accepted_settings(arch: str) -> set[str] | None:
+    """The model settings an architecture's constructor takes (None: it takes any, or is unknown)."""
+    import inspect
+
+    if arch not in MODELS:
+        return None
+    cls = MODELS[arch]
+    names: set[str] = set()
+    for klass in cls.__mro__:                      # subclasses that pass **settings on take their parent's
+        if "__init__" not in vars(klass):
+            continue
+        params = inspect.signature(vars(klass)["__init__"]).parameters
+        names |= {n for n, p in params.items() if p.kind is not p.VAR_KEYWORD} - {"self", "src_vocab_size",
+                                                                                  "tgt_vocab_size"}
+        if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            return names
+    return None

@@ -2,8 +2,9 @@
 model according to minibatch (slightly smoothed for readability)").
 
 The cost is each logged minibatch's training loss from train.jsonl (cross-entropy per target token);
-with `log_every: 1` every minibatch is logged. Smoothing is a trailing moving average over `window`
-logged minibatches (the first points average what there is).
+with `log_every: 1` every minibatch is logged. Smoothing is the trailing moving average of the
+tables' cost figure (rnmt.report.figures), over `window` logged minibatches. This command draws any
+runs' logs, outside a table.
 """
 
 from __future__ import annotations
@@ -13,18 +14,7 @@ from pathlib import Path
 
 from rnmt.io import InputError, atomic_writer
 from rnmt.report.curves import read_log
-
-
-def smooth(values: Sequence[float], window: int) -> list[float]:
-    if window < 1:
-        raise InputError(f"smoothing window must be at least 1, got {window}")
-    out, total = [], 0.0
-    for i, v in enumerate(values):
-        total += v
-        if i >= window:
-            total -= values[i - window]
-        out.append(total / min(i + 1, window))
-    return out
+from rnmt.report.figures import smooth
 
 
 def cost_series(log_path: str | Path) -> tuple[list[int], list[float]]:

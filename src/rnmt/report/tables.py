@@ -1,21 +1,24 @@
 """Build a paper table from its experiment file and the metrics.json of every run in it.
 
 The tidy CSV has one row per (system, metric): the paper's value, ours (the mean over seeds), the
-difference, the spread over seeds, and where the number came from (run, scale, sacrebleu signature).
-The Markdown puts systems in rows and metrics in columns, as the papers lay out their tables.
+difference, the spread over seeds, why a cell is empty where it is, and where the number came from
+(run, scale, corpus, sacrebleu signature). The Markdown and LaTeX renderings put systems in rows and
+metrics in columns, as the papers lay out their tables.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from rnmt.evaluate.score import bucket_name
 from rnmt.io import InputError, atomic_writer, read_json
-from rnmt.plan import Table
+from rnmt.plan import Row, Table
 
 METRIC_LABELS = {
     "bleu": "BLEU",
@@ -23,22 +26,53 @@ METRIC_LABELS = {
     "chrf": "chrF",
     "params_m": "#Params (M)",
     "train_tgt_words_per_s": "Train words/s",
+    "train_src_words_per_s": "Train src words/s",
     "decode_words_per_s": "Decode words/s",
     "decode_seconds_per_sentence": "Decode s/sent",
     "decode_words_per_s_beam1": "Decode words/s (beam 1)",
     "decode_seconds_per_sentence_beam1": "Decode s/sent (beam 1)",
+    "train_tgt_words_per_s_ratio": "Train speed ×",
+    "decode_words_per_s_beam1_ratio": "Decode speed ×",
+    "gate_pearson_r": "Pearson r (i, f)",
+    "weight_matrices": "#WM",
+    "matrix_transformations": "#MT",
+    "train_minutes": "Train min",
+    "best_dev_ppl": "Dev ppl",
+    "bleu_avg": "Avg",
 }
-COLUMNS = ["table", "system", "variant", "metric", "paper", "ours", "diff", "std", "n_seeds", "scale", "run",
-           "signature"]
+COLUMNS = ["table", "system", "variant", "metric", "paper", "ours", "diff", "std", "n_seeds", "why_empty", "scale",
+           "run", "corpus", "signature"]
+
+
+def label(metric: str) -> str:
+    if metric.startswith("bleu@"):
+        return metric[5:].replace("nist-", "").upper()
+    if metric.startswith("bleu_len@"):
+        lo, hi = metric[9:].split("-")
+        return f"len >{lo}" if hi == "inf" else f"len {bucket_name(int(lo), int(hi))}"
+    return METRIC_LABELS.get(metric, metric)
 
 
 def metric_value(metrics: dict[str, Any], name: str) -> float | None:
-    """Look one table metric up in a run's metrics.json."""
+    """Look one table metric up in a run's metrics.json (with its gate statistics under 'gates')."""
     scores, train, decode = metrics.get("scores", {}), metrics.get("train", {}), metrics.get("decode", {})
+    if name.startswith("bleu@"):
+        return (scores.get("bleu_by_part") or {}).get(name[5:])
+    if name.startswith("bleu_len@"):                # a-b: sources of a+1..b words; a-inf: longer than a
+        lo, hi = name[9:].split("-")
+        if hi == "inf":
+            return (scores.get("bleu_longer_than") or {}).get(lo)
+        bucket = (scores.get("bleu_by_length") or {}).get(bucket_name(int(lo), int(hi)))
+        return bucket["bleu"] if bucket else None
+    if name == "gate_pearson_r":
+        gates = metrics.get("gates") or {}
+        return next(iter(gates.values()))["pearson_r"] if gates else None
     if name in scores:
         return scores[name]
     if name == "params_m":
         return train["params"] / 1e6 if "params" in train else None
+    if name == "train_minutes":
+        return train["train_seconds"] / 60 if "train_seconds" in train else None
     if name in train:
         return train[name]
     if name in decode:
@@ -46,31 +80,96 @@ def metric_value(metrics: dict[str, Any], name: str) -> float | None:
     return None
 
 
+def why_empty(metric: str, scale: str) -> str:
+    if metric.startswith("bleu@") or metric == "bleu_avg":
+        return f"the test split at scale {scale} is one test set, not the paper's several"
+    if metric.startswith("bleu_len@"):
+        return "no test sentence of this source length"
+    if metric == "gate_pearson_r":
+        return "the model has no ATR decoder cells"
+    return f"{metric} is not in this run's metrics"
+
+
+def cell_counts(cell: str, hidden: int = 64, batch: int = 4) -> dict[str, float]:
+    """ATR Table 1 for one cell, counted on the real module: weight matrices from its parameters, and
+    matrix transformations per step measured as the matrix-multiply FLOPs of one step (input
+    projection + recurrence) in units of one d×d matrix-vector product per batch row."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from rnmt.cells.registry import build_cell
+
+    c = build_cell(cell, hidden, hidden)
+    x = torch.zeros(batch, hidden)
+    with torch.no_grad(), FlopCounterMode(display=False) as fc:
+        c.step(c.project_inputs(x), c.initial_state(batch, x))
+    return {"weight_matrices": float(c.weight_matrix_count),
+            "matrix_transformations": fc.get_total_flops() / (2 * batch * hidden * hidden)}
+
+
+def _row_runs(table: Table, row: Row, metrics: dict[tuple[str, str], dict[str, Any]]) -> list[dict[str, Any]]:
+    runs = [metrics[(row.variant, m)] for m in row.members() if (row.variant, m) in metrics]   # type: ignore[index]
+    if len(runs) != len(row.members()):
+        raise InputError(f"table {table.name}: row {row.system!r} needs metrics of {', '.join(row.members())} "
+                         f"of variant {row.variant!r}, found {len(runs)}")
+    return runs
+
+
 def tidy(table: Table, metrics: dict[tuple[str, str], dict[str, Any]], run: str, scale: str) -> pd.DataFrame:
     """`metrics` maps (variant, member) to a metrics.json; a row reads its members' files."""
     records = []
     for row in table.rows:
-        runs = [metrics[(row.variant, m)] for m in row.members() if (row.variant, m) in metrics]
-        if len(runs) != len(row.members()):
-            raise InputError(f"table {table.name}: row {row.system!r} needs metrics of {', '.join(row.members())} "
-                             f"of variant {row.variant!r}, found {len(runs)}")
-        signature = runs[0].get("scores", {}).get("bleu_signature", "")
+        runs = _row_runs(table, row, metrics) if row.trained else []
+        counts = cell_counts(row.cell) if table.kind == "cells" and row.cell else {}
+        signature = runs[0].get("scores", {}).get("bleu_signature", "") if runs else ""
         for metric in table.metrics:
-            values = [v for v in (metric_value(m, metric) for m in runs) if v is not None]
+            if table.kind == "cells":
+                values = [counts[metric]] if metric in counts else []
+            else:
+                values = [v for v in (metric_value(m, metric) for m in runs) if v is not None]
             ours = statistics.fmean(values) if values else math.nan
             std = statistics.stdev(values) if len(values) > 1 else math.nan
             paper = row.paper.get(metric)
-            paper = math.nan if paper is None else float(paper)
-            records.append({"table": table.name, "system": row.system, "variant": row.variant,
-                            "metric": metric, "paper": paper, "ours": ours, "diff": ours - paper, "std": std,
-                            "n_seeds": len(values), "scale": scale, "run": run,
-                            "signature": signature if "bleu" in metric else ""})
-    return pd.DataFrame.from_records(records, columns=COLUMNS)
+            reason = ""
+            if not values:
+                reason = row.why_not if not row.trained and table.kind != "cells" else why_empty(metric, scale)
+            records.append({"table": table.name, "system": row.system, "variant": row.variant or "",
+                            "metric": metric, "paper": math.nan if paper is None else float(paper), "ours": ours,
+                            "std": std, "n_seeds": len(values), "why_empty": reason, "scale": scale, "run": run,
+                            "corpus": table.corpus or "", "signature": signature if "bleu" in metric else ""})
+    df = pd.DataFrame.from_records(records, columns=[c for c in COLUMNS if c != "diff"])
+    df = _ratios(table, df, metrics)
+    df.insert(COLUMNS.index("diff"), "diff", df.ours - df.paper)
+    return df[COLUMNS]
+
+
+def _ratios(table: Table, df: pd.DataFrame, metrics: dict[tuple[str, str], dict[str, Any]]) -> pd.DataFrame:
+    """`<speed>_ratio`: each row's speed over the baseline row's, ours from our runs and the paper's
+    from the paper's absolute numbers (speeds on different hardware compare only as ratios)."""
+    for metric in [m for m in table.metrics if m.endswith("_ratio")]:
+        speed = metric[: -len("_ratio")]
+        base = next(r for r in table.rows if r.system == table.baseline)
+        ours = {}
+        for row in table.trained_rows:
+            values = [v for v in (metric_value(m, speed) for m in _row_runs(table, row, metrics)) if v is not None]
+            if values:
+                ours[row.system] = statistics.fmean(values)
+        for row in table.rows:
+            sel = (df.system == row.system) & (df.metric == metric)
+            theirs, base_paper = row.paper.get(speed), base.paper.get(speed)
+            df.loc[sel, "paper"] = theirs / base_paper if theirs and base_paper else math.nan
+            if row.system in ours and ours.get(base.system):
+                df.loc[sel, ["ours", "std", "n_seeds", "why_empty"]] = [ours[row.system] / ours[base.system],
+                                                                       math.nan, 1, ""]
+            elif row.trained:
+                df.loc[sel, "why_empty"] = f"no {speed} for this row or the baseline {table.baseline!r}"
+    return df
 
 
 def _fmt(x: float, std: float = math.nan) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "–"
+
     def one(v: float) -> str:
         if abs(v) >= 1000:
             return f"{v:,.0f}"
@@ -79,43 +178,109 @@ def _fmt(x: float, std: float = math.nan) -> str:
     return one(x) + (f" ± {one(std)}" if not math.isnan(std) else "")
 
 
-def markdown(table: Table, df: pd.DataFrame) -> str:
-    """Systems in rows; per metric a 'paper' column when the paper gave a number, then ours."""
+COUNTS = {"weight_matrices", "matrix_transformations"}
+
+
+def _fmt_count(x: float, std: float = math.nan) -> str:
+    return _fmt(x, std) if math.isnan(x) or x != int(x) else str(int(x))
+
+
+def _grid(table: Table, df: pd.DataFrame) -> tuple[list[str], list[list[str]], list[str]]:
+    """Header, body and footnotes shared by the Markdown and LaTeX renderings."""
     has_paper = {m: bool(df[(df.metric == m)].paper.notna().any()) for m in table.metrics}
     header = ["System"]
     for m in table.metrics:
-        label = METRIC_LABELS.get(m, m)
-        header += [f"{label} (paper)", f"{label} (ours)"] if has_paper[m] else [label]
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
+        header += [f"{label(m)} (paper)", f"{label(m)} (ours)"] if has_paper[m] else [label(m)]
+    body, notes = [], []
     for row in table.rows:
         cells = [row.system]
         sub = df[df.system == row.system].set_index("metric")
+        mark = ""
+        if not row.trained and table.kind != "cells":
+            if row.why_not not in notes:
+                notes.append(row.why_not)
+            mark = f" [{notes.index(row.why_not) + 1}]"
         for m in table.metrics:
             r = sub.loc[m]
+            fmt = _fmt_count if m in COUNTS else _fmt
             if has_paper[m]:
-                cells.append(_fmt(r.paper))
-            cells.append(_fmt(r.ours, r["std"]))
-        lines.append("| " + " | ".join(cells) + " |")
-    sigs = sorted({s for s in df.signature if s})
+                cells.append(fmt(r.paper))
+            cells.append(fmt(r.ours, r["std"]))
+        cells[0] += mark
+        body.append(cells)
+    return header, body, notes
+
+
+def _footer(table: Table, df: pd.DataFrame) -> list[str]:
+    scale, run = df.scale.iloc[0], df.run.iloc[0]
+    out = [f"Run `{run}` at scale `{scale}`" + (f" on corpus `{table.corpus}`" if table.corpus else "")
+           + "; mean ± std over seeds where a row has several."]
+    empty = df[df.ours.isna() & (df.why_empty != "")]
+    for reason in sorted(set(empty.why_empty) - {r.why_not for r in table.rows}):
+        metrics = ", ".join(sorted(set(empty[empty.why_empty == reason].metric)))
+        out.append(f"Empty ({metrics}): {reason}.")
+    out += [f"BLEU signature: `{s}`" for s in sorted({s for s in df.signature if s})]
+    if table.notes:
+        out.append(table.notes.strip())
+    return out
+
+
+def markdown(table: Table, df: pd.DataFrame) -> str:
+    """Systems in rows; per metric a 'paper' column when the paper gave a number, then ours."""
+    header, body, notes = _grid(table, df)
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
+    lines += ["| " + " | ".join(cells) + " |" for cells in body]
     out = [f"# {table.title}", ""]
     if table.paper:
-        out += [f"Paper numbers: {table.paper}.", ""]
+        out += [f"Paper numbers: {table.paper.strip().rstrip('.')}.", ""]
     out += lines + [""]
-    scale, run = df.scale.iloc[0], df.run.iloc[0]
-    out.append(f"Run `{run}` at scale `{scale}`; mean ± std over seeds where a row has several.")
-    out += [f"BLEU signature: `{s}`" for s in sigs]
+    out += [f"- [{i}] {n}" for i, n in enumerate(notes, 1)] + ([""] if notes else [])
+    out += [f"{line}  " for line in _footer(table, df)]
+    return "\n".join(out) + "\n"
+
+
+_TEX_SPECIAL = re.compile(r"([&%$#_{}])")
+
+
+def _tex(s: str) -> str:
+    s = _TEX_SPECIAL.sub(r"\\\1", s).replace("±", r"$\pm$").replace("×", r"$\times$").replace("–", "--")
+    return s.replace("~", r"\textasciitilde{}").replace("^", r"\textasciicircum{}")
+
+
+def latex(table: Table, df: pd.DataFrame) -> str:
+    """A booktabs table with the same grid as the Markdown and the notes as a footnote block."""
+    header, body, notes = _grid(table, df)
+    cols = "l" + "r" * (len(header) - 1)
+    out = [r"\begin{table}[t]", r"\centering", r"\small", rf"\begin{{tabular}}{{{cols}}}", r"\toprule",
+           " & ".join(_tex(h) for h in header) + r" \\", r"\midrule"]
+    out += [" & ".join(_tex(c) for c in cells) + r" \\" for cells in body]
+    out += [r"\bottomrule", r"\end{tabular}"]
+    foot = [f"[{i}] {n}" for i, n in enumerate(notes, 1)] + [s.replace("`", "") for s in _footer(table, df)]
+    caption = _tex(table.title + (f" (paper: {table.paper.strip()})" if table.paper else ""))
+    out += [rf"\caption{{{caption}}}", rf"\label{{tab:{table.name}}}"]
+    out += [r"\par\footnotesize " + _tex(f) for f in foot]
+    out.append(r"\end{table}")
     return "\n".join(out) + "\n"
 
 
 def build(table: Table, metrics_files: list[str | Path], run: str, scale: str, out_csv: str | Path,
-          out_md: str | Path) -> pd.DataFrame:
+          out_md: str | Path, out_tex: str | Path | None = None,
+          gates_files: list[str | Path] | None = None) -> pd.DataFrame:
     metrics = {}
     for path in metrics_files:
         m = read_json(path)
         metrics[(m["variant"], m["member"])] = m
+    for path in gates_files or []:                  # .../analysis/<corpus>/<variant>/seed<N>/gates.<testset>.json
+        p = Path(path)
+        key = (p.parent.parent.name, p.parent.name)
+        if key in metrics:
+            metrics[key] = {**metrics[key], "gates": read_json(p)}
     df = tidy(table, metrics, run, scale)
     with atomic_writer(out_csv) as f:
         df.to_csv(f, index=False)
     with atomic_writer(out_md) as f:
         f.write(markdown(table, df))
+    if out_tex:
+        with atomic_writer(out_tex) as f:
+            f.write(latex(table, df))
     return df

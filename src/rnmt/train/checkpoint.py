@@ -12,18 +12,51 @@ from typing import Any
 import torch
 
 from rnmt.data.vocab import Vocab
-from rnmt.io import InputError, atomic_writer
+from rnmt.io import DiskFullError, InputError, atomic_writer
 from rnmt.models import Seq2Seq, build_model
 
 
 def save(path: str | Path, model: Seq2Seq, model_config: dict[str, Any], src_vocab: Vocab,
          tgt_vocab: Vocab, extra: dict[str, Any] | None = None, src_label_vocab: Vocab | None = None) -> None:
-    """`src_label_vocab`: a factored model's label vocabulary; its presence marks that the model needs labels."""
+    """Write the checkpoint to a temporary file, fsync it and rename it over `path`.
+
+    `src_label_vocab`: a factored model's label vocabulary; its presence marks that the model needs labels.
+
+    When the disk fills (or anything else fails) the temporary file is removed and the previous
+    checkpoint under `path` stays as it was, so rerunning resumes from it.
+    """
     payload = {"model_config": model_config, "state_dict": model.state_dict(),
                "src_vocab": src_vocab.itos, "tgt_vocab": tgt_vocab.itos,
                "src_label_vocab": src_label_vocab.itos if src_label_vocab is not None else None, **(extra or {})}
-    with atomic_writer(path, "wb") as f:
-        torch.save(payload, f)
+    try:
+        with atomic_writer(path, "wb") as f:
+            out = _KeepWriteError(f)
+            try:
+                torch.save(payload, out)
+            except RuntimeError:        # torch.save reports a failed write as "unexpected pos": raise the cause
+                if out.error is not None:
+                    raise out.error from None
+                raise
+    except DiskFullError as e:
+        raise DiskFullError(f"{e}; the previous checkpoint is still valid and rerunning the same command "
+                            "resumes from it") from e.__cause__
+
+
+class _KeepWriteError:
+    """A file that remembers the OSError of a failed write (e.g. ENOSPC), which torch.save hides."""
+
+    def __init__(self, f: Any) -> None:
+        self.f, self.error = f, None
+
+    def write(self, b: bytes) -> int:
+        try:
+            return self.f.write(b)
+        except OSError as e:
+            self.error = e
+            raise
+
+    def flush(self) -> None:
+        self.f.flush()
 
 
 def load(path: str | Path, device: torch.device | str = "cpu") -> dict[str, Any]:
@@ -41,10 +74,15 @@ def load_model_with_labels(path: str | Path, device: torch.device | str = "cpu"
                            ) -> tuple[Seq2Seq, Vocab, Vocab, Vocab | None]:
     """The model, its vocabularies and its source-label vocabulary (None: the model takes words only)."""
     ckpt = load(path, device)
+    missing = [k for k in ("model_config", "state_dict", "src_vocab", "tgt_vocab") if k not in ckpt]
+    if missing:
+        raise InputError(f"{path}: not an rnmt checkpoint (no {', '.join(missing)}); give a model.pt written by "
+                         "`rnmt train`")
     cfg = dict(ckpt["model_config"])
     src_vocab, tgt_vocab = Vocab(ckpt["src_vocab"]), Vocab(ckpt["tgt_vocab"])
     labels = ckpt.get("src_label_vocab")
     model = build_model(cfg.pop("arch"), len(src_vocab), len(tgt_vocab), **cfg)
+    check_fits(path, model, ckpt["state_dict"], ckpt["model_config"])
     model.load_state_dict(ckpt["state_dict"])
     return model.to(device).eval(), src_vocab, tgt_vocab, Vocab(labels) if labels else None
 
@@ -52,3 +90,19 @@ def load_model_with_labels(path: str | Path, device: torch.device | str = "cpu"
 def load_model(path: str | Path, device: torch.device | str = "cpu") -> tuple[Seq2Seq, Vocab, Vocab]:
     model, src_vocab, tgt_vocab, _ = load_model_with_labels(path, device)
     return model, src_vocab, tgt_vocab
+
+
+def check_fits(path: str | Path, model: torch.nn.Module, state: dict[str, torch.Tensor],
+               model_config: dict[str, Any]) -> None:
+    """The weights in `state` have the names and shapes of `model`'s, else an error naming the first
+    differences (a checkpoint of another architecture, other sizes or another vocabulary)."""
+    own = model.state_dict()
+    problems = [f"{k} missing" for k in own if k not in state]
+    problems += [f"{k} unexpected" for k in state if k not in own]
+    problems += [f"{k} has shape {tuple(state[k].shape)}, the model {tuple(v.shape)}" for k, v in own.items()
+                 if k in state and state[k].shape != v.shape]
+    if problems:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        raise InputError(f"{path}: the weights do not fit the architecture {model_config} with its vocabularies: "
+                         f"{'; '.join(problems[:3])}{more}. The checkpoint comes from another architecture, other "
+                         "sizes or another vocabulary: retrain, or give the settings it was trained with")

@@ -34,7 +34,7 @@ from rnmt.data.batching import ParallelData, bucketed_batches, load_parallel, ma
 from rnmt.data.bpe import undo
 from rnmt.data.vocab import PAD_ID, Vocab
 from rnmt.decode.translate import translate_ids
-from rnmt.io import InputError, write_json
+from rnmt.io import InputError, write_json, write_lines
 from rnmt.models import Seq2Seq, build_model, factors
 from rnmt.models.pretrained import load_pretrained
 from rnmt.train import checkpoint, distributed, schedules
@@ -214,7 +214,15 @@ class Trainer:
             checkpoint.save(self.out_dir / name, self.model, self.model_config, self.src_vocab, self.tgt_vocab, extra,
                             self.label_vocab)
 
+    def _last_good(self) -> str:
+        last = self.out_dir / "last.pt"
+        return (f"the last good state is in {last} (rerunning resumes from it) and the best weights in model.pt"
+                if last.is_file() else "no checkpoint had been saved yet")
+
     def _save_state(self) -> None:
+        if self.s.nan_policy == "stop" and not all(bool(torch.isfinite(p).all()) for p in self.model.parameters()):
+            raise TrainingDiverged(f"step {self.p.step}: the weights are no longer finite, so they were not saved; "
+                                   f"{self._last_good()}. Lower lr or clip")
         rng = {"python": random.getstate(), "batches": self.rng.getstate(), "torch": torch.get_rng_state()}
         if self.device.type == "cuda":
             rng["cuda"] = torch.cuda.get_rng_state(self.device)
@@ -224,19 +232,40 @@ class Trainer:
     def _comparable(self, settings: dict[str, Any]) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in settings.items() if k not in BUDGET_FIELDS}
 
+    def _differences(self, ckpt: dict[str, Any]) -> list[str]:
+        """What in a saved state differs from this run (the model, a vocabulary, non-budget settings)."""
+        out = []
+        if ckpt.get("model_config") != self.model_config:
+            old = ckpt.get("model_config") or {}
+            keys = sorted(k for k in set(old) | set(self.model_config) if old.get(k) != self.model_config.get(k))
+            out.append("model " + ", ".join(f"{k}: {old.get(k)!r} → {self.model_config.get(k)!r}" for k in keys))
+        for side, key, vocab in (("source", "src_vocab", self.src_vocab), ("target", "tgt_vocab", self.tgt_vocab)):
+            saved = ckpt.get(key)
+            if saved != vocab.itos:
+                out.append(f"{side} vocabulary ({len(saved or [])} → {len(vocab)} entries)")
+        labels = self.label_vocab.itos if self.label_vocab else None
+        if ckpt.get("src_label_vocab") != labels:
+            out.append(f"source labels ({len(ckpt.get('src_label_vocab') or [])} → {len(labels or [])} entries)")
+        old_s, new_s = self._comparable(ckpt.get("settings", {})), self._comparable(asdict(self.s))
+        defaults = self._comparable(asdict(TrainSettings()))
+        # a setting added since the state was saved counts as unchanged while it keeps its default
+        keys = sorted(k for k in set(old_s) | set(new_s) if old_s.get(k) != new_s.get(k)
+                      and not (k not in old_s and new_s.get(k) == defaults.get(k)))
+        if keys:
+            out.append("settings " + ", ".join(f"{k}: {old_s.get(k)!r} → {new_s.get(k)!r}" for k in keys))
+        return out
+
     def _maybe_resume(self) -> None:
         path = self.out_dir / "last.pt"
         if not (self.s.resume and path.is_file()):
             return
         ckpt = checkpoint.load(path, self.device)
-        same_model = ckpt["model_config"] == self.model_config and ckpt["src_vocab"] == self.src_vocab.itos \
-            and ckpt["tgt_vocab"] == self.tgt_vocab.itos \
-            and ckpt.get("src_label_vocab") == (self.label_vocab.itos if self.label_vocab else None)
-        if not same_model or self._comparable(ckpt.get("settings", {})) != self._comparable(asdict(self.s)):
+        differences = self._differences(ckpt)
+        if differences:
             stale = path.with_name(f"last.{int(time.time())}.pt")
             path.rename(stale)
-            log.warning("%s was written with another model, vocabulary or settings; kept as %s, training afresh",
-                        path, stale.name)
+            log.warning("%s was written with another model, vocabulary or settings (%s); kept as %s, training "
+                        "afresh", path, "; ".join(differences), stale.name)
             return
         self.model.load_state_dict(ckpt["state_dict"])
         self.opt.load_state_dict(ckpt["optimizer"])
@@ -271,9 +300,10 @@ class Trainer:
         log_path = self.out_dir / "train.jsonl"
         kept = [line for line in log_path.read_text(encoding="utf-8").splitlines()
                 if json.loads(line)["step"] <= self.p.step] if self.p.step and log_path.is_file() else []
+        if self.rank == 0:         # trimmed to the resumed step atomically, then appended to
+            write_lines(log_path, kept)
         try:
-            with open(log_path, "w", encoding="utf-8") as self.logf:
-                self.logf.write("".join(line + "\n" for line in kept))
+            with open(log_path, "a", encoding="utf-8") as self.logf:
                 stop = self._loop()
                 if not self.p.curve or self.p.curve[-1]["step"] != self.p.step:
                     self._validate()        # also saves last.pt; a validation at the last step already did
@@ -338,9 +368,8 @@ class Trainer:
                 p.skipped_batches += 1
                 log.warning("step %d: loss is %s, batch skipped (%d so far)", p.step, loss.item(), p.skipped_batches)
                 return
-            raise TrainingDiverged(f"step {p.step}: the training loss is {loss.item()}; the last good weights are in "
-                                   f"{self.out_dir / 'last.pt'} (and the best in model.pt). Lower lr or clip, or set "
-                                   "nan_policy: skip")
+            raise TrainingDiverged(f"step {p.step}: the training loss is {loss.item()}; {self._last_good()}. Lower "
+                                   "lr or clip, or set nan_policy: skip")
         loss.backward()
         distributed.sum_gradients(model, self.world)
         if s.clip > 0:

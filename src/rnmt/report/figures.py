@@ -1,0 +1,147 @@
+"""The papers' figures from our runs, each a PNG beside its table.
+
+- `gates` (ATR Figure 3): mean input and forget gate of the decoder's ATR units by target position,
+  averaged over the test sentences, with Pearson's r of the two in the legend;
+- `length` (DTMT Figure 3): BLEU by source-sentence length, one line per system;
+- `cost` (UD Figure 2): training cost per minibatch, slightly smoothed, one line per system.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rnmt.io import InputError, atomic_writer, read_json
+from rnmt.plan import Table
+from rnmt.report.curves import read_log
+
+
+def _axes(title: str, figsize: tuple[float, float] = (6.4, 4.0)) -> tuple[Any, Any]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=figsize)
+    ax.set_title(title, fontsize=10)
+    return fig, ax
+
+
+def _save(fig: Any, out_png: str | Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    with atomic_writer(out_png, "wb") as f:
+        fig.savefig(f, format="png", dpi=120)
+    plt.close(fig)
+
+
+def _systems(table: Table, paths: Sequence[str | Path], depth: int) -> dict[str, list[Path]]:
+    """Files grouped by the row they belong to; the variant is the folder `depth` levels up."""
+    by_variant: dict[str, list[Path]] = {}
+    for p in map(Path, paths):
+        by_variant.setdefault(p.parents[depth - 1].name, []).append(p)
+    return {r.system: by_variant[r.variant] for r in table.trained_rows if r.variant in by_variant and not r.ensemble}
+
+
+def gates(table: Table, gate_files: Sequence[str | Path], out_png: str | Path) -> None:
+    if not gate_files:
+        raise InputError(f"{table.name}: no gate statistics to plot (rows need ATR decoder cells)")
+    fig, ax = _axes(table.title)
+    for system, files in _systems(table, gate_files, 2).items():
+        stats = read_json(files[0])
+        cell, st = next(iter(stats.items()))
+        pos = range(1, len(st["mean_input_gate_by_position"]) + 1)
+        line = ax.plot(pos, st["mean_input_gate_by_position"], label=f"{system}: input gate ({cell})")[0]
+        ax.plot(pos, st["mean_forget_gate_by_position"], "--", color=line.get_color(),
+                label=f"{system}: forget gate, r = {st['pearson_r']:.3f}")
+    ax.set_xlabel("target position")
+    ax.set_ylabel("mean gate value")
+    ax.legend(fontsize=7)
+    _save(fig, out_png)
+
+
+def length(table: Table, metrics_files: Sequence[str | Path], out_png: str | Path) -> None:
+    """BLEU against source length over the table's bleu_len@ metrics, one line per system."""
+    from rnmt.report.tables import label, metric_value
+
+    lengths = [m for m in table.metrics if m.startswith("bleu_len@")]
+    if not lengths:
+        raise InputError(f"{table.path}: a length figure needs bleu_len@<a>-<b> metrics")
+    fig, ax = _axes(table.title)
+    plotted = 0
+    for system, files in _systems(table, metrics_files, 2).items():
+        m = read_json(files[0])
+        points = [(i, v) for i, v in enumerate(metric_value(m, name) for name in lengths) if v is not None]
+        if points:
+            ax.plot([i for i, _ in points], [v for _, v in points], "o-", label=system)
+            plotted += 1
+    if not plotted:
+        raise InputError(f"{table.name}: the metrics have no BLEU by source length (score with --src)")
+    ax.set_xticks(range(len(lengths)), [label(m).replace("len ", "") for m in lengths])
+    ax.set_xlabel("source length (words)")
+    ax.set_ylabel("BLEU")
+    ax.legend(fontsize=7)
+    _save(fig, out_png)
+
+
+def smooth(values: Sequence[float], window: int) -> list[float]:
+    """Trailing moving average (the paper's curves are 'slightly smoothed')."""
+    out, total = [], 0.0
+    for i, v in enumerate(values):
+        total += v
+        if i >= window:
+            total -= values[i - window]
+        out.append(total / min(i + 1, window))
+    return out
+
+
+def cost(table: Table, logs: Sequence[str | Path], out_png: str | Path, window: int = 5) -> None:
+    fig, ax = _axes(table.title)
+    for system, files in _systems(table, logs, 2).items():
+        train = [r for r in read_log(files[0]) if r["kind"] == "train"]
+        if train:
+            ax.plot([r["step"] for r in train], smooth([r["loss"] for r in train], window), label=system)
+    ax.set_xlabel("minibatch")
+    ax.set_ylabel("training cost (cross-entropy per token)")
+    ax.legend(fontsize=7)
+    _save(fig, out_png)
+
+
+def curves(table: Table, logs: Sequence[str | Path], out_png: str | Path) -> None:
+    """Learning curves of every trained row of a table: dev perplexity and greedy dev BLEU against
+    training minutes, one line per system (first seed)."""
+    import matplotlib.pyplot as plt
+
+    fig, (ax_ppl, ax_bleu) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig.suptitle(f"{table.title}: learning curves", fontsize=10)
+    for system, files in _systems(table, logs, 2).items():
+        valid = [r for r in read_log(files[0]) if r["kind"] == "valid"]
+        if not valid:
+            continue
+        minutes = [r["train_seconds"] / 60 for r in valid]
+        line = ax_ppl.plot(minutes, [r["dev_ppl"] for r in valid], "o-", ms=3, label=system)[0]
+        if any(r.get("dev_bleu") is not None for r in valid):
+            ax_bleu.plot(minutes, [r.get("dev_bleu") for r in valid], "o-", ms=3, color=line.get_color())
+    ax_ppl.set_yscale("log")
+    ax_ppl.set_ylabel("dev perplexity")
+    ax_bleu.set_ylabel("dev BLEU (greedy)")
+    for ax in (ax_ppl, ax_bleu):
+        ax.set_xlabel("training minutes")
+        ax.grid(alpha=0.3)
+    ax_ppl.legend(fontsize=6)
+    _save(fig, out_png)
+
+
+def draw(table: Table, out_png: str | Path, metrics: Sequence[str | Path] = (), gate_files: Sequence[str | Path] = (),
+         logs: Sequence[str | Path] = ()) -> None:
+    kind = (table.figure or {}).get("kind")
+    if kind == "gates":
+        gates(table, gate_files, out_png)
+    elif kind == "length":
+        length(table, metrics, out_png)
+    elif kind == "cost":
+        cost(table, logs, out_png)
+    else:
+        raise InputError(f"{table.path}: no figure to draw (give figure: {{kind: gates|length|cost}})")

@@ -1,0 +1,163 @@
+"""Bad corpora and interrupted data jobs: misaligned, non-UTF-8, empty lines, nothing left after
+filtering, a job killed while writing, a truncated archive, unknown names and incompatible settings."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from faults.faultlib import ROOT, fill, rnmt
+from httpserver import make_tgz
+from rnmt.data import chunks
+from rnmt.data.extract import extract_member
+from rnmt.data.prepare import clean_chunk, merge
+from rnmt.io import InputError
+from rnmt.models import build_model
+
+pytestmark = pytest.mark.faults
+SETTINGS = json.dumps({"tokenized": True, "escape": False, "normalize": False, "min_words": 1, "max_words": 3})
+
+
+def lines(path: Path, rows: list[str]) -> Path:
+    path.write_text("".join(r + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def test_parallel_files_of_different_lengths(tmp_path: Path, record) -> None:
+    record.bad_input("parallel files of different lengths (`rnmt corpus assemble`)")
+    src, tgt = lines(tmp_path / "a.src", ["a", "b", "c"]), lines(tmp_path / "a.tgt", ["x", "y"])
+    got = rnmt("corpus", "assemble", "--split", "train", "--src", str(src), "--tgt", str(tgt), "--out-src",
+               str(tmp_path / "o.src"), "--out-tgt", str(tmp_path / "o.tgt"), "--manifest", str(tmp_path / "o.json"))
+    assert got.returncode == 2 and "Traceback" not in got.stderr
+    assert f"parallel files differ in length: {src} has 3 lines, {tgt} has 2" in got.stderr
+    assert "line-aligned" in got.stderr
+    assert not (tmp_path / "o.src").exists()
+
+
+def test_invalid_utf8_names_file_and_line(tmp_path: Path, record) -> None:
+    record.bad_input("Latin-1 bytes on line 2 of a training file (`rnmt corpus chunks`)")
+    src = lines(tmp_path / "a.src", ["a", "b", "c"])
+    tgt = tmp_path / "a.tgt"
+    tgt.write_bytes(b"x\nfa\xe7ade\nz\n")
+    got = rnmt("corpus", "chunks", "--chunks", "1", str(src), str(tgt), str(tmp_path / "i.json"))
+    if got.returncode == 0:                    # the index only counts lines: reading the chunk finds it
+        with pytest.raises(InputError) as e:
+            list(chunks.read_pairs(src, tgt, chunks.read_index(tmp_path / "i.json")[0]))
+        message = str(e.value)
+    else:
+        message = got.stderr
+    assert f"{tgt}, line 2: not valid UTF-8" in message and "convert the file to UTF-8" in message
+
+
+def test_empty_lines_are_dropped_and_counted_and_an_empty_corpus_is_an_error(tmp_path: Path, record) -> None:
+    record.bad_input("empty and whitespace-only lines in a training corpus")
+    src = lines(tmp_path / "a.src", ["one two", "", "three", "   ", "four five six seven"])
+    tgt = lines(tmp_path / "a.tgt", ["eins zwei", "leer", "\t", "drei", "vier fünf sechs sieben"])
+    chunks.write_index(tmp_path / "i.json", chunks.index(src, tgt, 1), src, tgt)
+    out = {k: tmp_path / f"c.{k}" for k in ("src", "tgt", "json")}
+    clean_chunk(tmp_path / "i.json", 0, src, tgt, "en", "de", json.loads(SETTINGS), out["src"], out["tgt"],
+                out["json"])
+    steps = {s["step"]: (s["kept"], s["dropped"]) for s in json.loads(out["json"].read_text())["steps"]}
+    assert steps["non_empty"] == (2, 3)                     # three pairs with an empty side, counted
+    assert out["src"].read_text().splitlines() == ["one two"]  # the 4-word pair is over max_words=3
+    record.bad_input("a corpus left empty by its filters")
+    src2, tgt2 = lines(tmp_path / "b.src", ["", "a b c d e"]), lines(tmp_path / "b.tgt", ["x", "v w x y z"])
+    chunks.write_index(tmp_path / "j.json", chunks.index(src2, tgt2, 1), src2, tgt2)
+    part = (tmp_path / "d.src", tmp_path / "d.tgt", tmp_path / "d.json")
+    clean_chunk(tmp_path / "j.json", 0, src2, tgt2, "en", "de", json.loads(SETTINGS), *part)
+    with pytest.raises(InputError) as e:
+        merge([part], tmp_path / "m.src", tmp_path / "m.tgt", tmp_path / "m.json", False, {"corpus": "toy"})
+    assert "toy: the training data is empty after filtering (2 pairs in; non_empty dropped 1" in str(e.value)
+    assert "max_words" in str(e.value)
+    assert not (tmp_path / "m.src").exists() and not (tmp_path / "m.json").exists()
+
+
+def test_a_job_killed_while_writing_leaves_no_finished_file(tmp_path: Path, record) -> None:
+    record.fault("SIGKILL to `rnmt synth` while it writes the corpus, then rerun")
+    out = tmp_path / "raw"
+    cmd = [sys.executable, "-m", "rnmt", "synth", "--out-dir", str(out), "--train", "200000", "--dev", "10",
+           "--test", "10"]
+    env = {"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.Popen(cmd, stderr=subprocess.DEVNULL, env=env)
+    end = time.time() + 60
+    while time.time() < end and not list(out.glob(".*.part")):       # kill once it has started writing
+        time.sleep(0.01)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    assert list(out.glob(".*.part")), "the kill came while files were being written"
+    assert not (out / "train.src").exists() and not (out / "train.tgt").exists(), "no half-written file"
+    got = rnmt("synth", "--out-dir", str(out), "--train", "300", "--dev", "10", "--test", "10")
+    assert got.returncode == 0, got.stderr[-2000:]
+    assert len((out / "train.src").read_text().splitlines()) == 300
+
+
+def test_truncated_archive_is_a_clear_error(tmp_path: Path, record) -> None:
+    record.bad_input("a truncated .tgz download (no pin to catch it)")
+    data = make_tgz({"corpus/train.en": b"".join(b"line %d of text\n" % i for i in range(5000))})
+    (tmp_path / "a.tgz").write_bytes(data[: len(data) // 2])
+    with pytest.raises(InputError, match=r"a.tgz: the archive is damaged or truncated .*delete it and rerun"):
+        extract_member(tmp_path / "a.tgz", "corpus/train.en", tmp_path / "out.en")
+    assert not (tmp_path / "out.en").exists()
+
+
+def test_unknown_names_and_incompatible_settings(record) -> None:
+    record.bad_input("an unknown cell name")
+    with pytest.raises(InputError, match=r"unknown cell 'lstn'; valid cells: .*lstm"):
+        build_model("rnnsearch", 10, 10, cell="lstn")
+    record.bad_input("an unknown architecture name")
+    with pytest.raises(InputError, match=r"unknown architecture 'rnnserch'; valid architectures: .*rnnsearch"):
+        build_model("rnnserch", 10, 10)
+    record.bad_input("SR-NMT highway with embedding size != hidden size")
+    with pytest.raises(InputError, match=r"input size \(300\) must equal hidden \(500\).*emb = hidden.*highway"):
+        build_model("srnmt", 10, 10, emb=300, hidden=500)
+
+
+def test_unknown_cell_given_to_rnmt_train(corpus: dict[str, Path], tmp_path: Path, record) -> None:
+    record.bad_input("a misspelled cell given to `rnmt train`")
+    c = corpus
+    got = rnmt("train", "--model", json.dumps({"arch": "rnnsearch", "cell": "gruu", "emb": 8, "hidden": 8}),
+               "--settings", json.dumps({"max_steps": 1, "threads": 1}), "--train-src", str(c["train_src"]),
+               "--train-tgt", str(c["train_tgt"]), "--dev-src", str(c["dev_src"]), "--dev-tgt", str(c["dev_tgt"]),
+               "--src-vocab", str(c["src_vocab"]), "--tgt-vocab", str(c["tgt_vocab"]), "--out-dir", str(tmp_path))
+    assert got.returncode == 2 and "Traceback" not in got.stderr, got.stderr[-2000:]
+    assert "rnmt train: error: unknown cell 'gruu'; valid cells: " in got.stderr and ", gru, " in got.stderr
+    assert not (tmp_path / "last.pt").exists()
+
+
+def test_check_config_reports_an_unknown_cell_before_any_job(tmp_path: Path, record) -> None:
+    record.bad_input("a misspelled cell in an experiment file (`rnmt check-config`)")
+    shutil.copytree(ROOT / "workflow/schemas", tmp_path / "workflow/schemas")
+    shutil.copy(ROOT / "workflow/corpora.yaml", tmp_path / "workflow/corpora.yaml")
+    (tmp_path / "workflow/experiments").mkdir()
+    exp = (ROOT / "workflow/experiments/demo-rnnsearch.yaml").read_text()
+    assert "cell: atr\n" in exp
+    (tmp_path / "workflow/experiments/demo-rnnsearch.yaml").write_text(exp.replace("cell: atr\n", "cell: atrr\n"))
+    got = rnmt("check-config", str(ROOT / "config.yaml"), "--root", str(tmp_path))
+    assert got.returncode == 2 and "Traceback" not in got.stderr, got.stderr[-2000:]
+    assert "demo-rnnsearch.yaml: variant 'rnnsearch-atr': unknown cell 'atrr'; valid cells: atr, gru," in got.stderr
+
+
+def test_full_disk_in_a_corpus_stage_keeps_the_previous_output(small_disk: Path, tmp_path: Path, record) -> None:
+    record.fault("disk full (2 MiB tmpfs) while `rnmt tokenize` writes its output over an earlier one")
+    inp = lines(tmp_path / "in.en", [f"This is sentence number {i}, with some words." for i in range(20000)])
+    out = small_disk / "tok.en"
+    out.write_text("the earlier output\n")
+    filler = fill(small_disk, leave=16 * 1024)
+    got = rnmt("tokenize", "--lang", "en", str(inp), str(out))
+    assert got.returncode == 2 and "Traceback" not in got.stderr, got.stderr[-2000:]
+    assert f"rnmt tokenize: error: {out}: no space left on the device while writing it" in got.stderr
+    assert "tok.en keeps its previous content. Free space" in got.stderr
+    assert out.read_text() == "the earlier output\n"
+    assert sorted(p.name for p in small_disk.iterdir()) == ["filler", "tok.en"], "no partial file is left"
+    filler.unlink()
+    assert rnmt("tokenize", "--lang", "en", str(inp), str(out)).returncode == 0
+    assert len(out.read_text().splitlines()) == 20000

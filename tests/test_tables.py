@@ -1,0 +1,163 @@
+"""Paper tables as Snakemake targets: every table plans at every scale, a real tiny run of ATR Tables
+1 and 4 and Figure 3 gives CSVs that match their experiment files, and editing one row reruns only
+that row's jobs."""
+
+import math
+import os
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import ROOT, jobs, run_snakemake
+
+EXPERIMENTS = ROOT / "workflow/experiments"
+ALL_TABLES = yaml.safe_load((ROOT / "config.yaml").read_text())["tables"]
+NIST = [t for t in ALL_TABLES if "nist" in yaml.safe_load((EXPERIMENTS / f"{t}.yaml").read_text()).get("corpus", "")]
+TINY_TABLES = ["atr-table1", "atr-table4", "atr-figure3"]
+
+
+def test_every_shipped_table_is_in_the_default_config() -> None:
+    shipped = {p.stem for p in EXPERIMENTS.glob("*.yaml")} - {"demo-rnnsearch"}
+    assert shipped == set(ALL_TABLES)
+    assert {"atr-table5", "dtmt-table1", "dtmt-table3"} <= set(NIST)
+
+
+@pytest.mark.workflow
+@pytest.mark.parametrize("scale", ["demo", "small", "paper"])
+def test_dry_run_plans_every_table(scale: str, tmp_path: Path) -> None:
+    tables = ALL_TABLES if scale == "demo" else [t for t in ALL_TABLES if t not in NIST]
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({"run": scale, "scale": scale, "tables": tables}))
+    r = run_snakemake(["-n", "--configfile", "c.yaml"], tmp_path, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    counts = jobs(r.stdout)
+    assert counts["table"] == len(tables)
+    assert counts["figure"] == sum(1 for t in tables if "figure" in t)
+    assert counts["train"] >= 40 and counts["translate"] >= counts["train"] - 10
+    if scale == "demo":
+        assert counts["synthetic_corpus"] == 1 and "download" not in counts
+    else:
+        assert counts["download"] >= 1 and counts["merge_chunks"] >= 4       # the papers' corpora, fetched
+        if scale == "small":
+            assert "--max-pairs 300000" in run_snakemake(
+                ["-n", "-p", "--configfile", "c.yaml", "--forcerun", "merge_chunks"], tmp_path).stdout
+
+
+@pytest.mark.workflow
+def test_nist_tables_at_paper_scale_name_the_missing_ldc_files(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({"run": "p", "scale": "paper", "tables": ["dtmt-table1"]}))
+    r = run_snakemake(["-n", "--configfile", "c.yaml"], tmp_path)
+    assert r.returncode != 0
+    out = r.stdout + r.stderr
+    assert "Linguistic Data Consortium" in out and "data/ldc/nist-zh-en/mt02.src.sgm" in out
+    assert "manual_dir" in out
+
+
+TINY = {
+    "run": "tiny",
+    "tables": TINY_TABLES,
+    "corpora": {"synthetic-demo": {"sizes": {"train": 300, "dev": 20, "test": 30}}},
+    "bpe": {"merges": 100},
+    "scales": {"demo": {"corpus": "synthetic-demo", "max_seeds": 1}},
+    "override": {
+        "model": {"emb": 16, "hidden": 16, "d_model": 16, "ffn": 32},
+        "train": {"max_steps": 12, "max_epochs": 100, "valid_every": 12, "max_minutes": 0, "batch_size": 32,
+                  "valid_bleu": False},
+        "decode": {"beam": 2},
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("tables")
+    shutil.copytree(EXPERIMENTS, d / "experiments")
+    (d / "tiny.yaml").write_text(yaml.safe_dump({**TINY, "experiments_dir": str(d / "experiments")}))
+    r = run_snakemake(["--cores", "2", "--configfile", "tiny.yaml"], d, timeout=1200)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return d
+
+
+@pytest.mark.workflow
+def test_csv_has_every_row_and_metric_of_its_experiment(built: Path) -> None:
+    for name in TINY_TABLES:
+        exp = yaml.safe_load((EXPERIMENTS / f"{name}.yaml").read_text())
+        df = pd.read_csv(built / f"results/tiny/tables/{name}.csv")
+        assert list(df.metric) == exp["metrics"] * len(exp["rows"])
+        assert list(dict.fromkeys(df.system)) == [r["system"] for r in exp["rows"]]
+        for row in exp["rows"]:
+            sub = df[df.system == row["system"]].set_index("metric")
+            for metric, value in (row.get("paper") or {}).items():
+                if metric in exp["metrics"] and value is not None:
+                    assert sub.paper[metric] == pytest.approx(value)
+            filled = sub.ours.notna() | (sub.why_empty.astype("string").fillna("") != "")
+            assert filled.all(), f"{name}/{row['system']}: an empty cell must say why"
+        assert set(df.scale) == {"demo"} and set(df.run) == {"tiny"}
+
+
+@pytest.mark.workflow
+def test_speed_ratios_and_counts_come_from_the_runs(built: Path) -> None:
+    t4 = pd.read_csv(built / "results/tiny/tables/atr-table4.csv").set_index(["system", "metric"])
+    exp = yaml.safe_load((EXPERIMENTS / "atr-table4.yaml").read_text())
+    base = exp["baseline"]
+    paper = {r["system"]: r["paper"] for r in exp["rows"]}
+    for system in paper:
+        ours = t4.ours[(system, "train_tgt_words_per_s")] / t4.ours[(base, "train_tgt_words_per_s")]
+        assert t4.ours[(system, "train_tgt_words_per_s_ratio")] == pytest.approx(ours)
+        theirs = paper[system]["train_tgt_words_per_s"] / paper[base]["train_tgt_words_per_s"]
+        assert t4.paper[(system, "train_tgt_words_per_s_ratio")] == pytest.approx(theirs)
+    assert t4.ours[(base, "train_tgt_words_per_s_ratio")] == pytest.approx(1.0)
+    # parameter counts are the trained models' own, and ATR has fewer than GRU at the same size
+    assert t4.ours[("RNNSearch+ATR", "params_m")] < t4.ours[("RNNSearch+GRU", "params_m")]
+
+    t1 = pd.read_csv(built / "results/tiny/tables/atr-table1.csv").set_index(["system", "metric"])
+    assert t1.ours[("ATR", "weight_matrices")] == 2 and t1.ours[("LSTM", "matrix_transformations")] == 8
+    assert (t1["diff"] == 0).all()                                   # ATR Table 1 reproduces exactly
+
+
+@pytest.mark.workflow
+def test_markdown_latex_figure_and_runs_csv(built: Path) -> None:
+    out = built / "results/tiny"
+    md = (out / "tables/atr-table4.md").read_text()
+    assert md.startswith("# ATR Table 4")
+    header = md.splitlines()[4]
+    assert header.startswith("| System | #Params (M) (paper) | #Params (M) (ours) |")
+    assert "| RNNSearch+ATR |" in md and "Run `tiny` at scale `demo`" in md
+    tex = (out / "tables/atr-table4.tex").read_text()
+    assert r"\begin{tabular}" in tex and r"\toprule" in tex and "RNNSearch+ATR" in tex
+    assert tex.count(r"\\") >= 1 + len(yaml.safe_load((EXPERIMENTS / "atr-table4.yaml").read_text())["rows"])
+    png = (out / "figures/atr-figure3.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+    fig3 = pd.read_csv(out / "tables/atr-figure3.csv")
+    r = fig3[fig3.metric == "gate_pearson_r"].ours.iloc[0]
+    assert -1 <= r <= 1 and math.isfinite(r)
+    r = run_snakemake(["--report", "report.html", "--configfile", "tiny.yaml"], built)
+    assert r.returncode == 0, r.stderr[-2000:]
+    html = (built / "report.html").read_text(errors="replace")
+    assert "atr-table4" in html and "atr-figure3" in html
+    runs = pd.read_csv(out / "runs.csv")
+    assert len(runs) == len({(v, m) for v, m in zip(runs.variant, runs.member, strict=True)}) >= 7
+    assert {"scores.bleu", "train.params", "train.train_settings.lr", "decode.beam"} <= set(runs.columns)
+
+
+@pytest.mark.workflow
+def test_editing_one_row_reruns_only_that_row(built: Path) -> None:
+    path = built / "experiments/atr-table4.yaml"
+    original, stat = path.read_text(), path.stat()
+    exp = yaml.safe_load(original)
+    row = next(r for r in exp["rows"] if r["system"] == "RNNSearch+RAN")
+    row["train"] = {**(row.get("train") or {}), "lr": 0.003}
+    path.write_text(yaml.safe_dump(exp))
+    try:
+        r = run_snakemake(["-n", "--configfile", "tiny.yaml"], built)
+        assert r.returncode == 0, r.stderr[-2000:]
+        counts = jobs(r.stdout)
+        assert counts["train"] == 1 and counts["translate"] == 1 and counts["table"] == 1
+        assert "atr-rnnsearch-ran" in r.stdout and "atr-rnnsearch-gru/seed1/model.pt" not in r.stdout
+    finally:
+        path.write_text(original)
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    again = run_snakemake(["-n", "--configfile", "tiny.yaml"], built)
+    assert "Nothing to be done" in again.stdout + again.stderr
