@@ -67,6 +67,8 @@ def metric_value(metrics: dict[str, Any], name: str) -> float | None:
     if name == "gate_pearson_r":
         gates = metrics.get("gates") or {}
         return next(iter(gates.values()))["pearson_r"] if gates else None
+    if name == "bleu_avg":                          # the mean over the split's test sets; one set: its BLEU
+        return scores.get("bleu_avg", scores.get("bleu"))
     if name in scores:
         return scores[name]
     if name == "params_m":
@@ -81,7 +83,7 @@ def metric_value(metrics: dict[str, Any], name: str) -> float | None:
 
 
 def why_empty(metric: str, scale: str) -> str:
-    if metric.startswith("bleu@") or metric == "bleu_avg":
+    if metric.startswith("bleu@"):
         return f"the test split at scale {scale} is one test set, not the paper's several"
     if metric.startswith("bleu_len@"):
         return "no test sentence of this source length"
@@ -219,6 +221,11 @@ def _footer(table: Table, df: pd.DataFrame) -> list[str]:
     for reason in sorted(set(empty.why_empty) - {r.why_not for r in table.rows}):
         metrics = ", ".join(sorted(set(empty[empty.why_empty == reason].metric)))
         out.append(f"Empty ({metrics}): {reason}.")
+    per_set = df[df.metric.str.startswith("bleu@")]
+    if "bleu_avg" in table.metrics and (per_set.empty or per_set.ours.isna().all()) \
+            and df[df.metric == "bleu_avg"].ours.notna().any():
+        out.append(f"{label('bleu_avg')} (ours): BLEU of the one test set of scale `{scale}` (the paper averages its "
+                   "test sets).")
     out += [f"BLEU signature: `{s}`" for s in sorted({s for s in df.signature if s})]
     if table.notes:
         out.append(table.notes.strip())
