@@ -147,6 +147,26 @@ def test_killed_training_resumes_to_the_same_weights(corpus: dict[str, Path], tm
     assert_same_weights(tmp_path / "ref/model.pt", tmp_path / "run/model.pt")
 
 
+def test_resume_restores_outputs_that_snakemake_deleted(corpus: dict[str, Path], tmp_path: Path) -> None:
+    """Snakemake removes a failed job's outputs before the retry: the best model and the log come back."""
+    steps = 60
+    ref = subprocess.run(_train_cmd(corpus, tmp_path / "ref", steps), capture_output=True, text=True)
+    assert ref.returncode == 0, ref.stderr[-2000:]
+    proc = subprocess.Popen(_train_cmd(corpus, tmp_path / "run", steps), stderr=subprocess.PIPE, text=True)
+    _wait_for_step(tmp_path / "run/train.jsonl", 15, proc)
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 75
+    for name in ("model.pt", "train.jsonl"):        # what Snakemake does to the failed job's outputs
+        (tmp_path / "run" / name).unlink()
+    again = subprocess.run(_train_cmd(corpus, tmp_path / "run", steps), capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert_same_weights(tmp_path / "ref/model.pt", tmp_path / "run/model.pt")
+    assert (tmp_path / "ref/train.jsonl").read_text() != ""
+    steps_logged = [json.loads(x)["step"] for x in (tmp_path / "run/train.jsonl").read_text().splitlines()]
+    assert steps_logged == [json.loads(x)["step"] for x in (tmp_path / "ref/train.jsonl").read_text().splitlines()]
+
+
 # ---- SR-NMT retraining, NaN losses -----------------------------------------------------------------
 def test_plateau_restarts_from_best_at_half_rate_then_stops(corpus: dict[str, Path], tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
