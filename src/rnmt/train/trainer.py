@@ -316,9 +316,9 @@ class Trainer:
                     stop = "patience"
                 elif s.checkpoint_every and p.step % s.checkpoint_every == 0:
                     self._save_state()
-                if self._signal is not None:
+                if distributed.any_rank(self._signal is not None, self.world, self.device):
                     self._save_state()
-                    raise TrainingInterrupted(f"signal {self._signal} at step {p.step}; "
+                    raise TrainingInterrupted(f"signal {self._signal or 'on another rank'} at step {p.step}; "
                                               f"{self.out_dir / 'last.pt'} saved: rerun the same command to resume")
                 if stop:
                     return stop
