@@ -3,6 +3,7 @@ two processes (gloo on the CPU) inside a Snakemake job."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -82,14 +83,43 @@ rule one_process:
 """
 
 
-@pytest.mark.workflow
-def test_a_two_gpu_rule_trains_with_two_gloo_processes_inside_snakemake(tmp_path: Path) -> None:
+def write_corpus(d: Path) -> None:
     pairs = list(generate_pairs(9, 80, max_words=10))
     for split, part in (("train", pairs[:64]), ("dev", pairs[64:])):
-        write_lines(tmp_path / f"{split}.src", [tokenize(p.source_text, "en") for p in part])
-        write_lines(tmp_path / f"{split}.tgt", [tokenize(p.target_text, "en") for p in part])
+        write_lines(d / f"{split}.src", [tokenize(p.source_text, "en") for p in part])
+        write_lines(d / f"{split}.tgt", [tokenize(p.target_text, "en") for p in part])
     for side in ("src", "tgt"):
-        Vocab.build((tmp_path / f"train.{side}").read_text().splitlines()).save(tmp_path / f"vocab.{side}")
+        Vocab.build((d / f"train.{side}").read_text().splitlines()).save(d / f"vocab.{side}")
+
+
+def test_signalled_two_process_training_exits_75_and_resumes(tmp_path: Path) -> None:
+    write_corpus(tmp_path)
+    settings = {**SETTINGS, "max_steps": 150, "valid_every": 150, "max_epochs": 1000}
+    cmd = [sys.executable, "-m", "rnmt", "train", "--gpus", "2", "--model", json.dumps(MODEL), "--settings",
+           json.dumps(settings), "--out-dir", "out",
+           *[f"--{k}={v}" for k, v in (("train-src", "train.src"), ("train-tgt", "train.tgt"), ("dev-src", "dev.src"),
+                                       ("dev-tgt", "dev.tgt"), ("src-vocab", "vocab.src"),
+                                       ("tgt-vocab", "vocab.tgt"))]]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+    log = tmp_path / "out/train.jsonl"
+    end = time.time() + 120
+    while proc.poll() is None and time.time() < end and not (log.is_file() and len(log.read_text().splitlines()) > 3):
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)                 # to the launcher only, as Snakemake or a user would
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 75, err[-3000:]
+    stopped = checkpoint.load(tmp_path / "out/last.pt")["step"]
+    assert 3 <= stopped < 150
+    again = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"at step {stopped} " in again.stderr and "resumed from" in again.stderr
+    assert json.loads((tmp_path / "out/train.json").read_text())["steps"] == 150
+
+
+@pytest.mark.workflow
+def test_a_two_gpu_rule_trains_with_two_gloo_processes_inside_snakemake(tmp_path: Path) -> None:
+    write_corpus(tmp_path)
     (tmp_path / "model.json").write_text(json.dumps(MODEL))
     (tmp_path / "settings.json").write_text(json.dumps(SETTINGS))
     (tmp_path / "Snakefile").write_text(SNAKEFILE.format(python=sys.executable))
