@@ -3,6 +3,10 @@
 import json
 import os
 import random
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -70,6 +74,45 @@ def test_changed_settings_train_afresh(corpus: dict[str, Path], tmp_path: Path) 
     t = trainer(corpus, tmp_path, max_steps=6, lr=0.001)
     t.run()
     assert t.p.step == 6 and list(tmp_path.glob("last.*.pt")), "the other run's checkpoint is kept aside"
+
+
+def _train_cmd(corpus: dict[str, Path], out: Path, steps: int) -> list[str]:
+    settings = {"batch_size": 8, "lr": 0.003, "valid_every": 6, "valid_bleu": False, "threads": 1,
+                "max_steps": steps, "checkpoint_every": 2, "log_every": 1}
+    c = corpus
+    return [sys.executable, "-m", "rnmt", "train", "--model", json.dumps(MODEL), "--settings", json.dumps(settings),
+            "--train-src", str(c["train_src"]), "--train-tgt", str(c["train_tgt"]), "--dev-src", str(c["dev_src"]),
+            "--dev-tgt", str(c["dev_tgt"]), "--src-vocab", str(c["src_vocab"]), "--tgt-vocab", str(c["tgt_vocab"]),
+            "--out-dir", str(out)]
+
+
+def _wait_for_step(log: Path, step: int, proc: subprocess.Popen, timeout: float = 120) -> None:
+    end = time.time() + timeout
+    while time.time() < end and proc.poll() is None:
+        if log.is_file() and any(json.loads(x)["step"] >= step for x in log.read_text().splitlines() if x.strip()):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"training never reached step {step}")
+
+
+def test_resume_restores_outputs_that_snakemake_deleted(corpus: dict[str, Path], tmp_path: Path) -> None:
+    """Snakemake removes a failed job's outputs before the retry: the best model and the log come back."""
+    steps = 60
+    ref = subprocess.run(_train_cmd(corpus, tmp_path / "ref", steps), capture_output=True, text=True)
+    assert ref.returncode == 0, ref.stderr[-2000:]
+    proc = subprocess.Popen(_train_cmd(corpus, tmp_path / "run", steps), stderr=subprocess.PIPE, text=True)
+    _wait_for_step(tmp_path / "run/train.jsonl", 15, proc)
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 75
+    for name in ("model.pt", "train.jsonl"):        # what Snakemake does to the failed job's outputs
+        (tmp_path / "run" / name).unlink()
+    again = subprocess.run(_train_cmd(corpus, tmp_path / "run", steps), capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert_same_weights(tmp_path / "ref/model.pt", tmp_path / "run/model.pt")
+    assert (tmp_path / "ref/train.jsonl").read_text() != ""
+    steps_logged = [json.loads(x)["step"] for x in (tmp_path / "run/train.jsonl").read_text().splitlines()]
+    assert steps_logged == [json.loads(x)["step"] for x in (tmp_path / "ref/train.jsonl").read_text().splitlines()]
 
 
 # ---- SR-NMT retraining, NaN losses -----------------------------------------------------------------

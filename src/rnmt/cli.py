@@ -62,7 +62,23 @@ def cmd_vocab(a: argparse.Namespace) -> None:
     log.info("vocabulary of %d entries → %s", len(v), a.output)
 
 
+TRAIN_FILES = ("train-src", "train-tgt", "dev-src", "dev-tgt", "src-vocab", "tgt-vocab", "out-dir")
+
+
 def cmd_train(a: argparse.Namespace) -> None:
+    from rnmt.cluster import launch
+
+    lease = None if launch.is_worker() else launch.lease_gpus(a.gpus)     # held until this process exits
+    if a.gpus > 1 and not launch.is_worker():
+        args = [*(["-q"] if a.quiet else []), "train", "--model", a.model, "--settings", a.settings]
+        for name in TRAIN_FILES:
+            args += [f"--{name}", getattr(a, name.replace("-", "_"))]
+        sys.exit(launch.run_distributed(a.gpus, args))
+    _train(a)
+    del lease
+
+
+def _train(a: argparse.Namespace) -> None:
     from rnmt.train.trainer import Trainer, TrainingDiverged, TrainingInterrupted, TrainSettings
 
     settings = TrainSettings.from_dict(json.loads(a.settings))
@@ -336,11 +352,14 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("train", help="train one model")
     s.add_argument("--model", required=True, help="model settings as JSON (arch, cell, sizes)")
     s.add_argument("--settings", required=True, help="training settings as JSON")
-    for name in ("train-src", "train-tgt", "dev-src", "dev-tgt", "src-vocab", "tgt-vocab", "out-dir"):
+    for name in TRAIN_FILES:
         s.add_argument(f"--{name}", required=True)
     s.add_argument("--train-src-labels", help="source dependency labels, one per subword of --train-src")
     s.add_argument("--dev-src-labels", help="source dependency labels, one per subword of --dev-src")
     s.add_argument("--src-label-vocab", help="the label vocabulary (labels/<source>/vocab.lab)")
+    s.add_argument("--gpus", type=int, default=0,
+                   help="GPUs for this job (the rule's gpu resource): leased from the local slot pool outside "
+                        "SLURM; more than 1 trains with that many torch.distributed processes (gloo on a CPU)")
     s.set_defaults(func=cmd_train)
 
     s = sub.add_parser("translate", help="beam-search a segmented source file")

@@ -54,3 +54,13 @@ def agree(reason: str | None, world: int, device: torch.device) -> str | None:
     box = [reason]
     dist.broadcast_object_list(box, 0)
     return box[0]
+
+
+def any_rank(flag: bool, world: int, device: torch.device) -> bool:
+    """True on every rank when any rank's flag is set (a signal reaches workers at slightly different steps;
+    all must stop at the same step, or the others would wait for the stopped one in the next all-reduce)."""
+    if world == 1:
+        return flag
+    t = torch.tensor([int(flag)], dtype=torch.long, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item())

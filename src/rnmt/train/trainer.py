@@ -8,7 +8,9 @@ Writes into `out_dir`:
   train.json    the run's metrics (parameters, steps, time, words/s, best dev scores, hardware)
 
 SIGTERM or SIGUSR1 (a cluster's warning before its time limit) saves last.pt at the next step boundary
-and stops with TrainingInterrupted; rerunning the same command resumes.
+and stops with TrainingInterrupted; rerunning the same command resumes. Snakemake deletes a failed job's
+outputs (model.pt, train.jsonl) before the retry: both keep a hard link (.model.pt.keep,
+.train.jsonl.keep) from which a resumed run restores them.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import random
 import resource
+import shutil
 import signal
 import time
 from dataclasses import asdict, dataclass, field, fields
@@ -229,6 +233,27 @@ class Trainer:
         self._save("last.pt", {"step": self.p.step, "progress": asdict(self.p), "optimizer": self.opt.state_dict(),
                                "rng": rng, "settings": asdict(self.s)})
 
+    def _keep(self, name: str) -> None:
+        """Hard-link `name` to .<name>.keep, which survives Snakemake deleting a failed job's outputs."""
+        if self.rank != 0:
+            return
+        src, keep = self.out_dir / name, self.out_dir / f".{name}.keep"
+        tmp = keep.with_name(keep.name + ".tmp")
+        tmp.unlink(missing_ok=True)
+        try:
+            os.link(src, tmp)
+        except OSError:                         # file systems without hard links
+            shutil.copyfile(src, tmp)
+        os.replace(tmp, keep)
+
+    def _restore(self, name: str) -> None:
+        path, keep = self.out_dir / name, self.out_dir / f".{name}.keep"
+        if self.rank == 0 and not path.exists() and keep.is_file():
+            try:
+                os.link(keep, path)
+            except OSError:
+                shutil.copyfile(keep, path)
+
     def _comparable(self, settings: dict[str, Any]) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in settings.items() if k not in BUDGET_FIELDS}
 
@@ -267,6 +292,8 @@ class Trainer:
             log.warning("%s was written with another model, vocabulary or settings (%s); kept as %s, training "
                         "afresh", path, "; ".join(differences), stale.name)
             return
+        self._restore("model.pt")
+        self._restore("train.jsonl")
         self.model.load_state_dict(ckpt["state_dict"])
         self.opt.load_state_dict(ckpt["optimizer"])
         self.p = Progress(**ckpt["progress"])
@@ -304,6 +331,7 @@ class Trainer:
             write_lines(log_path, kept)
         try:
             with open(log_path, "a", encoding="utf-8") as self.logf:
+                self._keep("train.jsonl")
                 stop = self._loop()
                 if not self.p.curve or self.p.curve[-1]["step"] != self.p.step:
                     self._validate()        # also saves last.pt; a validation at the last step already did
@@ -334,9 +362,9 @@ class Trainer:
                     stop = "patience"
                 elif s.checkpoint_every and p.step % s.checkpoint_every == 0:
                     self._save_state()
-                if self._signal is not None:
+                if distributed.any_rank(self._signal is not None, self.world, self.device):
                     self._save_state()
-                    raise TrainingInterrupted(f"signal {self._signal} at step {p.step}; "
+                    raise TrainingInterrupted(f"signal {self._signal or 'on another rank'} at step {p.step}; "
                                               f"{self.out_dir / 'last.pt'} saved: rerun the same command to resume")
                 if stop:
                     return stop
@@ -419,6 +447,7 @@ class Trainer:
         if rec["dev_loss"] < p.best.get("dev_loss", math.inf):
             p.best, p.stale = rec, 0
             self._save("model.pt", {"step": p.step, "dev_loss": rec["dev_loss"]})
+            self._keep("model.pt")
         else:
             p.stale += 1
         if s.patience and p.stale >= s.patience and p.retrains_done < s.plateau_retrains:

@@ -1,0 +1,1 @@
+"""Running on several GPUs and on clusters: GPU slot leases, multi-process launches."""

@@ -1,0 +1,97 @@
+"""GPU ids for local multi-GPU runs: a pool of slots, one lock file per GPU.
+
+`snakemake --cores N --resources gpu=K` only counts GPUs; it does not say which job gets which one.
+A GPU job leases `n` slots by taking an exclusive `flock` on `gpu<id>.lock` in the pool folder, and
+runs with CUDA_VISIBLE_DEVICES set to the leased ids. The kernel drops a lock when its holder exits,
+so a crashed or killed job frees its GPUs without any clean-up. Under SLURM the allocation already
+sets CUDA_VISIBLE_DEVICES, and no pool is used.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+POOL_ENV = "RNMT_GPU_POOL"          # the pool folder; shared by every run on the machine by default
+
+
+def default_pool() -> Path:
+    return Path(os.environ.get(POOL_ENV) or Path(tempfile.gettempdir()) / f"rnmt-gpu-slots-{os.getuid()}")
+
+
+def visible_gpus() -> list[str]:
+    """The GPU ids jobs may use: CUDA_VISIBLE_DEVICES when set, else every GPU nvidia-smi lists."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return [x.strip() for x in env.split(",") if x.strip()]
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line.strip() for line in out.splitlines() if line.strip()]
+
+
+@dataclass
+class Lease:
+    """Leased GPU ids; the locks are held until release() or until this process exits."""
+
+    ids: list[str]
+    _fds: list[int] = field(default_factory=list, repr=False)
+
+    def release(self) -> None:
+        for fd in self._fds:
+            os.close(fd)
+        self._fds.clear()
+
+    def __enter__(self) -> Lease:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _try_lock(path: Path) -> int | None:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
+
+
+def acquire(n: int, gpus: list[str], pool: Path | None = None, timeout: float | None = None,
+            poll: float = 1.0) -> Lease:
+    """Lease `n` of `gpus`, waiting while other jobs hold them (up to `timeout` seconds, None: forever)."""
+    if n > len(gpus):
+        raise RuntimeError(f"{n} GPUs asked for, but only {len(gpus)} are visible ({','.join(gpus) or 'none'}): "
+                           "lower the rule's gpu resource or run where more GPUs are")
+    pool = Path(pool or default_pool())
+    pool.mkdir(parents=True, exist_ok=True)
+    start, warned = time.monotonic(), False
+    while True:
+        held: list[tuple[str, int]] = []
+        for gpu in gpus:
+            fd = _try_lock(pool / f"gpu{gpu}.lock")
+            if fd is not None:
+                held.append((gpu, fd))
+                if len(held) == n:
+                    return Lease([g for g, _ in held], [f for _, f in held])
+        for _, fd in held:                    # not enough free: give back what we took, try again later
+            os.close(fd)
+        if timeout is not None and time.monotonic() - start >= timeout:
+            raise TimeoutError(f"no {n} free GPU slots in {pool} after {timeout:.0f} s (other jobs hold them)")
+        if not warned:
+            log.warning("waiting for %d free GPU slot(s) in %s", n, pool)
+            warned = True
+        time.sleep(poll)

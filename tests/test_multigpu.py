@@ -1,0 +1,140 @@
+"""Local multi-GPU runs: disjoint GPU ids per job from the slot pool, and torch.distributed training with
+two processes (gloo on the CPU) inside a Snakemake job."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import ROOT
+from rnmt.cluster import gpus
+from rnmt.data.synthetic import generate_pairs
+from rnmt.data.tokenize import tokenize
+from rnmt.data.vocab import Vocab
+from rnmt.io import write_lines
+from rnmt.train import checkpoint
+
+HOLDER = textwrap.dedent("""
+    import sys, time
+    from rnmt.cluster import gpus
+    lease = gpus.acquire(int(sys.argv[2]), sys.argv[3].split(","), sys.argv[1], timeout=float(sys.argv[4]), poll=0.05)
+    print(",".join(lease.ids), flush=True)
+    time.sleep(600)
+""")
+
+
+def hold(pool: Path, n: int, ids: str, timeout: float = 30) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    return subprocess.Popen([sys.executable, "-c", HOLDER, str(pool), str(n), ids, str(timeout)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_concurrent_jobs_get_disjoint_gpus_and_a_crashed_holder_frees_its_own(tmp_path: Path) -> None:
+    a, b = hold(tmp_path, 2, "0,1,2,3"), hold(tmp_path, 1, "0,1,2,3")
+    try:
+        got_a, got_b = set(a.stdout.readline().strip().split(",")), set(b.stdout.readline().strip().split(","))
+        assert len(got_a) == 2 and len(got_b) == 1 and not got_a & got_b
+        free = {"0", "1", "2", "3"} - got_a - got_b
+        with pytest.raises(TimeoutError, match="no 2 free GPU slots"):      # only one left
+            gpus.acquire(2, ["0", "1", "2", "3"], tmp_path, timeout=0.2, poll=0.05)
+        a.kill()                                    # a crash: no clean-up code runs
+        a.wait()
+        with gpus.acquire(3, ["0", "1", "2", "3"], tmp_path, timeout=10, poll=0.05) as lease:
+            assert set(lease.ids) == got_a | free
+        with gpus.acquire(3, ["0", "1", "2", "3"], tmp_path, timeout=10, poll=0.05) as again:
+            assert set(again.ids) == got_a | free, "release() gives the slots back"
+    finally:
+        for p in (a, b):
+            p.kill()
+            p.communicate()
+
+
+def test_asking_for_more_gpus_than_visible_names_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError, match="3 GPUs asked for, but only 2 are visible.*lower the rule's gpu"):
+        gpus.acquire(3, ["0", "1"], tmp_path)
+
+
+MODEL = {"arch": "rnnsearch", "cell": "gru", "emb": 16, "hidden": 24, "dropout": 0.0}
+SETTINGS = {"batch_size": 16, "lr": 0.003, "valid_every": 10, "valid_bleu": False, "threads": 1, "max_steps": 10,
+            "log_every": 1}
+SNAKEFILE = """
+TRAIN = ('{python} -m rnmt train --model "$(cat model.json)" --settings "$(cat settings.json)" '
+         '--train-src train.src --train-tgt train.tgt --dev-src dev.src --dev-tgt dev.tgt '
+         '--src-vocab vocab.src --tgt-vocab vocab.tgt')
+
+rule all:
+    input: "two/model.pt", "one/model.pt"
+
+rule two_processes:
+    output: "two/model.pt"
+    resources: gpu=2
+    shell: "exec " + TRAIN + " --gpus {{resources.gpu}} --out-dir two 2> two.log"
+
+rule one_process:
+    output: "one/model.pt"
+    shell: "exec " + TRAIN + " --out-dir one 2> one.log"
+"""
+
+
+def write_corpus(d: Path) -> None:
+    pairs = list(generate_pairs(9, 80, max_words=10))
+    for split, part in (("train", pairs[:64]), ("dev", pairs[64:])):
+        write_lines(d / f"{split}.src", [tokenize(p.source_text, "en") for p in part])
+        write_lines(d / f"{split}.tgt", [tokenize(p.target_text, "en") for p in part])
+    for side in ("src", "tgt"):
+        Vocab.build((d / f"train.{side}").read_text().splitlines()).save(d / f"vocab.{side}")
+
+
+def test_signalled_two_process_training_exits_75_and_resumes(tmp_path: Path) -> None:
+    write_corpus(tmp_path)
+    settings = {**SETTINGS, "max_steps": 150, "valid_every": 150, "max_epochs": 1000}
+    cmd = [sys.executable, "-m", "rnmt", "train", "--gpus", "2", "--model", json.dumps(MODEL), "--settings",
+           json.dumps(settings), "--out-dir", "out",
+           *[f"--{k}={v}" for k, v in (("train-src", "train.src"), ("train-tgt", "train.tgt"), ("dev-src", "dev.src"),
+                                       ("dev-tgt", "dev.tgt"), ("src-vocab", "vocab.src"),
+                                       ("tgt-vocab", "vocab.tgt"))]]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+    log = tmp_path / "out/train.jsonl"
+    end = time.time() + 120
+    while proc.poll() is None and time.time() < end and not (log.is_file() and len(log.read_text().splitlines()) > 3):
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)                 # to the launcher only, as Snakemake or a user would
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 75, err[-3000:]
+    stopped = checkpoint.load(tmp_path / "out/last.pt")["step"]
+    assert 3 <= stopped < 150
+    again = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"at step {stopped} " in again.stderr and "resumed from" in again.stderr
+    assert json.loads((tmp_path / "out/train.json").read_text())["steps"] == 150
+
+
+@pytest.mark.workflow
+def test_a_two_gpu_rule_trains_with_two_gloo_processes_inside_snakemake(tmp_path: Path) -> None:
+    write_corpus(tmp_path)
+    (tmp_path / "model.json").write_text(json.dumps(MODEL))
+    (tmp_path / "settings.json").write_text(json.dumps(SETTINGS))
+    (tmp_path / "Snakefile").write_text(SNAKEFILE.format(python=sys.executable))
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
+    t0 = time.time()
+    r = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "--resources", "gpu=2"], cwd=tmp_path,
+                       env=env, capture_output=True, text=True, timeout=600)
+    logs = "".join(p.read_text()[-3000:] for p in tmp_path.glob("*.log"))
+    assert r.returncode == 0, r.stderr[-3000:] + logs
+    assert time.time() - t0 < 300
+    assert json.loads((tmp_path / "two/train.json").read_text())["world_size"] == 2
+    log = (tmp_path / "two.log").read_text()
+    assert "running on the CPU" in log                  # no GPU visible: the two processes are gloo CPU ranks
+    # two ranks on half batches each = one process on the whole batch (sum order aside)
+    two, one = checkpoint.load(tmp_path / "two/model.pt"), checkpoint.load(tmp_path / "one/model.pt")
+    assert two["step"] == one["step"] == 10
+    for k, w in one["state_dict"].items():
+        torch.testing.assert_close(two["state_dict"][k], w, rtol=1e-4, atol=1e-5)
