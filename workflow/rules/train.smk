@@ -55,7 +55,7 @@ rule train:
     shell:
         # exec: SLURM signals every process of the job step; a shell in between would die of SIGTERM
         # and take the checkpointing trainer down with it.
-        "exec {RNMT} train --gpus {resources.gpu} --model {params.model:q} --settings {params.settings:q} "
+        "exec {RNMT} train --gpus {resources.gpu:q} --model {params.model:q} --settings {params.settings:q} "
         "--train-src {input.train_src:q} --train-tgt {input.train_tgt:q} "
         "--dev-src {input.dev_src:q} --dev-tgt {input.dev_tgt:q} "
         "--src-vocab {input.src_vocab:q} --tgt-vocab {input.tgt_vocab:q} {params.labels:q} "
