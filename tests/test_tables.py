@@ -161,3 +161,20 @@ def test_editing_one_row_reruns_only_that_row(built: Path) -> None:
         os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     again = run_snakemake(["-n", "--configfile", "tiny.yaml"], built)
     assert "Nothing to be done" in again.stdout + again.stderr
+
+
+@pytest.mark.parametrize("scale", ["demo", "small", "paper"])
+def test_every_row_builds_its_model_at_every_scale(scale: str) -> None:
+    """Each trained row's settings at each scale make a model (on the meta device: shapes, no memory)."""
+    from rnmt.plan import Plan
+
+    config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    plan = Plan({**config, "scale": scale}, ROOT)
+    plan.check_models()
+    assert len(plan.variants) >= 50
+    transformer = next(v for (_, name), v in plan.variants.items() if name == "atr-transformer")
+    assert "emb" not in transformer.model                            # settings it does not take are left out
+    if scale == "paper":
+        assert transformer.model["d_model"] == 512 and transformer.model["layers"] == 4
+        gru = plan.variants[("atr-wmt14-en-de", "atr-rnnsearch-gru")]
+        assert (gru.model["emb"], gru.model["hidden"], gru.train["lr"]) == (620, 1000, 0.0005)

@@ -158,9 +158,9 @@ def _overlay(*layers: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _accepted(arch: str, defaults: dict[str, Any]) -> dict[str, Any]:
-    """The config's default (or forced) model settings an architecture takes (the transformer has no
-    `emb`; most recurrent ones no `tie_output`); settings a table or row gives explicitly are never
-    dropped, so a typo there still stops the run."""
+    """The default model settings (config, scale, the table's for all its rows) or forced ones
+    (override) that an architecture takes: the transformer has no `emb`, most recurrent ones no
+    `tie_output`. A row's own settings are never dropped, so a typo there still stops the run."""
     import rnmt.models  # noqa: F401  (fills the registry)
     from rnmt.models.registry import accepted_settings
 
@@ -245,10 +245,11 @@ class Plan:
         override = self.config.get("override") or {}
         arch_defaults = ((self.scale_settings.get("arch_model") or {}).get(row["arch"])) or {}
         defaults = {"model": _accepted(row["arch"], _overlay(self.config.get("model"), self.scale_settings.get("model"),
-                                                             arch_defaults))}
+                                                             arch_defaults, table_scale.get("model")))}
         forced = {**override, "model": _accepted(row["arch"], override.get("model") or {})}
-        parts = {s: _overlay(defaults.get(s) or _overlay(self.config.get(s), self.scale_settings.get(s)),
-                             table_scale.get(s), row.get(s), row_scale.get(s), forced.get(s)) for s in SECTIONS}
+        parts = {s: _overlay(defaults.get(s) or _overlay(self.config.get(s), self.scale_settings.get(s),
+                                                         table_scale.get(s)),
+                             row.get(s), row_scale.get(s), forced.get(s)) for s in SECTIONS}
         model = {"arch": row["arch"], **({"cell": row["cell"]} if "cell" in row else {}), **parts["model"]}
         return Variant(row["variant"], corpus, model, parts["train"], parts["decode"],
                        row_seeds(row, self.max_seeds), row.get("labels"))

@@ -23,6 +23,7 @@ PARSE = {
     "train_steps_pos": 100,
     "train_steps_depparse": 80,
     **(config.get("parse") or {}),
+    **(PLAN.scale_settings.get("parse") or {}),        # e.g. small/paper: stanza's real English models
 }
 PARSE["model_dir"] = PARSE["model_dir"] or f"{R}/stanza"      # null: results/<run>/stanza
 
