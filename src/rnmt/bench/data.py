@@ -43,8 +43,10 @@ def corpus(directory: Path, lines: int, merges: int) -> tuple[list[str], Path]:
     return text, codes
 
 
-def bench(device: torch.device, quick: bool = False, workers: tuple[int, ...] = (1, 2)) -> list[dict[str, Any]]:
-    n, merges, reps = (4000, 500, 2) if quick else (20000, 2000, 3)
+def bench(device: torch.device, quick: bool = False, workers: tuple[int, ...] = (1, 2),
+          lines: int | None = None) -> list[dict[str, Any]]:
+    n, merges, reps = (8000, 500, 2) if quick else (20000, 2000, 3)
+    n = lines or n
     peak = matmul_peak(device, (1024,))
     env = environment(device, peak)
     rows = []

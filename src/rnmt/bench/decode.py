@@ -51,8 +51,8 @@ def sources(cfg: Config, seed: int = 0) -> list[list[int]]:
             for _ in range(cfg.sentences)]
 
 
-def bench(device: torch.device, quick: bool = False) -> list[dict[str, Any]]:
-    cfg = QUICK if quick else FULL
+def bench(device: torch.device, quick: bool = False, cfg: Config | None = None) -> list[dict[str, Any]]:
+    cfg = cfg or (QUICK if quick else FULL)
     reps = 2 if quick else 3
     peak = matmul_peak(device, (1024,) if quick else (1024, 2048))
     env = environment(device, peak)

@@ -113,8 +113,9 @@ def measure_row(row: Row, cfg: Config, device: torch.device, warmup: int, reps: 
             "src_words_per_s": b.src_words / t.median, "gflops": flops / t.median / 1e9, "reps": reps}
 
 
-def bench(device: torch.device, quick: bool = False, systems: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
-    cfg = QUICK if quick else FULL
+def bench(device: torch.device, quick: bool = False, systems: tuple[str, ...] | None = None,
+          cfg: Config | None = None) -> list[dict[str, Any]]:
+    cfg = cfg or (QUICK if quick else FULL)
     warmup, reps = (1, 2) if quick else (1, 3)
     wanted = systems or (QUICK_ROWS if quick else tuple(r.system for r in ROWS))
     if BASELINE not in wanted:
