@@ -10,6 +10,7 @@ token and forward+backward 3× that (the backward has two products per forward p
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +21,7 @@ from rnmt.bench.timing import environment, matmul_peak, measure
 from rnmt.cells import CELLS, build_cell, run
 from rnmt.cells.base import RecurrentCell, fused
 
+log = logging.getLogger(__name__)
 BATCH, LENGTH = 80, 50
 FULL_HIDDEN, QUICK_HIDDEN = (256, 512, 1000), (256,)
 REFERENCES = ("nn.GRU", "nn.LSTM")
@@ -66,6 +68,8 @@ def measure_layer(name: str, hidden: int, device: torch.device, batch: int, leng
         forward(x).sum().backward()
 
     t = measure(step, device, warmup, reps)
+    log.info("%s hidden %d%s: %.0f tokens/s", name, hidden, "" if use_sequence else " (step loop)",
+             batch * length / t.median)
     tokens = batch * length
     path = "cuDNN" if name in REFERENCES and device.type == "cuda" else "torch" if name in REFERENCES else (
         "sequence" if use_sequence and has_sequence(module, hidden, device) else "step loop")

@@ -11,6 +11,7 @@ pass, counted by torch's FlopCounterMode, times 3 for forward+backward.
 
 from __future__ import annotations
 
+import logging
 import random
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,8 @@ from rnmt.data.batching import Batch, pad
 from rnmt.data.vocab import PAD_ID
 from rnmt.models import build_model
 from rnmt.models.base import Seq2Seq
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,7 @@ def measure_row(row: Row, cfg: Config, device: torch.device, warmup: int, reps: 
 
     t = measure(step, device, warmup, reps)
     flops = 3 * forward_flops(model, b)
+    log.info("%s: %.0f target words/s", row.system, b.tgt_tokens / t.median)
     return {"table": row.table, "system": row.system, "arch": row.arch, "emb": cfg.emb, "hidden": cfg.hidden,
             "vocab": cfg.vocab, "batch": cfg.batch, "params": sum(p.numel() for p in model.parameters()),
             "step_seconds": t.median, "tgt_words_per_s": b.tgt_tokens / t.median,

@@ -71,11 +71,12 @@ class ATRSequence(torch.autograd.Function):
             h = hs[t - 1] if t else h0
             gn = g if m is None else g * m[t]
             i, f = i_all[t], f_all[t]
-            di = gn * p[t] * i * (1 - i)
-            df = gn * h * f * (1 - f)
+            gi, gf = gn * i, gn * f                                  # gf: the state's direct path
+            di = gi * (1 - i) * p[t]                                 # ∂L/∂(p + q) through i
+            df = gf * (1 - f) * h                                    # ∂L/∂(p − q) through f
             torch.sub(di, df, out=dq[t])
-            torch.add(torch.addcmul(di, gn, i), df, out=dp[t])
-            carried = gn * f if m is None else torch.addcmul(g * (1 - m[t]), gn, f)
+            torch.add(gi + di, df, out=dp[t])
+            carried = gf if m is None else torch.addcmul(gf, g, 1 - m[t])
             g = torch.addmm(carried, dq[t], weight)
         dw, db = _weight_grads(dq, hs, h0)
         return dp, None, g, dw, db
