@@ -95,7 +95,8 @@ def test_cli_writes_the_csv_and_prints_the_table(tmp_path, capsys) -> None:
     with open(tmp_path / "data.csv", encoding="utf-8") as f:
         got = list(csv.DictReader(f))
     assert [r["workers"] for r in got] == ["1", "2"]
-    assert {"lines_per_s", "ratio_to_1_worker", "device", "threads", "peak_gflops", "load_1min"} <= set(got[0])
+    assert {"lines_per_s", "ratio_to_1_worker", "device", "threads", "peak_gflops", "load_1min_start",
+            "load_1min_end"} <= set(got[0])
     assert got[0]["device"] == "cpu" and got[0]["threads"] == "1"
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from rnmt.bench.timing import environment, matmul_peak, measure
+from rnmt.bench.timing import Peak, environment, measure
 from rnmt.cells import CELLS, build_cell, run
 from rnmt.cells.base import RecurrentCell, fused
 
@@ -87,8 +87,7 @@ def bench(device: torch.device, quick: bool = False, hidden: tuple[int, ...] | N
     """All rows: per hidden size, the references, every cell, and (full run) the step loop of the cells
     that have a whole-sequence path, so the speed-up of the fast path is in the same table."""
     warmup, reps = (1, 2) if quick else (1, 3)
-    peak = matmul_peak(device, (1024,) if quick else (1024, 2048))
-    env = environment(device, peak)
+    peak = Peak(device, quick)
     names = cells or cell_names()
     rows = []
     for h in hidden or (QUICK_HIDDEN if quick else FULL_HIDDEN):
@@ -100,9 +99,10 @@ def bench(device: torch.device, quick: bool = False, hidden: tuple[int, ...] | N
         for r in group:
             r["ratio_to_nn_gru"] = r["tokens_per_s"] / ref["nn.GRU"]
             r["ratio_to_nn_lstm"] = r["tokens_per_s"] / ref["nn.LSTM"]
-            r["fraction_of_peak"] = r["gflops"] / peak
-            rows.append({**r, **env})
-    return rows
+        rows += group
+        peak.sample()
+    env = environment(device, peak)
+    return [{**r, "fraction_of_peak": r["gflops"] / peak.best, **env} for r in rows]
 
 
 COLUMNS = ("cell", "path", "hidden", "tokens_per_s", "ratio_to_nn_gru", "ratio_to_nn_lstm", "gflops",

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from rnmt.bench.timing import environment, matmul_peak, measure
+from rnmt.bench.timing import Peak, environment, measure
 from rnmt.data import bpe
 from rnmt.data.synthetic import write_corpus
 from rnmt.data.tokenize import tokenize
@@ -47,8 +47,7 @@ def bench(device: torch.device, quick: bool = False, workers: tuple[int, ...] = 
           lines: int | None = None) -> list[dict[str, Any]]:
     n, merges, reps = (8000, 500, 2) if quick else (20000, 2000, 3)
     n = lines or n
-    peak = matmul_peak(device, (1024,))
-    env = environment(device, peak)
+    peak = Peak(device, quick=True)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         text, codes = corpus(Path(tmp), n, merges)
@@ -66,10 +65,8 @@ def bench(device: torch.device, quick: bool = False, workers: tuple[int, ...] = 
                 raise RuntimeError(f"tokenize+BPE with {w} workers gave different lines than with {workers[0]}")
             rows.append({"task": "tokenize+bpe", "workers": w, "lines": len(text), "seconds": t.median,
                          "lines_per_s": len(text) / t.median, "reps": reps})
-    for r in rows:
-        r["ratio_to_1_worker"] = r["lines_per_s"] / rows[0]["lines_per_s"]
-        r.update(env)
-    return rows
+    env = environment(device, peak)
+    return [{**r, "ratio_to_1_worker": r["lines_per_s"] / rows[0]["lines_per_s"], **env} for r in rows]
 
 
 COLUMNS = ("task", "workers", "lines", "lines_per_s", "ratio_to_1_worker")

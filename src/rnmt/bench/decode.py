@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from rnmt.bench.timing import environment, matmul_peak, measure
+from rnmt.bench.timing import Peak, environment, measure
 from rnmt.decode.ensemble import Ensemble
 from rnmt.decode.translate import translate_ids
 from rnmt.models import build_model
@@ -54,8 +54,7 @@ def sources(cfg: Config, seed: int = 0) -> list[list[int]]:
 def bench(device: torch.device, quick: bool = False, cfg: Config | None = None) -> list[dict[str, Any]]:
     cfg = cfg or (QUICK if quick else FULL)
     reps = 2 if quick else 3
-    peak = matmul_peak(device, (1024,) if quick else (1024, 2048))
-    env = environment(device, peak)
+    peak = Peak(device, quick)
     src = sources(cfg)
     rows = []
     for name, model in models(cfg, device).items():
@@ -76,10 +75,11 @@ def bench(device: torch.device, quick: bool = False, cfg: Config | None = None) 
                                  "words_per_s": words / t.median, "sentences_per_s": len(src) / t.median,
                                  "seconds_per_sentence": t.median / len(src), "reps": reps}
             speedup = by_mode["batched"]["sentences_per_s"] / by_mode["one at a time"]["sentences_per_s"]
-            for r in by_mode.values():
-                rows.append({**r, "batched_speedup": speedup, "emb": cfg.emb, "hidden": cfg.hidden,
-                             "vocab": cfg.vocab, **env})
-    return rows
+            rows += [{**r, "batched_speedup": speedup, "emb": cfg.emb, "hidden": cfg.hidden, "vocab": cfg.vocab}
+                     for r in by_mode.values()]
+            peak.sample()
+    env = environment(device, peak)
+    return [{**r, **env} for r in rows]
 
 
 COLUMNS = ("model", "beam", "mode", "words_per_s", "sentences_per_s", "seconds_per_sentence", "batched_speedup")

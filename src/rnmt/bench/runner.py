@@ -23,7 +23,8 @@ def run_benchmark(name: str, out_dir: str | Path = "results/bench", quick: bool 
     rows = module.bench(dev, quick=quick)
     env = rows[0]
     header = (f"{name} on {env['device']} ({env['cpu']}), {env['threads']} threads, torch {env['torch']}, "
-              f"measured matmul peak {env['peak_gflops']} GFLOP/s, load average {env['load_1min']}"
+              f"measured matmul peak {env['peak_gflops']} GFLOP/s, "
+              f"load average {env['load_1min_start']} at the start, {env['load_1min_end']} at the end"
               f"{', quick run' if quick else ''}")
     text = header + "\n" + format_table(rows, module.COLUMNS)
     write_csv(rows, Path(out_dir) / f"{name}.csv")

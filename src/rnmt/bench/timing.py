@@ -64,6 +64,21 @@ def matmul_peak(device: torch.device, sizes: tuple[int, ...] = (1024, 2048), rep
     return best
 
 
+class Peak:
+    """The matmul peak of a whole benchmark run: sampled at its start, between groups of measurements and
+    at its end, keeping the best (on a shared machine a single sample taken while others compute would
+    understate it, and every fraction of peak would be inflated)."""
+
+    def __init__(self, device: torch.device, quick: bool = False) -> None:
+        self.device, self.sizes, self.best = device, (1024,) if quick else (1024, 2048), 0.0
+        self.load_start = load_average()
+        self.sample()
+
+    def sample(self) -> float:
+        self.best = max(self.best, matmul_peak(self.device, self.sizes))
+        return self.best
+
+
 def load_average() -> float:
     """The 1-minute load average (other processes on the machine make CPU timings noisy), -1 if unknown."""
     try:
@@ -72,12 +87,13 @@ def load_average() -> float:
         return -1.0
 
 
-def environment(device: torch.device, peak_gflops: float) -> dict[str, Any]:
-    """Columns every result row carries."""
+def environment(device: torch.device, peak: Peak) -> dict[str, Any]:
+    """Columns every result row carries (call it at the end of the run: the load then and at the start)."""
     info = hardware.describe(device)
     return {"device": info.get("gpu", info["device"]) if device.type == "cuda" else "cpu",
             "cpu": info["cpu"], "threads": info["torch_threads"], "torch": info["torch"],
-            "peak_gflops": round(peak_gflops, 1), "load_1min": round(load_average(), 2)}
+            "peak_gflops": round(peak.best, 1), "load_1min_start": round(peak.load_start, 2),
+            "load_1min_end": round(load_average(), 2)}
 
 
 def setup(device: str = "auto", threads: int = 0) -> torch.device:

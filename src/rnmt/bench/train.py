@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from rnmt.bench.timing import environment, matmul_peak, measure
+from rnmt.bench.timing import Peak, environment, measure
 from rnmt.data.batching import Batch, pad
 from rnmt.data.vocab import PAD_ID
 from rnmt.models import build_model
@@ -124,13 +124,16 @@ def bench(device: torch.device, quick: bool = False, systems: tuple[str, ...] | 
     wanted = systems or (QUICK_ROWS if quick else tuple(r.system for r in ROWS))
     if BASELINE not in wanted:
         wanted = (BASELINE, *wanted)
-    peak = matmul_peak(device, (1024,) if quick else (1024, 2048))
-    rows = [measure_row(r, cfg, device, warmup, reps) for r in ROWS if r.system in wanted]
-    peak = max(peak, matmul_peak(device, (1024,) if quick else (1024, 2048)))
+    peak = Peak(device, quick)
+    rows = []
+    for r in ROWS:
+        if r.system in wanted:
+            rows.append(measure_row(r, cfg, device, warmup, reps))
+            peak.sample()
     env = environment(device, peak)
     base = next(r["tgt_words_per_s"] for r in rows if r["system"] == BASELINE)
-    return [{**r, "ratio_to_rnnsearch_gru": r["tgt_words_per_s"] / base, "fraction_of_peak": r["gflops"] / peak,
-             **env} for r in rows]
+    return [{**r, "ratio_to_rnnsearch_gru": r["tgt_words_per_s"] / base,
+             "fraction_of_peak": r["gflops"] / peak.best, **env} for r in rows]
 
 
 COLUMNS = ("table", "system", "params", "tgt_words_per_s", "ratio_to_rnnsearch_gru", "step_seconds", "gflops",
