@@ -60,12 +60,13 @@ def test_cells_rows_and_ratios_come_from_measured_times() -> None:
 
 def test_train_rows_relative_to_rnnsearch_gru() -> None:
     cfg = train.Config(emb=8, hidden=8, vocab=30, batch=3, max_len=4)
-    rows = train.bench(CPU, systems=("RNNSearch+ATR", "SR-NMT 1L"), cfg=cfg)
-    assert [r["system"] for r in rows] == ["RNNSearch+GRU", "RNNSearch+ATR", "SR-NMT 1L"]
+    rows = train.bench(CPU, systems=("RNNSearch+ATR", "LSTM 2L", "SR-NMT 1L"), cfg=cfg)
+    assert [r["system"] for r in rows] == ["RNNSearch+GRU", "RNNSearch+ATR", "LSTM 2L", "SR-NMT 1L"]
     batch = train.random_batch(cfg, CPU)
     for r in rows:
         assert r["tgt_words_per_s"] == pytest.approx(batch.tgt_tokens / r["step_seconds"])
         assert r["ratio_to_rnnsearch_gru"] == pytest.approx(r["tgt_words_per_s"] / rows[0]["tgt_words_per_s"])
+        assert r["ratio_to_lstm_2l"] == pytest.approx(r["tgt_words_per_s"] / rows[2]["tgt_words_per_s"])
         assert r["gflops"] > 0 and r["device"] == "cpu"
 
 
