@@ -91,10 +91,15 @@ def bench(device: torch.device, quick: bool = False, hidden: tuple[int, ...] | N
     names = cells or cell_names()
     rows = []
     for h in hidden or (QUICK_HIDDEN if quick else FULL_HIDDEN):
-        group = [measure_layer(n, h, device, batch, length, warmup, reps) for n in (*REFERENCES, *names)]
+        group = []
+        for n in (*REFERENCES, *names):
+            group.append(measure_layer(n, h, device, batch, length, warmup, reps))
+            peak.sample(quick=True)
         if not quick:
-            group += [measure_layer(r["cell"], h, device, batch, length, warmup, reps, use_sequence=False)
-                      for r in list(group) if r["path"] == "sequence"]
+            for r in list(group):
+                if r["path"] == "sequence":
+                    group.append(measure_layer(r["cell"], h, device, batch, length, warmup, reps, use_sequence=False))
+                    peak.sample(quick=True)
         ref = {r["cell"]: r["tokens_per_s"] for r in group if r["cell"] in REFERENCES}
         for r in group:
             r["ratio_to_nn_gru"] = r["tokens_per_s"] / ref["nn.GRU"]

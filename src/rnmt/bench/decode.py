@@ -31,7 +31,7 @@ class Config:
     max_len: int
 
 
-FULL = Config(emb=256, hidden=256, vocab=8000, sentences=64, max_len=20)
+FULL = Config(emb=256, hidden=256, vocab=4000, sentences=32, max_len=20)
 QUICK = Config(emb=64, hidden=64, vocab=1000, sentences=16, max_len=8)
 BATCH = 64
 
