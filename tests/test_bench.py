@@ -60,7 +60,7 @@ def test_cells_rows_and_ratios_come_from_measured_times() -> None:
 
 def test_train_rows_relative_to_rnnsearch_gru() -> None:
     cfg = train.Config(emb=8, hidden=8, vocab=30, batch=3, max_len=4)
-    rows = train.bench(CPU, systems=("RNNSearch+ATR", "LSTM 2L", "SR-NMT 1L"), cfg=cfg)
+    rows = train.bench(CPU, quick=True, systems=("RNNSearch+ATR", "LSTM 2L", "SR-NMT 1L"), cfg=cfg)
     assert [r["system"] for r in rows] == ["RNNSearch+GRU", "RNNSearch+ATR", "LSTM 2L", "SR-NMT 1L"]
     batch = train.random_batch(cfg, CPU)
     for r in rows:
@@ -71,7 +71,7 @@ def test_train_rows_relative_to_rnnsearch_gru() -> None:
 
 
 def test_decode_rows_compare_batched_with_one_at_a_time() -> None:
-    rows = decode.bench(CPU, cfg=decode.Config(emb=8, hidden=8, vocab=30, sentences=3, max_len=4))
+    rows = decode.bench(CPU, quick=True, cfg=decode.Config(emb=8, hidden=8, vocab=30, sentences=3, max_len=4))
     assert len(rows) == 8                                      # 2 models × 2 beams × 2 modes
     by = {(r["model"], r["beam"], r["mode"]): r for r in rows}
     for (model, beam, _mode), r in by.items():
