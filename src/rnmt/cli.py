@@ -10,6 +10,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from rnmt.bench import BENCHMARKS
 from rnmt.data.commands import add_parsers as add_corpus_parsers
 from rnmt.io import InputError
 from rnmt.parse.commands import add_parsers as add_parse_parsers
@@ -302,6 +303,15 @@ def cmd_check_config(a: argparse.Namespace) -> None:
     print(f"config OK: run {plan.run}, scale {plan.scale}, tables {', '.join(plan.tables)}, variants {variants}")
 
 
+def cmd_bench(a: argparse.Namespace) -> None:
+    from rnmt.bench.runner import run_benchmark
+
+    for name in a.names:
+        _, text = run_benchmark(name, a.out, a.quick, a.device, a.threads)
+        print(text + "\n", flush=True)
+        log.info("%s → %s/%s.csv", name, a.out, name)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rnmt", description=__doc__)
     p.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors")
@@ -456,6 +466,14 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("params", help="parameter counts of the papers' rows, rebuilt at the papers' settings")
     s.add_argument("--table", action="append", help="only these tables (e.g. atr-table4)")
     s.set_defaults(func=cmd_params)
+
+    s = sub.add_parser("bench", help="speed benchmarks: cells, train, decode, data (tables + CSVs)")
+    s.add_argument("names", nargs="+", choices=BENCHMARKS, metavar="{" + ",".join(BENCHMARKS) + "}")
+    s.add_argument("--quick", action="store_true", help="small sizes, under a minute each")
+    s.add_argument("--out", default="results/bench", help="directory for <name>.csv")
+    s.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:1, ...")
+    s.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default); recorded per row")
+    s.set_defaults(func=cmd_bench)
 
     s = sub.add_parser("check-config", help="validate a config, its experiment files and every variant's model")
     s.add_argument("config", nargs="?", default="config.yaml")

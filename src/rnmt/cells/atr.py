@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from rnmt.cells.base import RecurrentCell
+from rnmt.cells.fused import ATRSequence, time_major
 from rnmt.cells.registry import register_cell
 from rnmt.io import InputError
 
@@ -52,3 +53,10 @@ class ATR(RecurrentCell):
         i, f = self.gates(p, state)
         h = i * p + f * state
         return torch.tanh(h) if self.state_tanh else h
+
+    def sequence(self, projected: Tensor, mask: Tensor | None, state: Tensor) -> Tensor | None:
+        """Eqs. 6-9 over all steps in one fused loop (cells/fused.py); the default options only."""
+        if self.state_tanh or self.twin != "add":
+            return None
+        p, m = time_major(projected, mask)
+        return ATRSequence.apply(p, m, state.contiguous(), self.weight_hh, self.bias_hh).transpose(0, 1)

@@ -4,11 +4,17 @@ A cell splits its work in two: `project_inputs` maps the inputs of all timesteps
 matrix product over [batch, time, input]), and `step` applies the recurrence to one timestep's
 projection and the previous state. The state is a single tensor [batch, state_size] (an LSTM
 concatenates h and c), so beam search can reorder any cell's state with one `index_select`.
+
+A cell may also offer `sequence`, the whole recurrence at once (a scan or a fused loop with its own
+backward, cells/scan.py and cells/fused.py); `run` then uses it instead of the step loop. It must give
+the step loop's numbers; `fused(False)` turns it off (for the equivalence tests and the benchmark).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 from torch import Tensor, nn
@@ -51,6 +57,45 @@ class RecurrentCell(nn.Module, ABC):
     def initial_state(self, batch: int, like: Tensor) -> Tensor:
         return like.new_zeros(batch, self.state_size)
 
+    def sequence(self, projected: Tensor, mask: Tensor | None, state: Tensor) -> Tensor | None:
+        """All states [batch, time, state_size] at once, from projected [batch, time, projection] and
+        mask [batch, time] (None: no padding); padded steps carry the state. None: use the step loop."""
+        return None
+
+
+_FUSED = [True]
+
+
+@contextmanager
+def fused(enabled: bool) -> Iterator[None]:
+    """Within the block, `run` uses cells' `sequence` (True, the default) or always the step loop (False)."""
+    before = _FUSED[0]
+    _FUSED[0] = enabled
+    try:
+        yield
+    finally:
+        _FUSED[0] = before
+
+
+def _autocast() -> bool:
+    return torch.is_autocast_enabled("cpu") or torch.is_autocast_enabled("cuda")
+
+
+def _sequence(cell: RecurrentCell, projected: Tensor, mask: Tensor, full: bool,
+              state: Tensor) -> tuple[Tensor, Tensor] | None:
+    """(states, final state) from the cell's `sequence`, or None where it has none or it is off."""
+    if not _FUSED[0] or projected.size(1) == 0 or _autocast():
+        return None
+    states = cell.sequence(projected, None if full else mask, state)
+    if states is None:
+        return None
+    if full:
+        return states, states[:, -1]
+    t = torch.arange(1, mask.size(1) + 1, device=mask.device)
+    last = (mask.long() * t).max(1).values                    # 1 + index of the last real step, 0: none
+    gathered = states[torch.arange(states.size(0), device=states.device), (last - 1).clamp(min=0)]
+    return states, torch.where((last > 0).unsqueeze(1), gathered, state)
+
 
 def reverse_padded(x: Tensor, lengths: Tensor) -> Tensor:
     """Reverse each sequence of x [batch, time, ...] within its own length; padding stays at the end."""
@@ -76,12 +121,17 @@ def run(cell: RecurrentCell, x: Tensor, mask: Tensor, state: Tensor | None = Non
     if state is None:
         state = cell.initial_state(x.size(0), projected)
     full = bool(mask.all())
-    outputs = []
-    for t in range(x.size(1)):
-        new = cell.step(projected[:, t], state)
-        state = new if full else torch.where(mask[:, t, None], new, state)
-        outputs.append(cell.output(state))
-    out = torch.stack(outputs, 1)
+    whole = _sequence(cell, projected, mask, full, state)
+    if whole is not None:
+        states, state = whole
+        out = cell.output(states)
+    else:
+        outputs = []
+        for t in range(x.size(1)):
+            new = cell.step(projected[:, t], state)
+            state = new if full else torch.where(mask[:, t, None], new, state)
+            outputs.append(cell.output(state))
+        out = torch.stack(outputs, 1)
     if not full:
         out = out * mask.unsqueeze(-1).to(out.dtype)
     if reverse:

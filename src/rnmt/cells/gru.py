@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from rnmt.cells.base import RecurrentCell
+from rnmt.cells.fused import GRUSequence, time_major
 from rnmt.cells.registry import register_cell
 
 
@@ -68,3 +69,11 @@ class GRU(RecurrentCell):
         if self.candidate_dropout:
             n = F.dropout(n, self.candidate_dropout, self.training)
         return n + z * (state - n)
+
+    def sequence(self, projected: Tensor, mask: Tensor | None, state: Tensor) -> Tensor | None:
+        """The recurrence over all steps in one fused loop (cells/fused.py); without gate norm and
+        candidate dropout only."""
+        if self.gate_norm or (self.candidate_dropout and self.training):
+            return None
+        p, m = time_major(projected, mask)
+        return GRUSequence.apply(p, m, state.contiguous(), self.weight_hh, self.bias_hh).transpose(0, 1)

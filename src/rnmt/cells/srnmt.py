@@ -31,6 +31,7 @@ from torch import Tensor, nn
 
 from rnmt.cells.base import RecurrentCell, run
 from rnmt.cells.registry import register_cell
+from rnmt.cells.scan import masked_scan
 from rnmt.io import InputError
 
 
@@ -69,6 +70,12 @@ class Recurrence(RecurrentCell):
 
     def step(self, p: Tensor, state: Tensor) -> Tensor:
         return weak_step(p, state)
+
+    def sequence(self, projected: Tensor, mask: Tensor | None, state: Tensor) -> Tensor:
+        """`weak_step` over all steps as one linear scan (cells/scan.py): f = 1 − σ(g), u = σ(g) ⊙ x̃."""
+        x, g = projected.chunk(2, -1)
+        a = torch.sigmoid(g)
+        return masked_scan(1 - a, a * x, state, mask)
 
 
 @register_cell("srnmt")

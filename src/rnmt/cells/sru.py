@@ -19,6 +19,7 @@ from torch import Tensor, nn
 
 from rnmt.cells.base import RecurrentCell
 from rnmt.cells.registry import register_cell
+from rnmt.cells.scan import masked_scan
 
 
 @register_cell("sru")
@@ -52,6 +53,13 @@ class SRU(RecurrentCell):
         c = state[..., : self.hidden_size]
         f, r = torch.sigmoid(uf), torch.sigmoid(ur)
         c = f * c + (1 - f) * u0
+        return torch.cat([c, r * torch.tanh(c) + (1 - r) * x], -1)
+
+    def sequence(self, projected: Tensor, mask: Tensor | None, state: Tensor) -> Tensor:
+        """c of all steps as one linear scan (eq. 5, cells/scan.py), then h of all steps at once."""
+        u0, uf, ur, x = projected.chunk(4, -1)
+        f, r = torch.sigmoid(uf), torch.sigmoid(ur)
+        c = masked_scan(f, (1 - f) * u0, state[..., : self.hidden_size], mask)
         return torch.cat([c, r * torch.tanh(c) + (1 - r) * x], -1)
 
     def output(self, state: Tensor) -> Tensor:

@@ -1,0 +1,114 @@
+"""`rnmt bench cells`: forward+backward tokens/s of every registered cell beside torch.nn.GRU and
+torch.nn.LSTM of the same size, measured in the same process (ATR paper Table 4 / SR-NMT Table 1's
+speed comparisons at the cell level).
+
+Each measurement runs a layer over x [batch, length, hidden] (input size = hidden; T-GRU reads no
+input) and back-propagates the sum of its outputs. FLOPs count matrix products only: a cell applies
+each of its weight matrices once per token, so the forward pass costs 2·(weight entries) FLOPs per
+token and forward+backward 3× that (the backward has two products per forward product).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from rnmt.bench.timing import Peak, environment, measure
+from rnmt.cells import CELLS, build_cell, run
+from rnmt.cells.base import RecurrentCell, fused
+
+log = logging.getLogger(__name__)
+BATCH, LENGTH = 80, 50
+FULL_HIDDEN, QUICK_HIDDEN = (256, 512, 1000), (256,)
+REFERENCES = ("nn.GRU", "nn.LSTM")
+
+
+def matmul_flops_per_token(module: nn.Module) -> int:
+    """Forward FLOPs of the matrix products per token: 2 × the entries of every weight matrix."""
+    return 2 * sum(p.numel() for p in module.parameters() if p.dim() == 2)
+
+
+def input_size(name: str, hidden: int) -> int:
+    return 0 if name == "tgru" else hidden
+
+
+def has_sequence(cell: RecurrentCell, hidden: int, device: torch.device) -> bool:
+    """Whether `run` takes the cell's whole-sequence path (scan / fused loop) rather than the step loop."""
+    with torch.no_grad():
+        p = torch.zeros(1, 1, cell.projection_size, device=device)
+        return cell.sequence(p, None, cell.initial_state(1, p)) is not None
+
+
+def _layer(name: str, hidden: int, device: torch.device,
+           use_sequence: bool) -> tuple[nn.Module, Callable[[Tensor], Tensor]]:
+    if name in REFERENCES:
+        ref = (nn.GRU if name == "nn.GRU" else nn.LSTM)(hidden, hidden, batch_first=True).to(device)
+        return ref, lambda x: ref(x)[0]
+    cell = build_cell(name, input_size(name, hidden), hidden).to(device)
+
+    def forward(x: Tensor) -> Tensor:
+        with fused(use_sequence):
+            return run(cell, x, torch.ones(x.shape[:2], dtype=torch.bool, device=x.device))[0]
+    return cell, forward
+
+
+def measure_layer(name: str, hidden: int, device: torch.device, batch: int, length: int, warmup: int, reps: int,
+                  use_sequence: bool = True) -> dict[str, Any]:
+    module, forward = _layer(name, hidden, device, use_sequence)
+    module.train()
+    x = torch.randn(batch, length, input_size(name, hidden), device=device, requires_grad=True)
+
+    def step() -> None:
+        module.zero_grad(set_to_none=True)
+        x.grad = None
+        forward(x).sum().backward()
+
+    t = measure(step, device, warmup, reps)
+    log.info("%s hidden %d%s: %.0f tokens/s", name, hidden, "" if use_sequence else " (step loop)",
+             batch * length / t.median)
+    tokens = batch * length
+    path = "cuDNN" if name in REFERENCES and device.type == "cuda" else "torch" if name in REFERENCES else (
+        "sequence" if use_sequence and has_sequence(module, hidden, device) else "step loop")
+    return {"cell": name, "path": path, "hidden": hidden, "batch": batch, "length": length,
+            "seconds": t.median, "tokens_per_s": tokens / t.median,
+            "gflops": 3 * matmul_flops_per_token(module) * tokens / t.median / 1e9, "reps": reps}
+
+
+def cell_names() -> list[str]:
+    return sorted(CELLS)
+
+
+def bench(device: torch.device, quick: bool = False, hidden: tuple[int, ...] | None = None,
+          cells: list[str] | None = None, batch: int = BATCH, length: int = LENGTH) -> list[dict[str, Any]]:
+    """All rows: per hidden size, the references, every cell, and (full run) the step loop of the cells
+    that have a whole-sequence path, so the speed-up of the fast path is in the same table."""
+    warmup, reps = (1, 2) if quick else (1, 3)
+    peak = Peak(device, quick)
+    names = cells or cell_names()
+    rows = []
+    for h in hidden or (QUICK_HIDDEN if quick else FULL_HIDDEN):
+        group = []
+        for n in (*REFERENCES, *names):
+            group.append(measure_layer(n, h, device, batch, length, warmup, reps))
+            peak.sample(quick=True)
+        if not quick:
+            for r in list(group):
+                if r["path"] == "sequence":
+                    group.append(measure_layer(r["cell"], h, device, batch, length, warmup, reps, use_sequence=False))
+                    peak.sample(quick=True)
+        ref = {r["cell"]: r["tokens_per_s"] for r in group if r["cell"] in REFERENCES}
+        for r in group:
+            r["ratio_to_nn_gru"] = r["tokens_per_s"] / ref["nn.GRU"]
+            r["ratio_to_nn_lstm"] = r["tokens_per_s"] / ref["nn.LSTM"]
+        rows += group
+        peak.sample()
+    env = environment(device, peak)
+    return [{**r, "fraction_of_peak": r["gflops"] / peak.best, **env} for r in rows]
+
+
+COLUMNS = ("cell", "path", "hidden", "tokens_per_s", "ratio_to_nn_gru", "ratio_to_nn_lstm", "gflops",
+           "fraction_of_peak")

@@ -1,0 +1,85 @@
+"""`rnmt bench decode`: decoding words/s and seconds per sentence at beam 1 (ATR Table 4's speed setting)
+and beam 10 (the papers' beam), batched (64 sentences per batch, `rnmt translate`'s default) versus one
+sentence at a time, for a single RNNSearch+ATR model and an ensemble of 4.
+
+The models are freshly initialised (no checkpoint needed, so the benchmark runs anywhere); their
+outputs are random but their work is the real one: every hypothesis runs until </s> or the length limit
+(2·|source| + 10, the translate defaults). Words are output tokens.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from rnmt.bench.timing import Peak, environment, measure
+from rnmt.decode.ensemble import Ensemble
+from rnmt.decode.translate import translate_ids
+from rnmt.models import build_model
+from rnmt.models.base import Seq2Seq
+
+
+@dataclass(frozen=True)
+class Config:
+    emb: int
+    hidden: int
+    vocab: int
+    sentences: int
+    max_len: int
+
+
+FULL = Config(emb=256, hidden=256, vocab=4000, sentences=32, max_len=20)
+QUICK = Config(emb=64, hidden=64, vocab=1000, sentences=16, max_len=8)
+BATCH = 64
+
+
+def models(cfg: Config, device: torch.device) -> dict[str, Seq2Seq]:
+    members = []
+    for seed in range(4):
+        torch.manual_seed(seed)
+        members.append(build_model("rnnsearch", cfg.vocab, cfg.vocab, emb=cfg.emb, hidden=cfg.hidden,
+                                   cell="atr").to(device).eval())
+    return {"RNNSearch+ATR": members[0], "ensemble of 4": Ensemble(members).eval()}
+
+
+def sources(cfg: Config, seed: int = 0) -> list[list[int]]:
+    rng = random.Random(seed)
+    return [[rng.randrange(4, cfg.vocab) for _ in range(rng.randint(cfg.max_len // 2, cfg.max_len))]
+            for _ in range(cfg.sentences)]
+
+
+def bench(device: torch.device, quick: bool = False, cfg: Config | None = None) -> list[dict[str, Any]]:
+    cfg = cfg or (QUICK if quick else FULL)
+    reps = 2 if quick else 3
+    peak = Peak(device, quick)
+    src = sources(cfg)
+    rows = []
+    for name, model in models(cfg, device).items():
+        for beam in (1, 10):
+            by_mode = {}
+            for mode, batch_size in (("batched", BATCH), ("one at a time", 1)):
+                out: list[list[list[int]]] = []
+
+                def decode(model: Seq2Seq = model, beam: int = beam, batch_size: int = batch_size,
+                           out: list[list[list[int]]] = out) -> None:
+                    out.append(translate_ids(model, src, beam=beam, batch_size=batch_size, device=device))
+
+                translate_ids(model, src[:2], beam=beam, batch_size=batch_size, device=device)   # warm-up
+                t = measure(decode, device, warmup=0, reps=reps)
+                words = sum(len(h) for h in out[-1])
+                by_mode[mode] = {"model": name, "beam": beam, "mode": mode, "batch_size": batch_size,
+                                 "sentences": len(src), "words": words, "seconds": t.median,
+                                 "words_per_s": words / t.median, "sentences_per_s": len(src) / t.median,
+                                 "seconds_per_sentence": t.median / len(src), "reps": reps}
+            speedup = by_mode["batched"]["sentences_per_s"] / by_mode["one at a time"]["sentences_per_s"]
+            rows += [{**r, "batched_speedup": speedup, "emb": cfg.emb, "hidden": cfg.hidden, "vocab": cfg.vocab}
+                     for r in by_mode.values()]
+            peak.sample()
+    env = environment(device, peak)
+    return [{**r, **env} for r in rows]
+
+
+COLUMNS = ("model", "beam", "mode", "words_per_s", "sentences_per_s", "seconds_per_sentence", "batched_speedup")

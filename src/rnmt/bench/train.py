@@ -1,0 +1,142 @@
+"""`rnmt bench train`: training words/s of whole models, the rows of ATR Table 4 (RNNSearch with GRU,
+LSTM, RAN, ATR, ATR+CA) and SR-NMT Table 1 (LSTM 2L, SRU 3L, SR-NMT 1L/2L), at one small configuration,
+each with its ratio to RNNSearch+GRU (ATR Table 4's comparison) and to LSTM 2L (SR-NMT Table 1's).
+
+A training step is the trainer's: teacher-forced forward in train mode (dropout on), token-level
+cross-entropy, backward, gradient clipping at 1, an Adam update. The batch is random token ids with
+lengths spread over the upper half of the maximum, so padding and masks are exercised. Words/s counts
+target tokens (</s> included, as the trainer's tokens/s). FLOPs: the matrix products of one forward
+pass, counted by torch's FlopCounterMode, times 3 for forward+backward.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch.utils.flop_counter import FlopCounterMode
+
+from rnmt.bench.timing import Peak, environment, measure
+from rnmt.data.batching import Batch, pad
+from rnmt.data.vocab import PAD_ID
+from rnmt.models import build_model
+from rnmt.models.base import Seq2Seq
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Row:
+    table: str
+    system: str
+    arch: str
+    settings: dict[str, Any]
+
+
+ROWS = (
+    Row("atr-table4", "RNNSearch+GRU", "rnnsearch", {"cell": "gru"}),
+    Row("atr-table4", "RNNSearch+LSTM", "rnnsearch", {"cell": "lstm"}),
+    Row("atr-table4", "RNNSearch+RAN", "rnnsearch", {"cell": "ran"}),
+    Row("atr-table4", "RNNSearch+ATR", "rnnsearch", {"cell": "atr"}),
+    Row("atr-table4", "RNNSearch+ATR+CA", "rnnsearch-ca", {"cell": "atr"}),
+    Row("srnmt-table1", "LSTM 2L", "stacked", {"cell": "lstm", "layers": 2}),
+    Row("srnmt-table1", "SRU 3L", "stacked", {"cell": "sru", "layers": 3, "input_feeding": False}),
+    Row("srnmt-table1", "SR-NMT 1L", "srnmt", {"layers": 1}),
+    Row("srnmt-table1", "SR-NMT 2L", "srnmt", {"layers": 2}),
+)
+QUICK_ROWS = ("RNNSearch+GRU", "RNNSearch+ATR", "RNNSearch+ATR+CA", "LSTM 2L", "SR-NMT 1L")
+BASELINE = "RNNSearch+GRU"
+LSTM_2L = "LSTM 2L"          # SR-NMT Table 1's reference row
+
+
+@dataclass(frozen=True)
+class Config:
+    emb: int
+    hidden: int
+    vocab: int
+    batch: int
+    max_len: int
+
+
+FULL = Config(emb=512, hidden=512, vocab=8000, batch=80, max_len=30)
+QUICK = Config(emb=128, hidden=128, vocab=2000, batch=32, max_len=15)
+
+
+def random_batch(cfg: Config, device: torch.device, seed: int = 0) -> Batch:
+    """Random ids (above the special tokens) with lengths in [max_len/2, max_len]."""
+    rng = random.Random(seed)
+
+    def sentence() -> list[int]:
+        return [rng.randrange(4, cfg.vocab) for _ in range(rng.randint(cfg.max_len // 2, cfg.max_len))]
+
+    src_seqs = [sentence() for _ in range(cfg.batch)]
+    tgt_seqs = [sentence() for _ in range(cfg.batch)]
+    src, src_mask = pad(src_seqs, eos=True)
+    tgt_in, _ = pad(tgt_seqs, bos=True)
+    tgt_out, tgt_mask = pad(tgt_seqs, eos=True)
+    return Batch(src, src_mask, tgt_in, tgt_out, int(tgt_mask.sum()), sum(map(len, src_seqs)),
+                 sum(map(len, tgt_seqs))).to(device)
+
+
+def loss_of(model: Seq2Seq, b: Batch) -> torch.Tensor:
+    logits = model(b.src, b.src_mask, b.tgt_in)
+    return F.cross_entropy(logits.flatten(0, 1).float(), b.tgt_out.flatten(), ignore_index=PAD_ID,
+                           reduction="sum") / b.tgt_tokens
+
+
+def forward_flops(model: Seq2Seq, b: Batch) -> int:
+    counter = FlopCounterMode(display=False)
+    with torch.no_grad(), counter:
+        loss_of(model, b)
+    return counter.get_total_flops()
+
+
+def measure_row(row: Row, cfg: Config, device: torch.device, warmup: int, reps: int) -> dict[str, Any]:
+    torch.manual_seed(0)
+    model = build_model(row.arch, cfg.vocab, cfg.vocab, emb=cfg.emb, hidden=cfg.hidden, **row.settings).to(device)
+    model.train()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    b = random_batch(cfg, device)
+
+    def step() -> None:
+        loss = loss_of(model, b)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+
+    t = measure(step, device, warmup, reps)
+    flops = 3 * forward_flops(model, b)
+    log.info("%s: %.0f target words/s", row.system, b.tgt_tokens / t.median)
+    return {"table": row.table, "system": row.system, "arch": row.arch, "emb": cfg.emb, "hidden": cfg.hidden,
+            "vocab": cfg.vocab, "batch": cfg.batch, "params": sum(p.numel() for p in model.parameters()),
+            "step_seconds": t.median, "tgt_words_per_s": b.tgt_tokens / t.median,
+            "src_words_per_s": b.src_words / t.median, "gflops": flops / t.median / 1e9, "reps": reps}
+
+
+def bench(device: torch.device, quick: bool = False, systems: tuple[str, ...] | None = None,
+          cfg: Config | None = None) -> list[dict[str, Any]]:
+    cfg = cfg or (QUICK if quick else FULL)
+    warmup, reps = (1, 2) if quick else (1, 3)
+    wanted = systems or (QUICK_ROWS if quick else tuple(r.system for r in ROWS))
+    if BASELINE not in wanted:
+        wanted = (BASELINE, *wanted)
+    peak = Peak(device, quick)
+    rows = []
+    for r in ROWS:
+        if r.system in wanted:
+            rows.append(measure_row(r, cfg, device, warmup, reps))
+            peak.sample()
+    env = environment(device, peak)
+    speed = {r["system"]: r["tgt_words_per_s"] for r in rows}
+    return [{**r, "ratio_to_rnnsearch_gru": r["tgt_words_per_s"] / speed[BASELINE],
+             "ratio_to_lstm_2l": r["tgt_words_per_s"] / speed[LSTM_2L] if LSTM_2L in speed else "",
+             "fraction_of_peak": r["gflops"] / peak.best, **env} for r in rows]
+
+
+COLUMNS = ("table", "system", "params", "tgt_words_per_s", "ratio_to_rnnsearch_gru", "ratio_to_lstm_2l",
+           "step_seconds", "gflops", "fraction_of_peak")

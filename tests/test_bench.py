@@ -1,0 +1,106 @@
+"""The benchmarks at tiny sizes: CSV columns, ratios and FLOP rates computed from the measured times,
+the device and thread count recorded. No speed is asserted (timings on shared CPUs are noise)."""
+
+import csv
+
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from rnmt.bench import cells, data, decode, train
+from rnmt.bench.runner import run_benchmark
+from rnmt.bench.timing import measure
+from rnmt.cells import build_cell, run
+from rnmt.cli import main
+from rnmt.io import InputError
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_measure_warms_up_then_times_each_repetition() -> None:
+    calls = []
+    t = measure(lambda: calls.append(1), CPU, warmup=2, reps=3)
+    assert len(calls) == 5 and len(t.seconds) == 3 and t.median == sorted(t.seconds)[1]
+    with pytest.raises(ValueError, match="reps"):
+        measure(lambda: None, CPU, reps=0)
+
+
+def test_cell_flops_formula_matches_torch_flop_counter() -> None:
+    """2 × weight entries per token is what the cell's forward pass multiplies (FlopCounterMode agrees)."""
+    for name in ("atr", "gru", "lstm", "sru"):
+        cell = build_cell(name, 12, 12)
+        x = torch.randn(3, 4, 12)
+        counter = FlopCounterMode(display=False)
+        with counter:
+            run(cell, x, torch.ones(3, 4, dtype=torch.bool))
+        assert counter.get_total_flops() == cells.matmul_flops_per_token(cell) * 12, name
+    gru = torch.nn.GRU(12, 12)
+    assert cells.matmul_flops_per_token(gru) == 2 * (3 * 12 * 12 * 2)
+
+
+def test_cells_rows_and_ratios_come_from_measured_times() -> None:
+    rows = cells.bench(CPU, quick=True, hidden=(16,), cells=["atr", "sru"], batch=4, length=5)
+    assert [r["cell"] for r in rows] == ["nn.GRU", "nn.LSTM", "atr", "sru"]
+    gru = rows[0]
+    for r in rows:
+        assert r["tokens_per_s"] == pytest.approx(4 * 5 / r["seconds"])
+        assert r["ratio_to_nn_gru"] == pytest.approx(r["tokens_per_s"] / gru["tokens_per_s"])
+        assert r["fraction_of_peak"] == pytest.approx(r["gflops"] / r["peak_gflops"], rel=0.01)
+        assert r["device"] == "cpu" and r["threads"] == 1 and r["peak_gflops"] > 0
+    assert {r["cell"]: r["path"] for r in rows}["atr"] == "sequence"
+
+
+def test_train_rows_relative_to_rnnsearch_gru() -> None:
+    cfg = train.Config(emb=8, hidden=8, vocab=30, batch=3, max_len=4)
+    rows = train.bench(CPU, quick=True, systems=("RNNSearch+ATR", "LSTM 2L", "SR-NMT 1L"), cfg=cfg)
+    assert [r["system"] for r in rows] == ["RNNSearch+GRU", "RNNSearch+ATR", "LSTM 2L", "SR-NMT 1L"]
+    batch = train.random_batch(cfg, CPU)
+    for r in rows:
+        assert r["tgt_words_per_s"] == pytest.approx(batch.tgt_tokens / r["step_seconds"])
+        assert r["ratio_to_rnnsearch_gru"] == pytest.approx(r["tgt_words_per_s"] / rows[0]["tgt_words_per_s"])
+        assert r["ratio_to_lstm_2l"] == pytest.approx(r["tgt_words_per_s"] / rows[2]["tgt_words_per_s"])
+        assert r["gflops"] > 0 and r["device"] == "cpu"
+
+
+def test_decode_rows_compare_batched_with_one_at_a_time() -> None:
+    rows = decode.bench(CPU, quick=True, cfg=decode.Config(emb=8, hidden=8, vocab=30, sentences=3, max_len=4))
+    assert len(rows) == 8                                      # 2 models × 2 beams × 2 modes
+    by = {(r["model"], r["beam"], r["mode"]): r for r in rows}
+    for (model, beam, _mode), r in by.items():
+        other = by[(model, beam, "one at a time")]
+        assert r["batched_speedup"] == pytest.approx(by[(model, beam, "batched")]["sentences_per_s"]
+                                                     / other["sentences_per_s"])
+        assert r["seconds_per_sentence"] == pytest.approx(r["seconds"] / 3)
+        assert r["words"] == other["words"]                  # same hypotheses either way
+
+
+def test_data_rows_per_worker_count() -> None:
+    rows = data.bench(CPU, quick=True, lines=300)
+    assert [r["workers"] for r in rows] == [1, 2]
+    assert rows[1]["ratio_to_1_worker"] == pytest.approx(rows[1]["lines_per_s"] / rows[0]["lines_per_s"])
+    assert all(r["lines"] == 300 for r in rows)
+
+
+def test_cli_writes_the_csv_and_prints_the_table(tmp_path, capsys) -> None:
+    assert main(["bench", "data", "--quick", "--threads", "1", "--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    assert "data on cpu" in printed and "1 threads" in printed and "lines_per_s" in printed
+    with open(tmp_path / "data.csv", encoding="utf-8") as f:
+        got = list(csv.DictReader(f))
+    assert [r["workers"] for r in got] == ["1", "2"]
+    assert {"lines_per_s", "ratio_to_1_worker", "device", "threads", "peak_gflops", "load_1min_start",
+            "load_1min_end"} <= set(got[0])
+    assert got[0]["device"] == "cpu" and got[0]["threads"] == "1"
+
+
+def test_unknown_benchmark_is_a_clear_error() -> None:
+    with pytest.raises(InputError, match="valid: cells, train, decode, data"):
+        run_benchmark("speed")

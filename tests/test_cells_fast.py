@@ -1,0 +1,125 @@
+"""The cells' whole-sequence paths (fused ATR/GRU loops, SRU/SR-NMT linear scans) against the plain step
+loop: same outputs, final states and gradients, with padding, reversal and initial states."""
+
+import pytest
+import torch
+
+from rnmt.cells import build_cell, run
+from rnmt.cells.base import fused
+from rnmt.cells.scan import linear_scan
+from rnmt.cells.srnmt import DecoderUnit, EncoderUnit
+from rnmt.models import build_model
+
+FAST = ["atr", "gru", "sru", "srnmt"]
+
+
+@pytest.fixture(autouse=True)
+def float64():
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    torch.set_num_threads(1)
+    yield
+    torch.set_default_dtype(old)
+
+
+def both_paths(fn):
+    """fn() under the step loop and under the whole-sequence path."""
+    out = []
+    for enabled in (False, True):
+        with fused(enabled):
+            out.append(fn())
+    return out
+
+
+def outputs_and_grads(cell, x, mask, h0, reverse):
+    out, final = run(cell, x, mask, h0, reverse=reverse)
+    loss = out.sin().sum() + (final * torch.linspace(-1, 1, final.size(1))).sum()
+    return [out, final, *torch.autograd.grad(loss, [x, h0, *cell.parameters()])]
+
+
+@pytest.mark.parametrize("name", FAST)
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("padded", [False, True])
+@pytest.mark.parametrize("input_size", [5, 6])
+def test_sequence_path_equals_step_loop(name: str, reverse: bool, padded: bool, input_size: int) -> None:
+    torch.manual_seed(0)
+    cell = build_cell(name, input_size, 6)
+    x = torch.randn(3, 7, input_size, requires_grad=True)
+    mask = torch.ones(3, 7, dtype=torch.bool)
+    if padded:
+        mask[1, 4:] = False
+        mask[2, 1:] = False
+    h0 = torch.randn(3, cell.state_size, requires_grad=True)
+    assert cell.sequence(cell.project_inputs(x), mask, h0) is not None, f"{name} has no whole-sequence path"
+    loop, fast = both_paths(lambda: outputs_and_grads(cell, x, mask, h0, reverse))
+    for a, b in zip(loop, fast, strict=True):
+        torch.testing.assert_close(b, a, rtol=1e-10, atol=1e-12)
+
+
+def test_float32_paths_agree_within_float_tolerance() -> None:
+    torch.set_default_dtype(torch.float32)
+    torch.manual_seed(0)
+    cell = build_cell("atr", 32, 32)
+    x = torch.randn(4, 20, 32, requires_grad=True)
+    mask = torch.ones(4, 20, dtype=torch.bool)
+    h0 = torch.zeros(4, 32, requires_grad=True)
+    loop, fast = both_paths(lambda: outputs_and_grads(cell, x, mask, h0, False))
+    for a, b in zip(loop, fast, strict=True):
+        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5)
+
+
+def test_options_without_a_fused_form_use_the_step_loop() -> None:
+    x = torch.randn(2, 3, 4)
+    for cell in (build_cell("atr", 4, 4, state_tanh=True), build_cell("atr", 4, 4, twin="one_minus"),
+                 build_cell("gru", 4, 4, gate_norm=True)):
+        assert cell.sequence(cell.project_inputs(x), None, torch.zeros(2, 4)) is None
+    gru = build_cell("gru", 4, 4, candidate_dropout=0.3)
+    assert gru.sequence(gru.project_inputs(x), None, torch.zeros(2, 4)) is None       # training: dropout
+    gru.eval()
+    assert gru.sequence(gru.project_inputs(x), None, torch.zeros(2, 4)) is not None
+
+
+def test_linear_scan_is_the_recurrence() -> None:
+    f, u, h0 = torch.rand(2, 5, 3), torch.randn(2, 5, 3), torch.randn(2, 3)
+    h, expected = h0, []
+    for t in range(5):
+        h = f[:, t] * h + u[:, t]
+        expected.append(h)
+    torch.testing.assert_close(linear_scan(f, u, h0), torch.stack(expected, 1))
+    args = tuple(a.clone().requires_grad_() for a in (f, u, h0))
+    assert torch.autograd.gradcheck(linear_scan, args)
+
+
+def test_srnmt_units_same_with_either_path() -> None:
+    torch.manual_seed(0)
+    enc, dec = EncoderUnit(6, 6, dropout=0.0), DecoderUnit(6, 6, dropout=0.0)
+    x, y = torch.randn(2, 5, 6, requires_grad=True), torch.randn(2, 4, 6, requires_grad=True)
+    mask = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
+
+    def go():
+        h = enc(x, mask)
+        s, last = dec(y, torch.zeros(2, 6), dec.attention.keys(h), h, mask)
+        loss = s.pow(2).sum() + last.sum()
+        return [s, last, *torch.autograd.grad(loss, [x, y, *enc.parameters(), *dec.parameters()])]
+
+    for a, b in zip(*both_paths(go), strict=True):
+        torch.testing.assert_close(b, a)
+
+
+@pytest.mark.parametrize("arch,settings", [("rnnsearch", {"cell": "atr"}), ("rnnsearch-ca", {"cell": "atr"}),
+                                           ("rnnsearch", {"cell": "gru"}),
+                                           ("stacked", {"cell": "sru", "layers": 2, "input_feeding": False})])
+def test_models_train_the_same_with_either_path(arch: str, settings: dict) -> None:
+    torch.manual_seed(0)
+    model = build_model(arch, 20, 20, emb=8, hidden=8, dropout=0.0, **settings)
+    src = torch.randint(4, 20, (3, 6))
+    mask = torch.ones(3, 6, dtype=torch.bool)
+    mask[1, 4:] = False
+    tgt = torch.randint(4, 20, (3, 5))
+
+    def go():
+        logits = model(src, mask, tgt)
+        return [logits, *torch.autograd.grad(logits.logsumexp(-1).sum(), list(model.parameters()))]
+
+    for a, b in zip(*both_paths(go), strict=True):
+        torch.testing.assert_close(b, a)
