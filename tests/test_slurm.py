@@ -20,13 +20,18 @@ PROFILE = ["--workflow-profile", str(ROOT / "workflow/profiles/slurm")]
 CLUSTER = ROOT / "scripts/slurm-cluster"
 TINY = {
     "run": "tiny",
+    "tables": ["demo-rnnsearch"],
     "corpora": {"synthetic-demo": {"sizes": {"train": 300, "dev": 20, "test": 20}}},
     "bpe": {"merges": 100},
-    "model": {"emb": 16, "hidden": 24},
-    # long enough (~10-30 s) for the test to cancel the SLURM job mid-run
-    "train": {"max_steps": 600, "max_epochs": 1000, "valid_every": 200, "max_minutes": 0, "threads": 1,
-              "batch_size": 32, "log_every": 20, "valid_bleu": False},
-    "decode": {"beam": 2, "threads": 1},
+    # the train rule's resources at this scale, which the submit command must carry
+    "scales": {"demo": {"resources": {"train": {"gpu": 0, "mem_mb": 4000, "runtime": 1440}}}},
+    "override": {
+        "model": {"emb": 16, "hidden": 24},
+        # long enough (~10-30 s) for the test to cancel the SLURM job mid-run
+        "train": {"max_steps": 600, "max_epochs": 1000, "valid_every": 200, "max_minutes": 0, "threads": 1,
+                  "batch_size": 32, "log_every": 20, "valid_bleu": False},
+        "decode": {"beam": 2, "threads": 1},
+    },
 }
 ENV = {"PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
 

@@ -141,7 +141,9 @@ def test_check_config_reports_an_unknown_cell_before_any_job(tmp_path: Path, rec
     exp = (ROOT / "workflow/experiments/demo-rnnsearch.yaml").read_text()
     assert "cell: atr\n" in exp
     (tmp_path / "workflow/experiments/demo-rnnsearch.yaml").write_text(exp.replace("cell: atr\n", "cell: atrr\n"))
-    got = rnmt("check-config", str(ROOT / "config.yaml"), "--root", str(tmp_path))
+    (tmp_path / "tables.yaml").write_text("tables: [demo-rnnsearch]\n")
+    got = rnmt("check-config", str(ROOT / "config.yaml"), "--configfile", str(tmp_path / "tables.yaml"),
+               "--root", str(tmp_path))
     assert got.returncode == 2 and "Traceback" not in got.stderr, got.stderr[-2000:]
     assert "demo-rnnsearch.yaml: variant 'rnnsearch-atr': unknown cell 'atrr'; valid cells: atr, gru," in got.stderr
 
