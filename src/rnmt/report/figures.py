@@ -21,10 +21,12 @@ def _axes(title: str, figsize: tuple[float, float] = (6.4, 4.0)) -> tuple[Any, A
     import matplotlib
 
     matplotlib.use("Agg")
+    import textwrap
+
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=figsize)
-    ax.set_title(title, fontsize=10)
+    ax.set_title("\n".join(textwrap.wrap(title, 70)), fontsize=9)      # long paper titles stay inside
     return fig, ax
 
 
@@ -115,7 +117,7 @@ def curves(table: Table, logs: Sequence[str | Path], out_png: str | Path) -> Non
     import matplotlib.pyplot as plt
 
     fig, (ax_ppl, ax_bleu) = plt.subplots(1, 2, figsize=(11, 4.2))
-    fig.suptitle(f"{table.title}: learning curves", fontsize=10)
+    fig.suptitle(f"{table.title}: learning curves", fontsize=9)
     for system, files in _systems(table, logs, 2).items():
         valid = [r for r in read_log(files[0]) if r["kind"] == "valid"]
         if not valid:
