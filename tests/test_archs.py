@@ -5,6 +5,7 @@ import torch
 
 from conftest import greedy_loop
 from rnmt.data.batching import pad
+from rnmt.data.vocab import BOS_ID, EOS_ID
 from rnmt.decode.beam import beam_search
 from rnmt.models import build_model
 from rnmt.report.paper_params import all_rows
@@ -85,3 +86,33 @@ def test_parameter_counts_match_the_papers(row) -> None:
         assert abs(result["rel_diff"]) > row.tolerance, "a row marked as a miss now matches: drop the mark"
     else:
         assert abs(result["rel_diff"]) <= row.tolerance, result
+
+
+def own_score(model, src, mask, hyp: list[int], limit: int) -> float:
+    """The model's log-probability of hyp + </s> (of hyp alone when the search stopped it at its limit)."""
+    state, prev, total = model.start(src, mask), torch.tensor([BOS_ID]), 0.0
+    for tok in hyp if len(hyp) == limit else [*hyp, EOS_ID]:
+        logp, state = model.step(prev, state)
+        total += float(logp[0, tok])
+        prev = torch.tensor([tok])
+    return total
+
+
+@pytest.mark.parametrize("key", sorted(ARCHS))
+def test_beam_scores_are_the_models_own_and_batching_changes_nothing(key: str) -> None:
+    """Sentences with different length limits leave the batch at different steps; every hypothesis the
+    batch returns is the one the sentence gets alone, with the model's own score for it (a state
+    reordered wrongly, or not at all, would give another score)."""
+    model = make(key).eval()
+    for p in model.parameters():                  # peaky distributions make the beam's choices matter
+        torch.nn.init.normal_(p, 0, 0.8)
+    src, mask = source(key)
+    limits = torch.tensor([9, 3, 6])
+    batched = beam_search(model, src, mask, beam=3, max_len=limits, penalty="none", greedy_floor=False)
+    with torch.no_grad():
+        for b, (hyp, score) in enumerate(batched):
+            alone = beam_search(model, src[b:b + 1], mask[b:b + 1], beam=3, max_len=int(limits[b]), penalty="none",
+                                greedy_floor=False)[0]
+            assert alone[0] == hyp
+            assert score == pytest.approx(own_score(model, src[b:b + 1], mask[b:b + 1], hyp, int(limits[b])),
+                                          rel=1e-4, abs=1e-4)

@@ -118,3 +118,33 @@ def test_unknown_names_list_the_valid_ones() -> None:
         build_cell("gruu", 2, 2)
     with pytest.raises(InputError, match="unknown architecture 'rnnserch'; valid architectures: .*rnnsearch"):
         build_model("rnnserch", 10, 10)
+
+
+@pytest.mark.parametrize("heads", [0, 2])
+def test_attention_is_the_tanh_formula(heads: int) -> None:
+    """The sigmoid form of the energies gives the weights, context and gradients of vᵀ tanh(W_q q + W_m m_j + b)."""
+    from rnmt.models.attention import AdditiveAttention, MultiHeadAdditiveAttention
+
+    torch.manual_seed(0)
+    att = (MultiHeadAdditiveAttention(6, 8, 8, heads) if heads else AdditiveAttention(6, 8, 10)).double()
+    query = torch.randn(4, 6, dtype=torch.double, requires_grad=True)
+    memory = torch.randn(4, 5, 8, dtype=torch.double, requires_grad=True)
+    mask = torch.ones(4, 5, dtype=torch.bool)
+    mask[1, 3:] = False
+    keys = att.keys(memory)
+    context, weights = att(query, keys, memory, mask)
+    N, S, _ = keys.shape
+    h = heads or 1
+    e = att.v(torch.tanh(keys.view(N, S, h, -1) + att.query_proj(query).view(N, 1, h, -1))).squeeze(-1)
+    w = torch.softmax(e.masked_fill(~mask.unsqueeze(-1), float("-inf")), 1)
+    c = torch.einsum("nsh,nshd->nhd", w, memory.view(N, S, h, -1)).reshape(N, -1)
+    if heads:
+        c = att.out(c)
+    torch.testing.assert_close(weights, w.mean(-1))
+    torch.testing.assert_close(context, c)
+    inputs = [query, memory, *att.parameters()]
+    for ours, literal in zip(torch.autograd.grad(context.square().sum(), inputs, retain_graph=True),
+                             torch.autograd.grad(c.square().sum(), inputs), strict=True):
+        torch.testing.assert_close(ours, literal)
+    with torch.no_grad():                          # the in-place inference path gives the same
+        torch.testing.assert_close(att(query, keys, memory, mask)[0], c)

@@ -32,6 +32,7 @@ from torch import Tensor, nn
 from rnmt.cells.base import RecurrentCell, run
 from rnmt.cells.registry import register_cell
 from rnmt.cells.scan import masked_scan
+from rnmt.energies import energies
 from rnmt.io import InputError
 
 
@@ -144,7 +145,7 @@ class NormedMLPAttention(nn.Module):
     def forward(self, s: Tensor, keys: Tensor, memory: Tensor, mask: Tensor) -> Tensor:
         """s [B, T, d], keys/memory [B, S, d], mask [B, S] → contexts [B, T, d]."""
         q = self.query(self.dropout(s))
-        scores = self.v(torch.tanh(q.unsqueeze(2) + keys.unsqueeze(1))).squeeze(-1)
+        scores = energies(q.unsqueeze(2), keys.unsqueeze(1), self.v.weight)          # [B, T, S]
         scores = scores.masked_fill(~mask.unsqueeze(1), float("-inf"))
         return torch.bmm(torch.softmax(scores, -1), memory)
 

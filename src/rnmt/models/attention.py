@@ -3,12 +3,16 @@
     e_j = vᵀ tanh(W_q q + W_m m_j + b),  α = softmax(e) over real source positions,  c = Σ_j α_j m_j
 
 W_m m_j is computed once per sentence (`keys`), not at every decoder step.
+
+The energies come from `rnmt.energies` (the same weights and gradients by a faster route).
 """
 
 from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
+
+from rnmt.energies import energies
 
 
 class AdditiveAttention(nn.Module):
@@ -23,7 +27,7 @@ class AdditiveAttention(nn.Module):
 
     def forward(self, query: Tensor, keys: Tensor, memory: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
         """query [N, Q], keys [N, S, A], memory [N, S, M], mask [N, S] → (context [N, M], weights [N, S])."""
-        scores = self.v(torch.tanh(keys + self.query_proj(query).unsqueeze(1))).squeeze(-1)
+        scores = energies(self.query_proj(query).unsqueeze(1), keys, self.v.weight)
         scores = scores.masked_fill(~mask, float("-inf"))
         weights = torch.softmax(scores, dim=-1)
         return torch.bmm(weights.unsqueeze(1), memory).squeeze(1), weights
@@ -54,7 +58,7 @@ class MultiHeadAdditiveAttention(nn.Module):
         N, S, _ = keys.shape
         h = self.heads
         q = self.query_proj(query).view(N, 1, h, -1)
-        scores = self.v(torch.tanh(keys.view(N, S, h, -1) + q)).squeeze(-1)           # [N, S, h]
+        scores = energies(q, keys.view(N, S, h, -1), self.v.weight)                   # [N, S, h]
         scores = scores.masked_fill(~mask.unsqueeze(-1), float("-inf"))
         weights = torch.softmax(scores, dim=1)
         values = memory.view(N, S, h, -1)

@@ -35,4 +35,8 @@ class Seq2Seq(nn.Module, ABC):
 
     @abstractmethod
     def step(self, prev: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
-        """Previous tokens [N] → log-probabilities [N, V] of the next token and the new state."""
+        """Previous tokens [N] → log-probabilities [N, V] of the next token and the new state.
+
+        Tensors of `state` are never changed in place: a tensor that the new state passes through as the
+        same object (encoder memory, keys, masks) is taken by beam search as constant for the sentence.
+        """
