@@ -127,8 +127,8 @@ def run(cell: RecurrentCell, x: Tensor, mask: Tensor, state: Tensor | None = Non
         out = cell.output(states)
     else:
         outputs = []
-        for t in range(x.size(1)):
-            new = cell.step(projected[:, t], state)
+        for t, p_t in enumerate(projected.unbind(1)):  # not projected[:, t]: its backward fills a
+            new = cell.step(p_t, state)                  # full-size zero gradient at every step
             state = new if full else torch.where(mask[:, t, None], new, state)
             outputs.append(cell.output(state))
         out = torch.stack(outputs, 1)

@@ -107,8 +107,8 @@ class DTMT(Seq2Seq):
         y = self._embed_tgt(tgt_in, torch.arange(tgt_in.size(1), device=tgt_in.device).expand_as(tgt_in))
         pq = self.query.project_inputs(y)
         states, contexts = [], []
-        for t in range(tgt_in.size(1)):
-            st["state"], context = self._decode(pq[:, t], st)
+        for p_t in pq.unbind(1):                          # one gradient copy, not one per step
+            st["state"], context = self._decode(p_t, st)
             states.append(st["state"])
             contexts.append(context)
         return self._logits(torch.stack(states, 1), torch.stack(contexts, 1), y)

@@ -92,8 +92,8 @@ class GNMT(Seq2Seq):
         emb = self.tgt_emb(tgt_in)
         p0 = self.dec[0].project_inputs(self.drop(emb))
         outs, contexts = [], []
-        for t in range(tgt_in.size(1)):
-            st["states"], out, context = self._decode(p0[:, t], st)
+        for p_t in p0.unbind(1):                          # one gradient copy, not one per step
+            st["states"], out, context = self._decode(p_t, st)
             outs.append(out)
             contexts.append(context)
         return self.readout(torch.stack(outs, 1), torch.stack(contexts, 1), emb, self.tgt_emb)

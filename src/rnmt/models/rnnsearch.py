@@ -94,8 +94,8 @@ class RNNSearch(Seq2Seq):
         emb = self.tgt_emb(tgt_in)
         p_lower = self.dec_lower.project_inputs(emb)      # all target steps in one product
         outs, contexts = [], []
-        for t in range(tgt_in.size(1)):
-            st["state"], out, context = self._decode(p_lower[:, t], st)
+        for p_t in p_lower.unbind(1):                     # one gradient copy, not one per step
+            st["state"], out, context = self._decode(p_t, st)
             outs.append(out)
             contexts.append(context)
         return self.readout(torch.stack(outs, 1), torch.stack(contexts, 1), emb, self.tgt_emb)

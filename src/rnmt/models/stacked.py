@@ -92,8 +92,8 @@ class Stacked(Seq2Seq):
 
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
         st, emb, outs = self.start(src, src_mask), self.tgt_emb(tgt_in), []
-        for t in range(tgt_in.size(1)):
-            st["feed"], st["state"] = self._step(emb[:, t], st)
+        for e_t in emb.unbind(1):                         # one gradient copy, not one per step
+            st["feed"], st["state"] = self._step(e_t, st)
             outs.append(st["feed"])
         return self.generator(self.dropout(torch.stack(outs, 1)))
 
