@@ -2,6 +2,7 @@
 
 import json
 import math
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -87,6 +88,9 @@ def test_table_target_runs_for_real_and_rerun_does_nothing(workdir: Path) -> Non
     assert ens_metrics["seeds"] == [1, 2] and ens_metrics["decode"]["models"] == 2
     metrics = json.loads((run_dir / "metrics/synthetic-demo/rnnsearch-gru/seed1/test.json").read_text())
     assert metrics["train"]["steps"] == 40 and metrics["train"]["stop_reason"] == "max_steps"
+    # the CLI kept freed memory mapped (rnmt.allocator) in the training and the decoding job
+    assert metrics["train"]["hardware"]["malloc_tuned"] is sys.platform.startswith("linux")
+    assert metrics["decode"]["hardware"]["malloc_tuned"] is sys.platform.startswith("linux")
     train_log = run_dir / "models/synthetic-demo/rnnsearch-gru/seed1/train.jsonl"
     log = [json.loads(x) for x in train_log.read_text().splitlines()]
     assert [x["step"] for x in log if x["kind"] == "valid"] == [20, 40]

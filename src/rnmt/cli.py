@@ -10,6 +10,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from rnmt import allocator
 from rnmt.bench import BENCHMARKS
 from rnmt.data.commands import add_parsers as add_corpus_parsers
 from rnmt.io import InputError
@@ -487,6 +488,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s: %(message)s", stream=sys.stderr)
+    allocator.keep_freed_memory()
     try:
         args.func(args)
     except InputError as e:

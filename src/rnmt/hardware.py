@@ -8,6 +8,8 @@ from typing import Any
 
 import torch
 
+from rnmt import allocator
+
 
 def pick_device(requested: str = "auto", local_rank: int = 0) -> torch.device:
     """CUDA when present (the process's own GPU under torchrun), else the CPU."""
@@ -37,6 +39,7 @@ def describe(device: torch.device) -> dict[str, Any]:
         "torch_threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "python": platform.python_version(),
+        "malloc_tuned": allocator.tuned,
     }
     if device.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(device)

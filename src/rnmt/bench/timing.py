@@ -100,7 +100,7 @@ def environment(device: torch.device, peak: Peak) -> dict[str, Any]:
     return {"device": info.get("gpu", info["device"]) if device.type == "cuda" else "cpu",
             "cpu": info["cpu"], "threads": info["torch_threads"], "torch": info["torch"],
             "peak_gflops": round(peak.best, 1), "load_1min_start": round(peak.load_start, 2),
-            "load_1min_end": round(load_average(), 2)}
+            "load_1min_end": round(load_average(), 2), "malloc_tuned": info["malloc_tuned"]}
 
 
 def setup(device: str = "auto", threads: int = 0) -> torch.device:

@@ -32,9 +32,10 @@ def _carry(new: Tensor, h: Tensor, m: Tensor | None, out: Tensor) -> Tensor:
 
 def _weight_grads(delta: Tensor, hs: Tensor, h0: Tensor) -> tuple[Tensor, Tensor]:
     """Δ [T, B, G·H] and the states → (∂L/∂W_hh [G·H, H], ∂L/∂b_hh [G·H]) in one product each."""
-    prev = torch.cat([h0.unsqueeze(0), hs[:-1]]).flatten(0, 1)
-    flat = delta.flatten(0, 1)
-    return flat.t().mm(prev), flat.sum(0)
+    dw = delta[0].t().mm(h0)                   # step 0 reads h0; steps 1.. read hs[:-1] (no copy of the states)
+    if delta.size(0) > 1:
+        dw.addmm_(delta[1:].flatten(0, 1).t(), hs[:-1].flatten(0, 1))
+    return dw, delta.flatten(0, 1).sum(0)
 
 
 def time_major(projected: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor | None]:
