@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from rnmt import allocator
+from rnmt import allocator, matmul
 
 
 def pick_device(requested: str = "auto", local_rank: int = 0) -> torch.device:
@@ -40,6 +40,7 @@ def describe(device: torch.device) -> dict[str, Any]:
         "torch": torch.__version__,
         "python": platform.python_version(),
         "malloc_tuned": allocator.tuned,
+        "matmul": matmul.mode(),           # how CPU float32 products are computed (rnmt.matmul)
     }
     if device.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(device)

@@ -12,13 +12,13 @@ uses i = 1 − f instead of eq. 7. Two weight matrices (Table 1); p of all times
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from rnmt.cells.base import RecurrentCell
 from rnmt.cells.fused import ATRSequence, time_major
 from rnmt.cells.registry import register_cell
 from rnmt.io import InputError
+from rnmt.matmul import linear
 
 
 @register_cell("atr")
@@ -40,11 +40,11 @@ class ATR(RecurrentCell):
         return self.hidden_size
 
     def project_inputs(self, x: Tensor) -> Tensor:
-        return F.linear(x, self.weight_ih, self.bias_ih)
+        return linear(x, self.weight_ih, self.bias_ih)
 
     def gates(self, p: Tensor, state: Tensor) -> tuple[Tensor, Tensor]:
         """(input gate, forget gate) for one step; also used by the gate-correlation analysis."""
-        q = F.linear(state, self.weight_hh, self.bias_hh)
+        q = linear(state, self.weight_hh, self.bias_hh)
         f = torch.sigmoid(p - q)
         i = 1 - f if self.twin == "one_minus" else torch.sigmoid(p + q)
         return i, f

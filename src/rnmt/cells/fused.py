@@ -22,6 +22,8 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
+from rnmt.matmul import addmm, mm
+
 
 def _carry(new: Tensor, h: Tensor, m: Tensor | None, out: Tensor) -> Tensor:
     """out ← m ⊙ new + (1 − m) ⊙ h (just new without a mask)."""
@@ -32,9 +34,9 @@ def _carry(new: Tensor, h: Tensor, m: Tensor | None, out: Tensor) -> Tensor:
 
 def _weight_grads(delta: Tensor, hs: Tensor, h0: Tensor) -> tuple[Tensor, Tensor]:
     """Δ [T, B, G·H] and the states → (∂L/∂W_hh [G·H, H], ∂L/∂b_hh [G·H]) in one product each."""
-    dw = delta[0].t().mm(h0)                   # step 0 reads h0; steps 1.. read hs[:-1] (no copy of the states)
+    dw = mm(delta[0].t(), h0)                  # step 0 reads h0; steps 1.. read hs[:-1] (no copy of the states)
     if delta.size(0) > 1:
-        dw.addmm_(delta[1:].flatten(0, 1).t(), hs[:-1].flatten(0, 1))
+        dw = addmm(dw, delta[1:].flatten(0, 1).t(), hs[:-1].flatten(0, 1))
     return dw, delta.flatten(0, 1).sum(0)
 
 
@@ -51,7 +53,7 @@ class ATRSequence(torch.autograd.Function):
         hs, i_all, f_all = torch.empty_like(p), torch.empty_like(p), torch.empty_like(p)
         wt, h = weight.t(), h0
         for t in range(T):
-            q = torch.addmm(bias, h, wt)
+            q = addmm(bias, h, wt)
             i = torch.sigmoid(torch.add(p[t], q, out=i_all[t]), out=i_all[t])
             f = torch.sigmoid(torch.sub(p[t], q, out=f_all[t]), out=f_all[t])
             new = torch.addcmul(i * p[t], f, h)
@@ -78,7 +80,7 @@ class ATRSequence(torch.autograd.Function):
             torch.sub(di, df, out=dq[t])
             torch.add(gi + di, df, out=dp[t])
             carried = gf if m is None else torch.addcmul(gf, g, 1 - m[t])
-            g = torch.addmm(carried, dq[t], weight)
+            g = addmm(carried, dq[t], weight)
         dw, db = _weight_grads(dq, hs, h0)
         return dp, None, g, dw, db
 
@@ -91,7 +93,7 @@ class GRUSequence(torch.autograd.Function):
         r_all, z_all, n_all, gn_all = (torch.empty_like(hs) for _ in range(4))
         wt, h = weight.t(), h0
         for t in range(T):
-            g_r, g_z, g_n = torch.addmm(bias, h, wt).split(H, 1)
+            g_r, g_z, g_n = addmm(bias, h, wt).split(H, 1)
             p_r, p_z, p_n = p[t].split(H, 1)
             r = torch.sigmoid(torch.add(p_r, g_r, out=r_all[t]), out=r_all[t])
             z = torch.sigmoid(torch.add(p_z, g_z, out=z_all[t]), out=z_all[t])
@@ -125,6 +127,6 @@ class GRUSequence(torch.autograd.Function):
             dg_z.copy_(dz)
             torch.mul(dn, r, out=dg_n)
             carried = gn * z if m is None else torch.addcmul(g * (1 - m[t]), gn, z)
-            g = torch.addmm(carried, dg[t], weight)
+            g = addmm(carried, dg[t], weight)
         dw, db = _weight_grads(dg, hs, h0)
         return dp, None, g, dw, db

@@ -23,6 +23,7 @@ from torch import Tensor, nn
 from rnmt.cells.base import RecurrentCell
 from rnmt.cells.fused import GRUSequence, time_major
 from rnmt.cells.registry import register_cell
+from rnmt.matmul import linear
 
 
 @register_cell("gru")
@@ -51,18 +52,18 @@ class GRU(RecurrentCell):
         return 3 * self.hidden_size
 
     def project_inputs(self, x: Tensor) -> Tensor:
-        return F.linear(x, self.weight_ih, self.bias_ih)
+        return linear(x, self.weight_ih, self.bias_ih)
 
     def step(self, p: Tensor, state: Tensor) -> Tensor:
         p_r, p_z, p_n = p.chunk(3, -1)
         if self.gate_norm:
-            g = F.linear(state, self.weight_hh)
+            g = linear(state, self.weight_hh)
             g_r, g_z, g_n = g.chunk(3, -1)
             r = torch.sigmoid(self.norm_r(p_r + g_r))
             z = torch.sigmoid(self.norm_z(p_z + g_z))
             g_n = g_n + self.bias_hh
         else:
-            g_r, g_z, g_n = F.linear(state, self.weight_hh, self.bias_hh).chunk(3, -1)
+            g_r, g_z, g_n = linear(state, self.weight_hh, self.bias_hh).chunk(3, -1)
             r = torch.sigmoid(p_r + g_r)
             z = torch.sigmoid(p_z + g_z)
         n = torch.tanh(p_n + r * g_n)

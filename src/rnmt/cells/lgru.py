@@ -17,6 +17,7 @@ from torch import Tensor, nn
 
 from rnmt.cells.base import RecurrentCell
 from rnmt.cells.registry import register_cell
+from rnmt.matmul import linear
 
 
 class GatedLinearBase(RecurrentCell):
@@ -42,13 +43,13 @@ class GatedLinearBase(RecurrentCell):
         return 5 * self.hidden_size
 
     def project_inputs(self, x: Tensor) -> Tensor:
-        return F.linear(x, self.weight_ih)
+        return linear(x, self.weight_ih)
 
     def parts(self, p: Tensor, state: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
         """→ (gate 1, gate 2, gate 3, candidate pre-activation, H x) for one step."""
         H = self.hidden_size
         px = p.split(H, -1)
-        ph = F.linear(state, self.weight_hh).split(H, -1)
+        ph = linear(state, self.weight_hh).split(H, -1)
         pre = [px[k] + ph[k] for k in range(3)]
         if self.gate_norm:
             gates = [torch.sigmoid(n(a)) for n, a in zip(self.norms, pre, strict=True)]

@@ -9,11 +9,11 @@ The state is [h; c]; weights are laid out as torch.nn.LSTMCell's (gate order i, 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from rnmt.cells.base import RecurrentCell
 from rnmt.cells.registry import register_cell
+from rnmt.matmul import linear
 
 
 @register_cell("lstm")
@@ -37,11 +37,11 @@ class LSTM(RecurrentCell):
         return 4 * self.hidden_size
 
     def project_inputs(self, x: Tensor) -> Tensor:
-        return F.linear(x, self.weight_ih, self.bias_ih)
+        return linear(x, self.weight_ih, self.bias_ih)
 
     def step(self, p: Tensor, state: Tensor) -> Tensor:
         h, c = state.chunk(2, -1)
-        i, f, g, o = (p + F.linear(h, self.weight_hh, self.bias_hh)).chunk(4, -1)
+        i, f, g, o = (p + linear(h, self.weight_hh, self.bias_hh)).chunk(4, -1)
         c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
         return torch.cat([torch.sigmoid(o) * torch.tanh(c), c], -1)
 

@@ -12,12 +12,12 @@ matrices of the ATR paper's Table 1.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from rnmt.cells.base import RecurrentCell
 from rnmt.cells.registry import register_cell
 from rnmt.io import InputError
+from rnmt.matmul import linear
 
 
 @register_cell("ran")
@@ -44,12 +44,12 @@ class RAN(RecurrentCell):
         return 3 * self.hidden_size
 
     def project_inputs(self, x: Tensor) -> Tensor:
-        content = x if self.weight_content is None else F.linear(x, self.weight_content)
-        return torch.cat([content, F.linear(x, self.weight_ih, self.bias)], -1)
+        content = x if self.weight_content is None else linear(x, self.weight_content)
+        return torch.cat([content, linear(x, self.weight_ih, self.bias)], -1)
 
     def step(self, p: Tensor, state: Tensor) -> Tensor:
         content, gx = p.split([self.hidden_size, 2 * self.hidden_size], -1)
-        i, f = torch.sigmoid(gx + F.linear(self.output(state), self.weight_hh)).chunk(2, -1)
+        i, f = torch.sigmoid(gx + linear(self.output(state), self.weight_hh)).chunk(2, -1)
         return i * content + f * state
 
     def output(self, state: Tensor) -> Tensor:

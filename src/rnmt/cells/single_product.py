@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from rnmt.cells.base import RecurrentCell
+from rnmt.matmul import linear
 
 
 class SingleProductCell(RecurrentCell):
@@ -45,11 +45,11 @@ class SingleProductCell(RecurrentCell):
         return self.blocks * self.hidden_size
 
     def project_inputs(self, x: Tensor) -> Tensor:
-        return F.linear(x, self.weight_ih, self.bias)
+        return linear(x, self.weight_ih, self.bias)
 
     def preactivations(self, p: Tensor, state: Tensor) -> Tensor:
         """a_t = (W_x x_t + b) + W_h h_{t-1}, split into the g blocks."""
-        return (p + F.linear(self.output(state), self.weight_hh)).chunk(self.blocks, -1)
+        return (p + linear(self.output(state), self.weight_hh)).chunk(self.blocks, -1)
 
 
 def paper_counts(cells: Sequence[SingleProductCell]) -> list[int]:

@@ -34,6 +34,7 @@ from rnmt.cells.registry import register_cell
 from rnmt.cells.scan import masked_scan
 from rnmt.energies import energies
 from rnmt.io import InputError
+from rnmt.matmul import Linear
 
 
 class NormedLinear(nn.Module):
@@ -41,7 +42,7 @@ class NormedLinear(nn.Module):
 
     def __init__(self, input_size: int, output_size: int, layer_norm: bool = True) -> None:
         super().__init__()
-        self.linear = nn.Linear(input_size, output_size, bias=not layer_norm)
+        self.linear = Linear(input_size, output_size, bias=not layer_norm)
         self.norm = nn.LayerNorm(output_size) if layer_norm else nn.Identity()
 
     def forward(self, x: Tensor) -> Tensor:
@@ -135,7 +136,7 @@ class NormedMLPAttention(nn.Module):
         super().__init__()
         self.query = NormedLinear(hidden_size, hidden_size, layer_norm)
         self.key = NormedLinear(hidden_size, hidden_size, layer_norm)
-        self.v = nn.Linear(hidden_size, 1, bias=False)
+        self.v = Linear(hidden_size, 1, bias=False)
         self.dropout = nn.Dropout(dropout)
 
     def keys(self, memory: Tensor) -> Tensor:

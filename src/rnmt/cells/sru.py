@@ -14,12 +14,12 @@ Only the gates have biases. The projection handed to `step` is [U₀, U₁, U₂
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from rnmt.cells.base import RecurrentCell
 from rnmt.cells.registry import register_cell
 from rnmt.cells.scan import masked_scan
+from rnmt.matmul import linear
 
 
 @register_cell("sru")
@@ -42,7 +42,7 @@ class SRU(RecurrentCell):
         return 4 * self.hidden_size
 
     def project_inputs(self, x: Tensor) -> Tensor:
-        u = F.linear(x, self.weight)
+        u = linear(x, self.weight)
         h = self.hidden_size
         gates = u[..., h:3 * h] + self.bias
         highway = u[..., 3 * h:] if self.reduces else x

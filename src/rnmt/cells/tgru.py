@@ -16,6 +16,7 @@ from torch import Tensor, nn
 from rnmt.cells.base import RecurrentCell
 from rnmt.cells.registry import register_cell
 from rnmt.io import InputError
+from rnmt.matmul import linear
 
 
 @register_cell("tgru")
@@ -44,7 +45,7 @@ class TGRU(RecurrentCell):
         return x.new_zeros(*x.shape[:-1], 0)
 
     def step(self, p: Tensor, state: Tensor) -> Tensor:
-        a_r, a_z, a_h = F.linear(state, self.weight_hh).chunk(3, -1)
+        a_r, a_z, a_h = linear(state, self.weight_hh).chunk(3, -1)
         if self.gate_norm:
             r, z = torch.sigmoid(self.norm_r(a_r)), torch.sigmoid(self.norm_z(a_z))
         else:

@@ -13,14 +13,15 @@ import torch
 from torch import Tensor, nn
 
 from rnmt.energies import energies
+from rnmt.matmul import Linear
 
 
 class AdditiveAttention(nn.Module):
     def __init__(self, query_size: int, memory_size: int, hidden_size: int) -> None:
         super().__init__()
-        self.query_proj = nn.Linear(query_size, hidden_size, bias=False)
-        self.memory_proj = nn.Linear(memory_size, hidden_size)
-        self.v = nn.Linear(hidden_size, 1, bias=False)
+        self.query_proj = Linear(query_size, hidden_size, bias=False)
+        self.memory_proj = Linear(memory_size, hidden_size)
+        self.v = Linear(hidden_size, 1, bias=False)
 
     def keys(self, memory: Tensor) -> Tensor:
         return self.memory_proj(memory)
@@ -46,10 +47,10 @@ class MultiHeadAdditiveAttention(nn.Module):
         if hidden_size % heads or memory_size % heads:
             raise ValueError(f"{heads} heads must divide the attention size {hidden_size} and memory {memory_size}")
         self.heads = heads
-        self.query_proj = nn.Linear(query_size, hidden_size, bias=False)
-        self.memory_proj = nn.Linear(memory_size, hidden_size, bias=False)
-        self.v = nn.Linear(hidden_size // heads, 1, bias=False)
-        self.out = nn.Linear(memory_size, memory_size)
+        self.query_proj = Linear(query_size, hidden_size, bias=False)
+        self.memory_proj = Linear(memory_size, hidden_size, bias=False)
+        self.v = Linear(hidden_size // heads, 1, bias=False)
+        self.out = Linear(memory_size, memory_size)
 
     def keys(self, memory: Tensor) -> Tensor:
         return self.memory_proj(memory)

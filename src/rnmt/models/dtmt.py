@@ -23,6 +23,7 @@ from torch import Tensor, nn
 from rnmt.cells import build_cell, run
 from rnmt.cells.composite import TransitionCell
 from rnmt.data.vocab import PAD_ID
+from rnmt.matmul import Linear
 from rnmt.models.attention import MultiHeadAdditiveAttention
 from rnmt.models.base import DecoderState, Seq2Seq
 from rnmt.models.embedding import FactoredEmbedding
@@ -63,12 +64,12 @@ class DTMT(Seq2Seq):
         self.tgt_bias = nn.Parameter(torch.zeros(emb))
         self.positional = positional
         self.enc_fwd, self.enc_bwd = module(self.src_emb.dim), module(self.src_emb.dim)
-        self.init_proj = nn.Linear(2 * hidden, hidden)
+        self.init_proj = Linear(2 * hidden, hidden)
         self.query = module(emb)
         self.attention = MultiHeadAdditiveAttention(hidden, 2 * hidden, hidden, heads)
         self.decoder = module(2 * hidden)
-        self.readout = nn.Linear(emb + hidden + 2 * hidden, hidden)
-        self.output = nn.Linear(hidden, tgt_vocab_size)
+        self.readout = Linear(emb + hidden + 2 * hidden, hidden)
+        self.output = Linear(hidden, tgt_vocab_size)
         self.drop = nn.Dropout(dropout)
 
     def _embed_src(self, src: Tensor) -> Tensor:

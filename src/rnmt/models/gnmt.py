@@ -21,6 +21,7 @@ from torch import Tensor, nn
 from rnmt.cells import build_cell, run
 from rnmt.data.vocab import PAD_ID
 from rnmt.io import InputError
+from rnmt.matmul import Linear
 from rnmt.models.attention import AdditiveAttention
 from rnmt.models.base import DecoderState, Seq2Seq
 from rnmt.models.embedding import FactoredEmbedding
@@ -54,7 +55,7 @@ class GNMT(Seq2Seq):
                                  + [build_cell(cell, 2 * hidden, hidden, **opts) for _ in range(layers - 1)])
         self.state_size = self.dec[0].state_size
         if init == "bridge":
-            self.bridge = nn.Linear(hidden, layers * self.state_size)
+            self.bridge = Linear(hidden, layers * self.state_size)
         self.attention = AdditiveAttention(hidden, hidden, hidden)
         self.readout = Readout(hidden, hidden, emb, tgt_vocab_size, dropout, tie_output)
         self.drop = nn.Dropout(dropout)

@@ -9,20 +9,21 @@ its own matrix.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
+
+from rnmt.matmul import Linear, linear
 
 
 class Readout(nn.Module):
     def __init__(self, state_size: int, context_size: int, emb: int, vocab_size: int, dropout: float,
                  tie_output: bool) -> None:
         super().__init__()
-        self.linear = nn.Linear(state_size + context_size + emb, emb)
+        self.linear = Linear(state_size + context_size + emb, emb)
         self.dropout = nn.Dropout(dropout)
         self.out_bias = nn.Parameter(torch.zeros(vocab_size))
-        self.out_proj = None if tie_output else nn.Linear(emb, vocab_size, bias=False)
+        self.out_proj = None if tie_output else Linear(emb, vocab_size, bias=False)
 
     def forward(self, state: Tensor, context: Tensor, prev_emb: Tensor, tgt_emb: nn.Embedding) -> Tensor:
         r = self.dropout(torch.tanh(self.linear(torch.cat([torch.tanh(state), context, prev_emb], -1))))
         weight = tgt_emb.weight if self.out_proj is None else self.out_proj.weight
-        return F.linear(r, weight, self.out_bias)
+        return linear(r, weight, self.out_bias)

@@ -25,6 +25,7 @@ from rnmt.cells import build_cell, run
 from rnmt.cells.composite import TwoInputCell
 from rnmt.data.vocab import PAD_ID
 from rnmt.io import InputError
+from rnmt.matmul import Linear
 from rnmt.models.attention import AdditiveAttention
 from rnmt.models.base import DecoderState, Seq2Seq
 from rnmt.models.embedding import FactoredEmbedding
@@ -62,7 +63,7 @@ class RNNSearch(Seq2Seq):
         self.encoder = encoder
         self.dec_lower = build_cell(cell, emb, hidden, **opts)
         self.dec_higher = build_cell(cell, memory, hidden, **opts)
-        self.init_proj = nn.Linear(memory, self.dec_lower.state_size)
+        self.init_proj = Linear(memory, self.dec_lower.state_size)
         self.attention = AdditiveAttention(hidden, memory, memory)
         self.readout = Readout(hidden, memory, emb, tgt_vocab_size, dropout, tie_output)
 

@@ -25,6 +25,7 @@ from torch import Tensor, nn
 from rnmt.cells import RecurrentCell, build_cell, run
 from rnmt.data.vocab import PAD_ID
 from rnmt.io import InputError
+from rnmt.matmul import Linear
 from rnmt.models.base import DecoderState, Seq2Seq
 from rnmt.models.embedding import FactoredEmbedding
 from rnmt.models.registry import register_model
@@ -52,7 +53,7 @@ class Sutskever(Seq2Seq):
         self.encoder = cell_stack(cell, self.src_emb.dim, hidden, layers, opts)
         self.decoder = cell_stack(cell, tgt_dim, hidden, layers, opts)
         self.dropout = nn.Dropout(dropout)
-        self.out = nn.Linear(hidden, tgt_vocab_size)
+        self.out = Linear(hidden, tgt_vocab_size)
 
     def start(self, src: Tensor, src_mask: Tensor) -> DecoderState:
         x = self.src_emb(src)

@@ -18,6 +18,7 @@ from torch import Tensor, nn
 from rnmt.cells.srnmt import DecoderUnit, EncoderUnit, check_highway
 from rnmt.data.vocab import PAD_ID
 from rnmt.io import InputError
+from rnmt.matmul import Linear
 from rnmt.models.base import DecoderState, Seq2Seq
 from rnmt.models.embedding import FactoredEmbedding
 from rnmt.models.registry import register_model
@@ -47,7 +48,7 @@ class SRNMT(Seq2Seq):
                         multi_attention or i == layers - 1, dropout)
             for i in range(layers))
         self.dropout = nn.Dropout(dropout)
-        self.generator = nn.Linear(hidden, tgt_vocab_size)
+        self.generator = Linear(hidden, tgt_vocab_size)
         self.hidden = hidden
         initialise(self, "xavier")
         with torch.no_grad():

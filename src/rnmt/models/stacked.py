@@ -23,6 +23,7 @@ from torch import Tensor, nn
 from rnmt.cells import build_cell, run
 from rnmt.data.vocab import PAD_ID
 from rnmt.io import InputError
+from rnmt.matmul import Linear
 from rnmt.models.attention import AdditiveAttention
 from rnmt.models.base import DecoderState, Seq2Seq
 from rnmt.models.embedding import FactoredEmbedding
@@ -64,9 +65,9 @@ class Stacked(Seq2Seq):
                              "hidden-sized blocks")
         self.input_feeding, self.hidden, self.half = input_feeding, hidden, half
         self.attention = AdditiveAttention(hidden, hidden, hidden)
-        self.attn_out = nn.Linear(2 * hidden, hidden)
+        self.attn_out = Linear(2 * hidden, hidden)
         self.dropout = nn.Dropout(dropout)
-        self.generator = nn.Linear(hidden, tgt_vocab_size)
+        self.generator = Linear(hidden, tgt_vocab_size)
 
     def start(self, src: Tensor, src_mask: Tensor) -> DecoderState:
         x, finals = self.src_emb(src), []

@@ -26,6 +26,7 @@ from torch import Tensor, nn
 
 from rnmt.data.vocab import PAD_ID
 from rnmt.io import InputError
+from rnmt.matmul import Linear, linear
 from rnmt.models.base import DecoderState, Seq2Seq
 from rnmt.models.embedding import FactoredEmbedding
 from rnmt.models.registry import register_model
@@ -42,7 +43,7 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, d: int, heads: int, dropout: float) -> None:
         super().__init__()
         self.heads, self.dropout = heads, dropout
-        self.q, self.k, self.v, self.o = (nn.Linear(d, d) for _ in range(4))
+        self.q, self.k, self.v, self.o = (Linear(d, d) for _ in range(4))
 
     def kv(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """Projected keys and values [N, T, d] (cached by the decoder)."""
@@ -66,7 +67,7 @@ class Layer(nn.Module):
         super().__init__()
         self.self_attn = MultiHeadAttention(d, heads, attention_dropout)
         self.cross_attn = MultiHeadAttention(d, heads, attention_dropout) if cross else None
-        self.feed_forward = nn.Sequential(nn.Linear(d, ffn), nn.ReLU(), nn.Linear(ffn, d))
+        self.feed_forward = nn.Sequential(Linear(d, ffn), nn.ReLU(), Linear(ffn, d))
         self.norms = nn.ModuleList(nn.LayerNorm(d) for _ in range(3 if cross else 2))
         self.drop = nn.Dropout(dropout)
 
@@ -106,7 +107,7 @@ class Transformer(Seq2Seq):
                                      for _ in range(layers))
         self.decoder = nn.ModuleList(Layer(d_model, ffn, heads, dropout, attention_dropout, True)
                                      for _ in range(dec_layers or layers))
-        self.out = None if tie_output else nn.Linear(d_model, tgt_vocab_size, bias=False)
+        self.out = None if tie_output else Linear(d_model, tgt_vocab_size, bias=False)
         self.drop = nn.Dropout(dropout)
 
     def _embed(self, emb: Tensor, start: int = 0) -> Tensor:
@@ -114,7 +115,7 @@ class Transformer(Seq2Seq):
         return self.drop(emb * math.sqrt(self.d) + sinusoids(positions, self.d).to(emb.dtype))
 
     def _logits(self, h: Tensor) -> Tensor:
-        return F.linear(h, self.tgt_emb.weight if self.out is None else self.out.weight)
+        return linear(h, self.tgt_emb.weight if self.out is None else self.out.weight)
 
     def start(self, src: Tensor, src_mask: Tensor) -> DecoderState:
         x = self._embed(self.src_emb(src))
