@@ -90,9 +90,8 @@ def test_route_is_chosen_by_size_dtype_and_mode() -> None:
         with torch.autocast("cpu", dtype=torch.bfloat16):
             matmul.linear(big[0], big[1])                                # autocast decides the dtype
     assert ops.onednn() == 0
-    with pytest.raises(ValueError, match="valid"):
-        with matmul.backend("mkl"):
-            pass
+    with pytest.raises(ValueError, match="valid"), matmul.backend("mkl"):
+        pass
 
 
 def test_fused_cell_loops_give_torch_products_results() -> None:
@@ -134,8 +133,8 @@ def test_whole_model_training_step_agrees_across_routes() -> None:
 
 def test_flop_counting_sees_the_products_it_counts() -> None:
     """FlopCounterMode does not know oneDNN's op; the benchmark counts under the 'blas' route."""
-    from rnmt.bench.train import forward_flops, random_batch
     from rnmt.bench.train import QUICK as cfg
+    from rnmt.bench.train import forward_flops, random_batch
 
     model = build_model("rnnsearch", cfg.vocab, cfg.vocab, emb=cfg.emb, hidden=cfg.hidden, cell="atr")
     b = random_batch(cfg, torch.device("cpu"))
