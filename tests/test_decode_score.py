@@ -52,6 +52,30 @@ def test_beam_never_scores_below_greedy(penalty: str) -> None:
             assert b >= g - 1e-5
 
 
+def test_greedy_floor_in_the_same_batch_equals_a_separate_greedy_pass() -> None:
+    """The beam-1 search that rides along in the beam's batch gives what a second, separate pass gave:
+    the greedy hypothesis wherever it scores above the beam's best, else the beam's."""
+    import random
+
+    from rnmt.data.batching import pad_source
+
+    greedy_won = 0
+    for seed in range(3):
+        torch.manual_seed(seed)
+        m = build_model("rnnsearch", 30, 12, emb=8, hidden=12, cell="gru").eval()
+        rng = random.Random(seed)
+        src, mask = pad_source([[rng.randrange(4, 30) for _ in range(rng.randint(2, 8))] for _ in range(20)])
+        for penalty in ("average", "none", "gnmt"):
+            greedy = beam_search(m, src, mask, 1, 10, penalty)
+            plain = beam_search(m, src, mask, 2, 10, penalty, greedy_floor=False)
+            floored = beam_search(m, src, mask, 2, 10, penalty)
+            for g, b, f in zip(greedy, plain, floored, strict=True):
+                expected = g if g[1] > b[1] else b
+                greedy_won += g[1] > b[1]
+                assert f[0] == expected[0] and f[1] == pytest.approx(expected[1], abs=1e-5)
+    assert greedy_won > 5                              # the floor really decided some sentences
+
+
 def test_length_penalties_follow_their_formulas() -> None:
     assert normalise(-6.0, 3, "average", 0.6) == pytest.approx(-2.0)
     assert normalise(-6.0, 3, "gnmt", 0.6) == pytest.approx(-6.0 / ((5 + 3) / 6) ** 0.6)
