@@ -11,6 +11,7 @@ one runs it backward.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import torch
@@ -34,6 +35,11 @@ def _step_grid(n: int) -> tuple[tuple[int], dict[str, int]]:
     return (triton.cdiv(n, STEP_BLOCK),), {"BLOCK": STEP_BLOCK, "num_warps": 4}
 
 
+def _device(x: Tensor) -> AbstractContextManager[Any]:
+    """x's GPU as the current device: triton launches on the current one, which need not be x's (cuda:1)."""
+    return torch.cuda.device(x.device) if x.is_cuda else nullcontext()
+
+
 def _unit_stride(x: Tensor) -> Tensor:
     """x itself when its last dimension is contiguous (the kernels take the other strides), else a copy."""
     return x if x.stride(-1) == 1 else x.contiguous()
@@ -49,11 +55,12 @@ class TritonATR(torch.autograd.Function):
         q = p.new_empty(B, H)
         grid, opts = _step_grid(B * H)
         wt, h = weight.t(), h0
-        for t in range(T):
-            torch.addmm(bias, h, wt, out=q)
-            kernels.atr_step_forward[grid](p, q, h, p if m is None else m, hs, i_all, f_all, t, B * H, B, H,
-                                           HAS_MASK=m is not None, **opts)
-            h = hs[t]
+        with _device(p):
+            for t in range(T):
+                torch.addmm(bias, h, wt, out=q)
+                kernels.atr_step_forward[grid](p, q, h, p if m is None else m, hs, i_all, f_all, t, B * H, B, H,
+                                               HAS_MASK=m is not None, **opts)
+                h = hs[t]
         ctx.save_for_backward(p, m, h0, weight, hs, i_all, f_all)
         return hs
 
@@ -66,10 +73,11 @@ class TritonATR(torch.autograd.Function):
         dp, dq = torch.empty_like(p), torch.empty_like(p)
         g, carry = torch.zeros_like(h0), torch.empty_like(h0)
         grid, opts = _step_grid(B * H)
-        for t in range(T - 1, -1, -1):
-            kernels.atr_step_backward[grid](g, grad, p if m is None else m, p, hs[t - 1] if t else h0, i_all, f_all,
-                                            dp, dq, carry, t, B * H, B, H, HAS_MASK=m is not None, **opts)
-            torch.addmm(carry, dq[t], weight, out=g)
+        with _device(p):
+            for t in range(T - 1, -1, -1):
+                kernels.atr_step_backward[grid](g, grad, p if m is None else m, p, hs[t - 1] if t else h0, i_all,
+                                                f_all, dp, dq, carry, t, B * H, B, H, HAS_MASK=m is not None, **opts)
+                torch.addmm(carry, dq[t], weight, out=g)
         dw, db = _weight_grads(dq, hs, h0)
         return dp, None, g, dw, db
 
@@ -86,11 +94,12 @@ class TritonGRU(torch.autograd.Function):
         gates = p.new_empty(B, 3 * H)
         grid, opts = _step_grid(B * H)
         wt, h = weight.t(), h0
-        for t in range(T):
-            torch.addmm(bias, h, wt, out=gates)
-            kernels.gru_step_forward[grid](p, gates, h, p if m is None else m, hs, r_all, z_all, n_all, gn_all,
-                                           t, B * H, B, H, HAS_MASK=m is not None, **opts)
-            h = hs[t]
+        with _device(p):
+            for t in range(T):
+                torch.addmm(bias, h, wt, out=gates)
+                kernels.gru_step_forward[grid](p, gates, h, p if m is None else m, hs, r_all, z_all, n_all, gn_all,
+                                               t, B * H, B, H, HAS_MASK=m is not None, **opts)
+                h = hs[t]
         ctx.save_for_backward(m, h0, weight, hs, r_all, z_all, n_all, gn_all)
         return hs
 
@@ -104,11 +113,12 @@ class TritonGRU(torch.autograd.Function):
         dg = torch.empty_like(dp)
         g, carry = torch.zeros_like(h0), torch.empty_like(h0)
         grid, opts = _step_grid(B * H)
-        for t in range(T - 1, -1, -1):
-            kernels.gru_step_backward[grid](g, grad, hs if m is None else m, hs[t - 1] if t else h0, r_all, z_all,
-                                            n_all, gn_all, dp, dg, carry, t, B * H, B, H, HAS_MASK=m is not None,
-                                            **opts)
-            torch.addmm(carry, dg[t], weight, out=g)
+        with _device(hs):
+            for t in range(T - 1, -1, -1):
+                kernels.gru_step_backward[grid](g, grad, hs if m is None else m, hs[t - 1] if t else h0, r_all, z_all,
+                                                n_all, gn_all, dp, dg, carry, t, B * H, B, H,
+                                                HAS_MASK=m is not None, **opts)
+                torch.addmm(carry, dg[t], weight, out=g)
         dw, db = _weight_grads(dg, hs, h0)
         return dp, None, g, dw, db
 
@@ -127,8 +137,9 @@ class TritonSRU(torch.autograd.Function):
         out = u.new_empty(B, T, 2 * H)
         grid, opts = _scan_grid(B, H)
         mm = u if m is None else m
-        kernels.sru_forward[grid](u, mm, s0, out, T, H, u.stride(0), u.stride(1), mm.stride(0), mm.stride(1),
-                                  HAS_MASK=m is not None, **opts)
+        with _device(u):
+            kernels.sru_forward[grid](u, mm, s0, out, T, H, u.stride(0), u.stride(1), mm.stride(0), mm.stride(1),
+                                      HAS_MASK=m is not None, **opts)
         ctx.save_for_backward(u, m, s0, out)
         return out
 
@@ -141,8 +152,9 @@ class TritonSRU(torch.autograd.Function):
         du, ds0 = u.new_empty(B, T, P), torch.empty_like(s0)
         grid, opts = _scan_grid(B, H)
         mm = u if m is None else m
-        kernels.sru_backward[grid](u, mm, s0, out, grad.contiguous(), du, ds0, T, H, u.stride(0), u.stride(1),
-                                   mm.stride(0), mm.stride(1), HAS_MASK=m is not None, **opts)
+        with _device(u):
+            kernels.sru_backward[grid](u, mm, s0, out, grad.contiguous(), du, ds0, T, H, u.stride(0), u.stride(1),
+                                       mm.stride(0), mm.stride(1), HAS_MASK=m is not None, **opts)
         return du, None, ds0
 
 
@@ -162,8 +174,9 @@ class TritonWeak(torch.autograd.Function):
         out = p.new_empty(B, T, H)
         grid, opts = _scan_grid(B, H)
         mm = p if m is None else m
-        kernels.weak_forward[grid](p, mm, h0, out, T, H, p.stride(0), p.stride(1), mm.stride(0), mm.stride(1),
-                                   HAS_MASK=m is not None, **opts)
+        with _device(p):
+            kernels.weak_forward[grid](p, mm, h0, out, T, H, p.stride(0), p.stride(1), mm.stride(0), mm.stride(1),
+                                       HAS_MASK=m is not None, **opts)
         ctx.save_for_backward(p, m, h0, out)
         return out
 
@@ -176,8 +189,9 @@ class TritonWeak(torch.autograd.Function):
         dp, dh0 = p.new_empty(B, T, P), torch.empty_like(h0)
         grid, opts = _scan_grid(B, H)
         mm = p if m is None else m
-        kernels.weak_backward[grid](p, mm, h0, out, grad.contiguous(), dp, dh0, T, H, p.stride(0), p.stride(1),
-                                    mm.stride(0), mm.stride(1), HAS_MASK=m is not None, **opts)
+        with _device(p):
+            kernels.weak_backward[grid](p, mm, h0, out, grad.contiguous(), dp, dh0, T, H, p.stride(0), p.stride(1),
+                                        mm.stride(0), mm.stride(1), HAS_MASK=m is not None, **opts)
         return dp, None, dh0
 
 

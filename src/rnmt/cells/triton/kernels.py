@@ -60,7 +60,8 @@ def sru_forward(u_ptr, m_ptr, s0_ptr, out_ptr, T, H, su_b, su_t, sm_b, sm_t,
             c = tl.where(keep, c_new, c)
             h = tl.where(keep, h_new, h)
         else:
-            c, h = c_new, h_new
+            c = c_new
+            h = h_new
         tl.store(out + t * 2 * H, c, mask=ok)
         tl.store(out + t * 2 * H + H, h, mask=ok)
 
