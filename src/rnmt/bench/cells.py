@@ -20,6 +20,7 @@ from torch import Tensor, nn
 from rnmt.bench.timing import Peak, environment, measure
 from rnmt.cells import CELLS, build_cell, run
 from rnmt.cells.base import RecurrentCell, fused
+from rnmt.cells.triton import uses_triton
 
 log = logging.getLogger(__name__)
 BATCH, LENGTH = 80, 50
@@ -36,11 +37,12 @@ def input_size(name: str, hidden: int) -> int:
     return 0 if name == "tgru" else hidden
 
 
-def has_sequence(cell: RecurrentCell, hidden: int, device: torch.device) -> bool:
-    """Whether `run` takes the cell's whole-sequence path (scan / fused loop) rather than the step loop."""
-    with torch.no_grad():
-        p = torch.zeros(1, 1, cell.projection_size, device=device)
-        return cell.sequence(p, None, cell.initial_state(1, p)) is not None
+def sequence_path(cell: RecurrentCell, device: torch.device) -> str | None:
+    """The whole-sequence path `run` takes for the cell: "triton" (CUDA kernels, cells/triton), "sequence"
+    (scan / fused loop), or None (the step loop)."""
+    p = torch.zeros(1, 1, cell.projection_size, device=device, requires_grad=True)
+    states = cell.sequence(p, None, cell.initial_state(1, p))
+    return None if states is None else "triton" if uses_triton(states) else "sequence"
 
 
 def _layer(name: str, hidden: int, device: torch.device,
@@ -72,7 +74,7 @@ def measure_layer(name: str, hidden: int, device: torch.device, batch: int, leng
              batch * length / t.median)
     tokens = batch * length
     path = "cuDNN" if name in REFERENCES and device.type == "cuda" else "torch" if name in REFERENCES else (
-        "sequence" if use_sequence and has_sequence(module, hidden, device) else "step loop")
+        (sequence_path(module, device) if use_sequence else None) or "step loop")
     return {"cell": name, "path": path, "hidden": hidden, "batch": batch, "length": length,
             "seconds": t.median, "tokens_per_s": tokens / t.median,
             "gflops": 3 * matmul_flops_per_token(module) * tokens / t.median / 1e9, "reps": reps}
@@ -97,7 +99,7 @@ def bench(device: torch.device, quick: bool = False, hidden: tuple[int, ...] | N
             peak.sample(quick=True)
         if not quick:
             for r in list(group):
-                if r["path"] == "sequence":
+                if r["path"] in ("sequence", "triton"):
                     group.append(measure_layer(r["cell"], h, device, batch, length, warmup, reps, use_sequence=False))
                     peak.sample(quick=True)
         ref = {r["cell"]: r["tokens_per_s"] for r in group if r["cell"] in REFERENCES}

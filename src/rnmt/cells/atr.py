@@ -17,6 +17,7 @@ from torch import Tensor, nn
 from rnmt.cells.base import RecurrentCell
 from rnmt.cells.fused import ATRSequence, time_major
 from rnmt.cells.registry import register_cell
+from rnmt.cells.triton import triton_path
 from rnmt.io import InputError
 from rnmt.matmul import linear
 
@@ -55,8 +56,11 @@ class ATR(RecurrentCell):
         return torch.tanh(h) if self.state_tanh else h
 
     def sequence(self, projected: Tensor, mask: Tensor | None, state: Tensor) -> Tensor | None:
-        """Eqs. 6-9 over all steps in one fused loop (cells/fused.py); the default options only."""
+        """Eqs. 6-9 over all steps in one fused loop (cells/fused.py; Triton kernels on CUDA, cells/triton);
+        the default options only."""
         if self.state_tanh or self.twin != "add":
             return None
         p, m = time_major(projected, mask)
-        return ATRSequence.apply(p, m, state.contiguous(), self.weight_hh, self.bias_hh).transpose(0, 1)
+        kernels = triton_path(p)
+        sequence = kernels.TritonATR if kernels else ATRSequence
+        return sequence.apply(p, m, state.contiguous(), self.weight_hh, self.bias_hh).transpose(0, 1)

@@ -23,6 +23,7 @@ from torch import Tensor, nn
 from rnmt.cells.base import RecurrentCell
 from rnmt.cells.fused import GRUSequence, time_major
 from rnmt.cells.registry import register_cell
+from rnmt.cells.triton import triton_path
 from rnmt.matmul import linear
 
 
@@ -72,9 +73,11 @@ class GRU(RecurrentCell):
         return n + z * (state - n)
 
     def sequence(self, projected: Tensor, mask: Tensor | None, state: Tensor) -> Tensor | None:
-        """The recurrence over all steps in one fused loop (cells/fused.py); without gate norm and
-        candidate dropout only."""
+        """The recurrence over all steps in one fused loop (cells/fused.py; Triton kernels on CUDA,
+        cells/triton); without gate norm and candidate dropout only."""
         if self.gate_norm or (self.candidate_dropout and self.training):
             return None
         p, m = time_major(projected, mask)
-        return GRUSequence.apply(p, m, state.contiguous(), self.weight_hh, self.bias_hh).transpose(0, 1)
+        kernels = triton_path(p)
+        sequence = kernels.TritonGRU if kernels else GRUSequence
+        return sequence.apply(p, m, state.contiguous(), self.weight_hh, self.bias_hh).transpose(0, 1)

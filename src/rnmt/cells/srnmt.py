@@ -32,6 +32,7 @@ from torch import Tensor, nn
 from rnmt.cells.base import RecurrentCell, run
 from rnmt.cells.registry import register_cell
 from rnmt.cells.scan import masked_scan
+from rnmt.cells.triton import triton_path
 from rnmt.energies import energies
 from rnmt.io import InputError
 from rnmt.matmul import Linear
@@ -74,7 +75,11 @@ class Recurrence(RecurrentCell):
         return weak_step(p, state)
 
     def sequence(self, projected: Tensor, mask: Tensor | None, state: Tensor) -> Tensor:
-        """`weak_step` over all steps as one linear scan (cells/scan.py): f = 1 − σ(g), u = σ(g) ⊙ x̃."""
+        """`weak_step` over all steps as one linear scan (cells/scan.py): f = 1 − σ(g), u = σ(g) ⊙ x̃; on CUDA
+        one Triton kernel (cells/triton)."""
+        kernels = triton_path(projected)
+        if kernels:
+            return kernels.weak_sequence(projected, mask, state)
         x, g = projected.chunk(2, -1)
         a = torch.sigmoid(g)
         return masked_scan(1 - a, a * x, state, mask)

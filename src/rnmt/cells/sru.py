@@ -19,6 +19,7 @@ from torch import Tensor, nn
 from rnmt.cells.base import RecurrentCell
 from rnmt.cells.registry import register_cell
 from rnmt.cells.scan import masked_scan
+from rnmt.cells.triton import triton_path
 from rnmt.matmul import linear
 
 
@@ -56,7 +57,11 @@ class SRU(RecurrentCell):
         return torch.cat([c, r * torch.tanh(c) + (1 - r) * x], -1)
 
     def sequence(self, projected: Tensor, mask: Tensor | None, state: Tensor) -> Tensor:
-        """c of all steps as one linear scan (eq. 5, cells/scan.py), then h of all steps at once."""
+        """c of all steps as one linear scan (eq. 5, cells/scan.py), then h of all steps at once; on CUDA
+        one Triton kernel for all of it (cells/triton)."""
+        kernels = triton_path(projected)
+        if kernels:
+            return kernels.sru_sequence(projected, mask, state)
         u0, uf, ur, x = projected.chunk(4, -1)
         f, r = torch.sigmoid(uf), torch.sigmoid(ur)
         c = masked_scan(f, (1 - f) * u0, state[..., : self.hidden_size], mask)

@@ -1,0 +1,81 @@
+"""Triton kernels for the recurrences of ATR, GRU, SRU and SR-NMT on CUDA, and when the cells use them.
+
+A cell's `sequence` asks `triton_path(tensor)`: it returns the autograd functions of `functions.py`
+when the tensor is on CUDA, is float32 or float64, the environment does not say `RNMT_TRITON=0`, and
+triton imports (CUDA builds of torch on Linux ship it); otherwise None, and the cell takes its CPU path
+(cells/fused.py, cells/scan.py). triton is imported on first use only, so CPU runs never load it.
+
+Tests run the kernels on CPU tensors through triton's interpreter: `TRITON_INTERPRET=1` in the
+environment before the kernels are first imported (in practice a fresh process), and `force_on_cpu()`
+around the code (tests/test_cells_triton.py).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import ModuleType
+
+import torch
+from torch import Tensor
+
+_FORCE = [False]
+_LOADED: list[ModuleType | None] = []          # [functions module or None], filled on first use
+DTYPES = (torch.float32, torch.float64)
+
+
+def load() -> ModuleType | None:
+    """rnmt.cells.triton.functions (importing triton and compiling nothing yet); None without triton."""
+    if not _LOADED:
+        try:
+            module: ModuleType | None = importlib.import_module("rnmt.cells.triton.functions")
+        except ImportError:
+            module = None
+        _LOADED.append(module)
+    return _LOADED[0]
+
+
+def available() -> bool:
+    """Whether triton imports here."""
+    return load() is not None
+
+
+def enabled() -> bool:
+    """False when the environment sets RNMT_TRITON=0 (read at every call)."""
+    return os.environ.get("RNMT_TRITON", "1") != "0"
+
+
+def triton_path(x: Tensor) -> ModuleType | None:
+    """The Triton autograd functions if a cell's recurrence over `x` should run as Triton kernels, else None."""
+    if not (x.is_cuda or _FORCE[0]) or x.dtype not in DTYPES or not enabled():
+        return None
+    return load()
+
+
+@contextmanager
+def force_on_cpu() -> Iterator[None]:
+    """For tests only: within the block, CPU tensors take the Triton path too. The kernels then run only
+    if triton's interpreter was switched on (TRITON_INTERPRET=1 before `load` first imported the kernels)."""
+    before = _FORCE[0]
+    _FORCE[0] = True
+    try:
+        yield
+    finally:
+        _FORCE[0] = before
+
+
+def uses_triton(t: Tensor) -> bool:
+    """Whether the autograd graph behind `t` contains one of the Triton functions (tests and the benchmark's
+    `path` column use it to see which path a cell took)."""
+    seen, todo = set(), [t.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        if type(node).__name__.startswith("Triton"):
+            return True
+        todo += [n for n, _ in node.next_functions]
+    return False

@@ -1,0 +1,261 @@
+"""The Triton kernels of ATR, GRU, SRU and SR-NMT (src/rnmt/cells/triton) against the plain step loop and
+the CPU whole-sequence paths: outputs, final states and the gradients of the input, the initial state and
+every parameter, with padding (one sentence of length 0), reversal and nonzero initial states.
+
+No GPU is needed: the kernels run on CPU tensors through triton's interpreter. TRITON_INTERPRET=1 must be
+set before triton decorates the kernels, so the comparisons run in a fresh process (this file run as a
+script, once for the whole module) and cannot leak into other tests; each case comes back as a test here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import rnmt
+from rnmt.cells import build_cell, run
+from rnmt.cells import triton as triton_cells
+from rnmt.cells.base import fused
+from rnmt.cells.srnmt import DecoderUnit, EncoderUnit
+
+NAMES = ["atr", "gru", "sru", "srnmt"]
+CASES = [f"{name}-float64-{pad}-{direction}" for name in NAMES for pad in ("full", "padded")
+         for direction in ("forward", "reverse")]
+CASES += [f"{name}-float32-padded-reverse" for name in NAMES]
+CASES += [f"{name}-wide-float32-padded-forward" for name in NAMES]      # several programs per grid axis
+CASES += [f"{name}-gaps" for name in NAMES]                             # `sequence` with any mask
+CASES += ["srnmt-units-float64", "dispatch"]
+TOLERANCE = {torch.float64: {"rtol": 1e-10, "atol": 1e-12}, torch.float32: {"rtol": 1e-4, "atol": 1e-5}}
+
+needs_triton = pytest.mark.skipif(importlib.util.find_spec("triton") is None,
+                                  reason="triton is not installed (it comes with `pip install -e .[dev]` on Linux); "
+                                         "the CUDA kernels are tested through its interpreter")
+
+
+# ---------------------------------------------------------------- run in the interpreter process
+
+def outputs_and_grads(cell: torch.nn.Module, x: torch.Tensor, mask: torch.Tensor, h0: torch.Tensor,
+                      reverse: bool) -> list[torch.Tensor]:
+    out, final = run(cell, x, mask, h0, reverse=reverse)
+    loss = out.sin().sum() + (final * torch.linspace(-1, 1, final.size(1), dtype=final.dtype)).sum()
+    return [out, final, *torch.autograd.grad(loss, [x, h0, *cell.parameters()])]
+
+
+def three_paths(fn) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
+    """fn() under the step loop, today's CPU sequence path, and the Triton kernels."""
+    with fused(False):
+        loop = fn()
+    seq = fn()
+    with triton_cells.force_on_cpu():
+        kernels = fn()
+    return loop, seq, kernels
+
+
+def assert_all_close(triton_result: list[torch.Tensor], reference: list[torch.Tensor], what: str,
+                     dtype: torch.dtype) -> None:
+    assert len(triton_result) == len(reference)
+    for k, (a, b) in enumerate(zip(triton_result, reference, strict=True)):
+        torch.testing.assert_close(a, b, **TOLERANCE[dtype], msg=lambda m, k=k: f"tensor {k} vs {what}: {m}")
+
+
+def check_cell(case: str) -> None:
+    name, rest = case.split("-", 1)
+    wide = rest.startswith("wide-")
+    dtype = torch.float32 if "float32" in rest else torch.float64
+    padded, reverse = "padded" in rest, rest.endswith("reverse")
+    torch.manual_seed(0)
+    # wide: input = hidden (SRU's highway then reads x itself), several kernel programs along hidden / B·H
+    batch, length, inp, hidden = (2, 4, 136, 136) if wide else (4, 7, 5, 6)
+    cell = build_cell(name, inp, hidden).to(dtype)
+    x = torch.randn(batch, length, inp, dtype=dtype, requires_grad=True)
+    h0 = torch.randn(batch, cell.state_size, dtype=dtype, requires_grad=True)
+    mask = torch.ones(batch, length, dtype=torch.bool)
+    if padded:
+        mask[1, 3:] = False
+        if not wide:
+            mask[2, 1:] = False
+            mask[3, :] = False                            # length 0: the final state is h0
+    with triton_cells.force_on_cpu():
+        states = cell.sequence(cell.project_inputs(x), mask if padded else None, h0)
+    assert triton_cells.uses_triton(states), f"{case}: the forced path did not run the Triton kernels"
+    loop, seq, kernels = three_paths(lambda: outputs_and_grads(cell, x, mask, h0, reverse))
+    assert_all_close(kernels, loop, "the step loop", dtype)
+    assert_all_close(kernels, seq, "the CPU sequence path", dtype)
+
+
+def check_gaps(name: str) -> None:
+    """`sequence` itself with padding anywhere (leading, between tokens, a whole row): every state, padded
+    steps included, and the gradients of the projection and the initial state ([c₀; h₀] for SRU) equal
+    the step loop's, where a padded step carries the state. `run` only pads at the end and masks the
+    outputs, so this reaches what it cannot (e.g. ∂L/∂h₀ of SRU through padded steps)."""
+    torch.set_default_dtype(torch.float64)
+    torch.manual_seed(0)
+    cell = build_cell(name, 5, 6)
+    p = cell.project_inputs(torch.randn(3, 6, 5)).detach().requires_grad_()
+    s0 = torch.randn(3, cell.state_size, requires_grad=True)
+    mask = torch.tensor([[False, True, True, False, True, False], [False] * 6, [True] * 6])
+    weights = torch.randn(3, 6, cell.state_size)
+    state, expected = s0, []
+    for t in range(6):
+        state = torch.where(mask[:, t, None], cell.step(p[:, t], state), state)
+        expected.append(state)
+    expected = torch.stack(expected, 1)
+    with triton_cells.force_on_cpu():
+        states = cell.sequence(p, mask, s0)
+    assert triton_cells.uses_triton(states)
+    loop = [expected, *torch.autograd.grad((expected * weights).sum(), [p, s0])]
+    kernels = [states, *torch.autograd.grad((states * weights).sum(), [p, s0])]
+    assert_all_close(kernels, loop, "the step loop", torch.float64)
+
+
+def check_srnmt_units() -> None:
+    """The SR-NMT encoder (both directions) and decoder units; the decoder hands its recurrence a
+    non-contiguous slice of its projection, which the kernels read through its strides."""
+    torch.set_default_dtype(torch.float64)
+    torch.manual_seed(0)
+    enc, dec = EncoderUnit(6, 6, dropout=0.0), DecoderUnit(6, 6, dropout=0.0)
+    x, y = torch.randn(2, 5, 6, requires_grad=True), torch.randn(2, 4, 6, requires_grad=True)
+    mask = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
+    s0 = torch.randn(2, 6)
+
+    def go() -> list[torch.Tensor]:
+        h = enc(x, mask)
+        s, last = dec(y, s0, dec.attention.keys(h), h, mask)
+        loss = s.pow(2).sum() + last.sum()
+        return [s, last, *torch.autograd.grad(loss, [x, y, *enc.parameters(), *dec.parameters()])]
+
+    loop, seq, kernels = three_paths(go)
+    assert_all_close(kernels, loop, "the step loop", torch.float64)
+    assert_all_close(kernels, seq, "the CPU sequence path", torch.float64)
+
+
+def check_dispatch() -> None:
+    """Forced: the Triton path for every cell; RNMT_TRITON=0 or not forced: today's path; the benchmark's
+    `path` column says which."""
+    from rnmt.bench.cells import sequence_path
+
+    cpu = torch.device("cpu")
+    for name in NAMES:
+        cell = build_cell(name, 6, 6)
+        with triton_cells.force_on_cpu():
+            assert sequence_path(cell, cpu) == "triton", name
+            os.environ["RNMT_TRITON"] = "0"
+            try:
+                assert sequence_path(cell, cpu) == "sequence", name
+            finally:
+                del os.environ["RNMT_TRITON"]
+        assert sequence_path(cell, cpu) == "sequence", name
+
+
+def main() -> None:
+    """Every case; prints {case: None (passed) or the failure} as one JSON line."""
+    torch.set_num_threads(1)
+    results: dict[str, str | None] = {}
+    for case in CASES:
+        torch.set_default_dtype(torch.float32)
+        try:
+            if case == "dispatch":
+                check_dispatch()
+            elif case.endswith("-gaps"):
+                check_gaps(case.split("-")[0])
+            elif case == "srnmt-units-float64":
+                check_srnmt_units()
+            else:
+                check_cell(case)
+            results[case] = None
+        except Exception as e:                            # reported by the test of that case
+            results[case] = f"{type(e).__name__}: {e}"[:4000]
+    print(json.dumps(results))
+
+
+# ---------------------------------------------------------------- pytest, in the ordinary process
+
+@pytest.fixture(scope="module")
+def interpreted() -> dict[str, str | None]:
+    env = {k: v for k, v in os.environ.items() if k != "RNMT_TRITON"}
+    src = str(Path(rnmt.__file__).resolve().parents[1])          # the rnmt this process imported
+    env.update(TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join([src, env.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, __file__], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@needs_triton
+@pytest.mark.parametrize("case", CASES)
+def test_triton_kernels_match_the_cpu_paths(interpreted: dict[str, str | None], case: str) -> None:
+    assert case in interpreted, f"{case} did not run"
+    assert interpreted[case] is None, interpreted[case]
+
+
+@needs_triton
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") == "1", reason="compiles the kernels, not interpreted ones")
+def test_kernels_compile_for_cuda(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The interpreter runs Python, so it misses what only the compiler rejects: every kernel is compiled
+    here to a CUDA binary for sm_90 (triton's own ptxas, no GPU needed) in the variants launches produce:
+    float32 and float64, with and without a mask, and with the int arguments 1 (triton makes those constants)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from rnmt.cells.triton import functions, kernels
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")              # the default; unset, triton warns
+    scan = (kernels.sru_forward, kernels.sru_backward, kernels.weak_forward, kernels.weak_backward)
+    step = (kernels.atr_step_forward, kernels.atr_step_backward, kernels.gru_step_forward, kernels.gru_step_backward)
+    for fn in scan + step:
+        block = functions.SCAN_BLOCK if fn in scan else functions.STEP_BLOCK
+        for dtype, has_mask, ones in (("fp32", True, False), ("fp64", False, False), ("fp32", True, True)):
+            signature: dict[str, str] = {}
+            constants: dict[str, object] = {"HAS_MASK": has_mask, "BLOCK": block}
+            for arg in fn.arg_names:
+                if arg.endswith("_ptr"):
+                    signature[arg] = f"*{dtype}"
+                elif arg in constants or (ones and arg in ("T", "N", "B", "H")):
+                    signature[arg] = "constexpr"
+                    constants.setdefault(arg, 1)
+                else:
+                    signature[arg] = "i32"
+            compiled = triton.compile(ASTSource(fn, signature, constants), target=GPUTarget("cuda", 90, 32),
+                                      options={"num_warps": 4})
+            assert compiled.asm["cubin"], (fn.__name__, dtype, has_mask, ones)
+
+
+def takes_triton(cell: torch.nn.Module) -> bool:
+    """Whether the cell's whole-sequence path (on a small CPU input) went through the Triton kernels."""
+    x = torch.randn(2, 3, 6)
+    return triton_cells.uses_triton(cell.sequence(cell.project_inputs(x), None, torch.zeros(2, cell.state_size)))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_cpu_tensors_and_rnmt_triton_0_take_todays_path(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    cell = build_cell(name, 6, 6)
+    assert triton_cells.triton_path(torch.zeros(1)) is None
+    assert not takes_triton(cell)                                    # CPU, not forced
+    monkeypatch.setenv("RNMT_TRITON", "0")
+    with triton_cells.force_on_cpu():
+        assert triton_cells.triton_path(torch.zeros(1)) is None
+        assert not takes_triton(cell)
+
+
+def test_without_triton_the_kernels_report_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "triton", None)                   # `import triton` raises ImportError
+    for module in ("rnmt.cells.triton.functions", "rnmt.cells.triton.kernels"):
+        monkeypatch.delitem(sys.modules, module, raising=False)
+    monkeypatch.setattr(triton_cells, "_LOADED", [])
+    assert not triton_cells.available()
+    with triton_cells.force_on_cpu():
+        assert triton_cells.triton_path(torch.zeros(1)) is None
+        for name in NAMES:
+            assert not takes_triton(build_cell(name, 6, 6)), name
+
+
+if __name__ == "__main__":
+    main()
