@@ -123,3 +123,32 @@ def test_models_train_the_same_with_either_path(arch: str, settings: dict) -> No
 
     for a, b in zip(*both_paths(go), strict=True):
         torch.testing.assert_close(b, a)
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_sequence_path_runs_in_float32_under_autocast(name: str) -> None:
+    """CUDA training's bfloat16 autocast keeps the whole-sequence path: the recurrence runs in float32 on
+    the autocast input projection, so it equals a float32 run on that projection."""
+    torch.set_default_dtype(torch.float32)
+    torch.manual_seed(0)
+    cell = build_cell(name, 16, 16)
+    x = torch.randn(3, 9, 16, requires_grad=True)
+    mask = torch.ones(3, 9, dtype=torch.bool)
+    mask[2, 5:] = False
+    seen = []
+    original = cell.sequence
+
+    def spy(projected, m, state):
+        seen.append((projected.dtype, torch.is_autocast_enabled("cpu")))
+        return original(projected, m, state)
+
+    cell.sequence = spy
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, final = run(cell, x, mask)
+        projected = cell.project_inputs(x)
+    assert seen and seen[0] == (torch.float32, False)           # float32 in, autocast off inside
+    assert out.dtype == final.dtype == torch.float32
+    states = original(projected.float(), mask, cell.initial_state(3, projected.float()))
+    torch.testing.assert_close(out, cell.output(states) * mask.unsqueeze(-1))
+    out.sum().backward()
+    assert x.grad is not None and torch.isfinite(x.grad).all()

@@ -77,15 +77,29 @@ def fused(enabled: bool) -> Iterator[None]:
         _FUSED[0] = before
 
 
-def _autocast() -> bool:
-    return torch.is_autocast_enabled("cpu") or torch.is_autocast_enabled("cuda")
+def _autocast() -> str | None:
+    """The device type whose autocast is on ('cuda' or 'cpu'), or None."""
+    for device in ("cuda", "cpu"):
+        if torch.is_autocast_enabled(device):
+            return device
+    return None
 
 
 def _sequence(cell: RecurrentCell, projected: Tensor, mask: Tensor, full: bool,
               state: Tensor) -> tuple[Tensor, Tensor] | None:
-    """(states, final state) from the cell's `sequence`, or None where it has none or it is off."""
-    if not _FUSED[0] or projected.size(1) == 0 or _autocast():
+    """(states, final state) from the cell's `sequence`, or None where it has none or it is off.
+
+    Under autocast (CUDA training's bfloat16 default) the recurrence runs in float32 with autocast off
+    inside it, as a whole: its fused loops and kernels keep their buffers in the dtype of their inputs,
+    and a state carried through hundreds of steps keeps float32's precision. The products that feed it
+    (the input projection) and those after it stay under autocast.
+    """
+    if not _FUSED[0] or projected.size(1) == 0:
         return None
+    amp = _autocast()
+    if amp is not None:
+        with torch.autocast(amp, enabled=False):
+            return _sequence(cell, projected.float(), mask, full, state.float())
     states = cell.sequence(projected, None if full else mask, state)
     if states is None:
         return None
