@@ -34,15 +34,15 @@ class _GatedKernel(StepKernel):
         self.H = weight.size(1)
 
     def begin(self, p: Tensor, h0: Tensor) -> None:
-        T, B, k, H = p.size(0), h0.size(0), self.gates.k, self.H
+        B, T, k, H = h0.size(0), p.size(1), self.gates.k, self.H
         self.wt = self.weight.t()
         self.gates.begin(T, B, h0)
-        self.s = h0.new_empty(T, B, k * H)                      # gate values
-        self.u = h0.new_empty(T, B, H)                          # q_h + b
-        self.n = h0.new_empty(T, B, H)                          # tanh(…), before dropout
-        self.diff = h0.new_empty(T, B, H)                       # ñ − h
-        self.noise = h0.new_empty(T, B, H) if self.dropout else None
-        self.delta = h0.new_empty(T, B, (k + 1) * H)            # ∂L/∂(U h + [0, b])
+        self.s = h0.new_empty(B, T, k * H)                      # gate values
+        self.u = h0.new_empty(B, T, H)                          # q_h + b
+        self.n = h0.new_empty(B, T, H)                          # tanh(…), before dropout
+        self.diff = h0.new_empty(B, T, H)                       # ñ − h
+        self.noise = h0.new_empty(B, T, H) if self.dropout else None
+        self.delta = h0.new_empty(B, T, (k + 1) * H)            # ∂L/∂(U h + [0, b])
 
     def _gate_values(self, t: int, p: Tensor | None, q: Tensor) -> Tensor:
         kH = self.gates.k * self.H
@@ -50,32 +50,32 @@ class _GatedKernel(StepKernel):
             a = q[:, :kH] if self.gates.pre(t) is None else self.gates.pre(t).copy_(q[:, :kH])
         else:
             a = torch.add(p[:, :kH], q[:, :kH], out=self.gates.pre(t))
-        return self.gates.forward(t, a, self.s[t])
+        return self.gates.forward(t, a, self.s[:, t])
 
     def _candidate(self, t: int, p: Tensor | None, q: Tensor, r: Tensor) -> Tensor:
         """n = tanh(p_n + r ⊙ u), kept, and u."""
         kH = self.gates.k * self.H
-        u = torch.add(q[:, kH:], self.bias, out=self.u[t])
+        u = torch.add(q[:, kH:], self.bias, out=self.u[:, t])
         pre = r * u if p is None else torch.addcmul(p, r, u)
-        return torch.tanh(pre, out=self.n[t])
+        return torch.tanh(pre, out=self.n[:, t])
 
     def _drop(self, t: int, x: Tensor) -> Tensor:
         if self.noise is None:
             return x
-        return x * self.noise[t].bernoulli_(1 - self.dropout).div_(1 - self.dropout)
+        return x * self.noise[:, t].bernoulli_(1 - self.dropout).div_(1 - self.dropout)
 
     def _candidate_backward(self, t: int, dn: Tensor, dpn: Tensor | None, dr: Tensor) -> None:
         """From ∂L/∂n (before dropout; overwritten): ∂L/∂p_n into dpn, ∂L/∂u into δ, ∂L/∂r into dr."""
-        dc = dn.mul_(tanh_grad(self.n[t]))
+        dc = dn.mul_(tanh_grad(self.n[:, t]))
         if dpn is not None:
             dpn.copy_(dc)
-        torch.mul(dc, self.s[t][:, : self.H], out=self.delta[t][:, self.gates.k * self.H:])
-        torch.mul(dc, self.u[t], out=dr)
+        torch.mul(dc, self.s[:, t][:, : self.H], out=self.delta[:, t][:, self.gates.k * self.H:])
+        torch.mul(dc, self.u[:, t], out=dr)
 
     def _backward_through(self, t: int, ds: Tensor, direct: Tensor) -> Tensor:
         """The gates' backward from ∂L/∂s into δ, then ∂L/∂h = direct + δ U."""
-        self.gates.backward(t, ds, self.s[t], self.delta[t][:, : self.gates.k * self.H])
-        return addmm(direct, self.delta[t], self.weight)
+        self.gates.backward(t, ds, self.s[:, t], self.delta[:, t][:, : self.gates.k * self.H])
+        return addmm(direct, self.delta[:, t], self.weight)
 
     def _param_grads(self, ins: Tensor) -> list[Tensor]:
         kH = self.gates.k * self.H
@@ -99,27 +99,27 @@ class GatedLinearKernel(_GatedKernel):
         r, z, lin = self._gate_values(t, p, q).split(H, 1)
         hx = p[:, 4 * H:]
         n = self._candidate(t, p[:, 3 * H:4 * H], q, r)
-        diff = torch.sub(self._drop(t, n if self.lau else torch.addcmul(n, lin, hx)), h, out=self.diff[t])
+        diff = torch.sub(self._drop(t, n if self.lau else torch.addcmul(n, lin, hx)), h, out=self.diff[:, t])
         if self.lau:
             v = torch.addcmul(h, z, diff)
-            torch.addcmul(v, lin, torch.sub(hx, v, out=self.rest[t]), out=out)
+            torch.addcmul(v, lin, torch.sub(hx, v, out=self.rest[:, t]), out=out)
         else:
             torch.addcmul(h, z, diff, out=out)
 
     def backward(self, t: int, p: Tensor, h: Tensor, g: Tensor, dp: Tensor) -> Tensor:
         H = self.H
-        _, z, lin = self.s[t].split(H, 1)
-        ds = torch.empty_like(self.s[t])
+        _, z, lin = self.s[:, t].split(H, 1)
+        ds = torch.empty_like(self.s[:, t])
         dr, dz, dl = ds.split(H, 1)
         if self.lau:                                            # h' = v + l ⊙ (Hx − v)
-            torch.mul(g, self.rest[t], out=dl)
+            torch.mul(g, self.rest[:, t], out=dl)
             dv = g - torch.mul(g, lin, out=dp[:, 4 * H:])
         else:
             dv = g
-        torch.mul(dv, self.diff[t], out=dz)
+        torch.mul(dv, self.diff[:, t], out=dz)
         dn = dv * z                                             # ∂L/∂ñ, then ∂L/∂(ñ before dropout)
         if self.noise is not None:
-            dn.mul_(self.noise[t])
+            dn.mul_(self.noise[:, t])
         if not self.lau:                                        # ñ = n + l ⊙ Hx
             torch.mul(dn, p[:, 4 * H:], out=dl)
             torch.mul(dn, lin, out=dp[:, 4 * H:])
@@ -145,7 +145,7 @@ class GRUKernel(_GatedKernel):
         r, z = self._gate_values(t, None if self.transition else p, q).split(H, 1)
         n = self._candidate(t, None if self.transition else p[:, 2 * H:], q, r)
         nd = self._drop(t, n)
-        diff = torch.sub(nd, h, out=self.diff[t])
+        diff = torch.sub(nd, h, out=self.diff[:, t])
         if self.transition:
             torch.addcmul(h, z, diff, out=out)
         else:
@@ -153,10 +153,10 @@ class GRUKernel(_GatedKernel):
 
     def backward(self, t: int, p: Tensor, h: Tensor, g: Tensor, dp: Tensor) -> Tensor:
         H = self.H
-        z = self.s[t][:, H:]
-        ds = torch.empty_like(self.s[t])
+        z = self.s[:, t][:, H:]
+        ds = torch.empty_like(self.s[:, t])
         dr, dz = ds.split(H, 1)
-        torch.mul(g, self.diff[t], out=dz)
+        torch.mul(g, self.diff[:, t], out=dz)
         gz = g * z
         if self.transition:
             dn, direct = gz, g - gz
@@ -164,7 +164,7 @@ class GRUKernel(_GatedKernel):
             dz.neg_()
             dn, direct = g - gz, gz
         if self.noise is not None:
-            dn.mul_(self.noise[t])
+            dn.mul_(self.noise[:, t])
         self._candidate_backward(t, dn, None if self.transition else dp[:, 2 * H:], dr)
         return self._backward_through(t, ds, direct)
 

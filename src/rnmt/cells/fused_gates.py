@@ -41,6 +41,7 @@ class SigmoidGates:
                    and n.eps == norms[0].eps for n in norms)
 
     def begin(self, T: int, B: int, like: Tensor) -> None:
+        """Buffers for T steps, time-major: `native_layer_norm_backward` needs each step's dense."""
         k, H = self.k, self.H
         if self.norms is not None:
             self.dy = like.new_empty(T, B, k * H)                # ∂L/∂(the sigmoids' inputs)
@@ -78,7 +79,7 @@ class SigmoidGates:
         out.copy_(da.view(B, k * H))
 
     def grads(self, da: Tensor) -> list[Tensor]:
-        """Gradients of `params` for all steps, from ∂L/∂a of all steps [T, B, k·H] (used without norms)."""
+        """Gradients of `params` for all steps, from ∂L/∂a of all steps [B, T, k·H] (used without norms)."""
         if self.norms is None:
             return [row_sum(da)]
         T, B, k, H = self.a.size(0), self.a.size(1), self.k, self.H

@@ -40,24 +40,24 @@ class LSTMKernel(StepKernel):
         self.sigmoid_runs = [slice(a * H, b * H) for a, b in runs]
 
     def begin(self, p: Tensor, h0: Tensor) -> None:
-        T, H = p.size(0), self.H
+        T, H = p.size(1), self.H
         self.wt = self.weight.t()
         self.biased = None if self.bias is None else p + self.bias      # the bias added for all steps at once
-        self.acts = p.new_empty(T, h0.size(0), 4 * H)                   # σ(a_i), σ(a_f), tanh(a_g), σ(a_o)
-        self.tanh_c = p.new_empty(T, h0.size(0), H)
+        self.acts = p.new_empty(h0.size(0), T, 4 * H)                   # σ(a_i), σ(a_f), tanh(a_g), σ(a_o)
+        self.tanh_c = p.new_empty(h0.size(0), T, H)
 
     def forward(self, t: int, p: Tensor, h: Tensor, out: Tensor) -> None:
-        H, acts = self.H, self.acts[t]
-        a = addmm(p if self.biased is None else self.biased[t], h[:, :H], self.wt)
+        H, acts = self.H, self.acts[:, t]
+        a = addmm(p if self.biased is None else self.biased[:, t], h[:, :H], self.wt)
         for run in self.sigmoid_runs:
             torch.sigmoid(a[:, run], out=acts[:, run])
         torch.tanh(a[:, self.g], out=acts[:, self.g])
         c = torch.mul(acts[:, self.f], h[:, H:], out=out[:, H:])
         c.addcmul_(acts[:, self.i], acts[:, self.g])
-        torch.mul(acts[:, self.o], torch.tanh(c, out=self.tanh_c[t]), out=out[:, :H])
+        torch.mul(acts[:, self.o], torch.tanh(c, out=self.tanh_c[:, t]), out=out[:, :H])
 
     def backward(self, t: int, p: Tensor, h: Tensor, g: Tensor, dp: Tensor) -> Tensor:
-        H, acts, tc = self.H, self.acts[t], self.tanh_c[t]
+        H, acts, tc = self.H, self.acts[:, t], self.tanh_c[:, t]
         i, f, gg, o = acts[:, self.i], acts[:, self.f], acts[:, self.g], acts[:, self.o]
         gh, gc = g[:, :H], g[:, H:]
         dc = torch.addcmul(gc, gh * o, tanh_grad(tc))

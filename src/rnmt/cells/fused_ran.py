@@ -24,27 +24,27 @@ class RANKernel(StepKernel):
         self.H = weight.size(1)
 
     def begin(self, p: Tensor, h0: Tensor) -> None:
-        T, B, H = p.size(0), h0.size(0), self.H
+        B, T, H = h0.size(0), p.size(1), self.H
         self.wt = self.weight.t()
-        self.gates = h0.new_empty(T, B, 2 * H)                         # i, f
-        self.reads = h0.new_empty(T, B, H) if self.output_tanh else None
+        self.gates = h0.new_empty(B, T, 2 * H)                         # i, f
+        self.reads = h0.new_empty(B, T, H) if self.output_tanh else None
 
     def forward(self, t: int, p: Tensor, h: Tensor, out: Tensor) -> None:
         H = self.H
-        r = torch.tanh(h, out=self.reads[t]) if self.reads is not None else h
-        i, f = torch.sigmoid(addmm(p[:, H:], r, self.wt), out=self.gates[t]).split(H, 1)
+        r = torch.tanh(h, out=self.reads[:, t]) if self.reads is not None else h
+        i, f = torch.sigmoid(addmm(p[:, H:], r, self.wt), out=self.gates[:, t]).split(H, 1)
         torch.mul(i, p[:, :H], out=out).addcmul_(f, h)
 
     def backward(self, t: int, p: Tensor, h: Tensor, g: Tensor, dp: Tensor) -> Tensor:
         H = self.H
-        i, f = self.gates[t].split(H, 1)
-        ds = sigmoid_grad(self.gates[t])
+        i, f = self.gates[:, t].split(H, 1)
+        ds = sigmoid_grad(self.gates[:, t])
         torch.mul(g, i, out=dp[:, :H])
         torch.mul(g * p[:, :H], ds[:, :H], out=dp[:, H:2 * H])
         torch.mul(g * h, ds[:, H:], out=dp[:, 2 * H:])
         back = mm(dp[:, H:], self.weight)
         if self.reads is not None:
-            back.mul_(tanh_grad(self.reads[t]))
+            back.mul_(tanh_grad(self.reads[:, t]))
         return back.addcmul_(g, f)
 
     def grads(self, ins: Tensor, dp: Tensor) -> list[Tensor]:

@@ -27,10 +27,10 @@ class UDGRUKernel(StepKernel):
 
     def begin(self, p: Tensor, h0: Tensor) -> None:
         self.wt = self.weight.t()
-        self.acts = h0.new_empty(p.size(0), h0.size(0), 3 * self.H)      # u, f, n
+        self.acts = h0.new_empty(h0.size(0), p.size(1), 3 * self.H)      # u, f, n
 
     def forward(self, t: int, p: Tensor, h: Tensor, out: Tensor) -> None:
-        H, acts = self.H, self.acts[t]
+        H, acts = self.H, self.acts[:, t]
         a = addmm(p, h, self.wt)
         torch.sigmoid(a[:, : 2 * H], out=acts[:, : 2 * H])
         u, f, n = acts.split(H, 1)
@@ -41,7 +41,7 @@ class UDGRUKernel(StepKernel):
         torch.addcmul(kept, u, n, out=out)
 
     def backward(self, t: int, p: Tensor, h: Tensor, g: Tensor, dp: Tensor) -> Tensor:
-        H, acts = self.H, self.acts[t]
+        H, acts = self.H, self.acts[:, t]
         u, f, n = acts.split(H, 1)
         ds = sigmoid_grad(acts[:, : 2 * H])
         k = torch.addcmul(g, g, u, value=-1) if self.coupled else g
