@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 from rnmt.cells.fused_gates import SigmoidGates
-from rnmt.cells.fused_steps import StepKernel, product_grad, row_sum, tanh_grad
+from rnmt.cells.fused_steps import StepKernel, product_grad, row_sum, tanh, tanh_grad
 from rnmt.matmul import addmm, mm
 
 
@@ -46,10 +46,7 @@ class _GatedKernel(StepKernel):
 
     def _gate_values(self, t: int, p: Tensor | None, q: Tensor) -> Tensor:
         kH = self.gates.k * self.H
-        if p is None:
-            a = q[:, :kH] if self.gates.pre(t) is None else self.gates.pre(t).copy_(q[:, :kH])
-        else:
-            a = torch.add(p[:, :kH], q[:, :kH], out=self.gates.pre(t))
+        a = q[:, :kH] if p is None else torch.add(p[:, :kH], q[:, :kH])
         return self.gates.forward(t, a, self.s[:, t])
 
     def _candidate(self, t: int, p: Tensor | None, q: Tensor, r: Tensor) -> Tensor:
@@ -57,7 +54,7 @@ class _GatedKernel(StepKernel):
         kH = self.gates.k * self.H
         u = torch.add(q[:, kH:], self.bias, out=self.u[:, t])
         pre = r * u if p is None else torch.addcmul(p, r, u)
-        return torch.tanh(pre, out=self.n[:, t])
+        return tanh(pre, out=self.n[:, t])
 
     def _drop(self, t: int, x: Tensor) -> Tensor:
         if self.noise is None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from rnmt.cells.fused_steps import StepKernel, product_grad, row_sum, sigmoid_grad, tanh_grad
+from rnmt.cells.fused_steps import StepKernel, product_grad, row_sum, sigmoid_grad, tanh, tanh_grad
 from rnmt.matmul import addmm, mm
 
 
@@ -51,10 +51,10 @@ class LSTMKernel(StepKernel):
         a = addmm(p if self.biased is None else self.biased[:, t], h[:, :H], self.wt)
         for run in self.sigmoid_runs:
             torch.sigmoid(a[:, run], out=acts[:, run])
-        torch.tanh(a[:, self.g], out=acts[:, self.g])
+        tanh(a[:, self.g], out=acts[:, self.g])
         c = torch.mul(acts[:, self.f], h[:, H:], out=out[:, H:])
         c.addcmul_(acts[:, self.i], acts[:, self.g])
-        torch.mul(acts[:, self.o], torch.tanh(c, out=self.tanh_c[:, t]), out=out[:, :H])
+        torch.mul(acts[:, self.o], tanh(c, out=self.tanh_c[:, t]), out=out[:, :H])
 
     def backward(self, t: int, p: Tensor, h: Tensor, g: Tensor, dp: Tensor) -> Tensor:
         H, acts, tc = self.H, self.acts[:, t], self.tanh_c[:, t]

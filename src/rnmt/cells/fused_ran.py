@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from rnmt.cells.fused_steps import StepKernel, product_grad, sigmoid_grad, tanh_grad
+from rnmt.cells.fused_steps import StepKernel, product_grad, sigmoid_grad, tanh, tanh_grad
 from rnmt.matmul import addmm, mm
 
 
@@ -31,7 +31,7 @@ class RANKernel(StepKernel):
 
     def forward(self, t: int, p: Tensor, h: Tensor, out: Tensor) -> None:
         H = self.H
-        r = torch.tanh(h, out=self.reads[:, t]) if self.reads is not None else h
+        r = tanh(h, out=self.reads[:, t]) if self.reads is not None else h
         i, f = torch.sigmoid(addmm(p[:, H:], r, self.wt), out=self.gates[:, t]).split(H, 1)
         torch.mul(i, p[:, :H], out=out).addcmul_(f, h)
 

@@ -76,6 +76,15 @@ def sigmoid_grad(s: Tensor) -> Tensor:
     return torch.addcmul(s, s, s, value=-1)
 
 
+def tanh(x: Tensor, out: Tensor) -> Tensor:
+    """tanh x into out; on the CPU as 2σ(2x) − 1 (4 passes, 17 µs on [80, 512] floats): torch's CPU tanh
+    took 86 µs there, its sigmoid 9, and the LSTM's two tanh per step were 2/3 of its forward's elementwise
+    time. The result is within a few ulps of 1 of tanh x."""
+    if x.device.type != "cpu":
+        return torch.tanh(x, out=out)
+    return torch.sigmoid(torch.mul(x, 2, out=out), out=out).mul_(2).sub_(1)
+
+
 def tanh_grad(y: Tensor) -> Tensor:
     """tanh'(a) = 1 − y² from y = tanh(a)."""
     return 1 - y * y

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from rnmt.cells.fused_steps import StepKernel, product_grad, sigmoid_grad, tanh_grad
+from rnmt.cells.fused_steps import StepKernel, product_grad, sigmoid_grad, tanh, tanh_grad
 from rnmt.matmul import addmm
 
 
@@ -34,7 +34,7 @@ class UDGRUKernel(StepKernel):
         a = addmm(p, h, self.wt)
         torch.sigmoid(a[:, : 2 * H], out=acts[:, : 2 * H])
         u, f, n = acts.split(H, 1)
-        torch.tanh(a[:, 2 * H:], out=n)
+        tanh(a[:, 2 * H:], out=n)
         kept = f * h
         if self.coupled:
             kept.addcmul_(u, kept, value=-1)
