@@ -69,12 +69,16 @@ class _GatedKernel(StepKernel):
         torch.mul(dc, self.s[:, t][:, : self.H], out=self.delta[:, t][:, self.gates.k * self.H:])
         torch.mul(dc, self.u[:, t], out=dr)
 
-    def _backward_through(self, t: int, ds: Tensor, direct: Tensor) -> Tensor:
-        """The gates' backward from ∂L/∂s into δ, then ∂L/∂h = direct + δ U."""
-        self.gates.backward(t, ds, self.s[:, t], self.delta[:, t][:, : self.gates.k * self.H])
+    def _backward_through(self, t: int, ds: Tensor, direct: Tensor, dp: Tensor) -> Tensor:
+        """The gates' backward from ∂L/∂s into δ (and into ∂p_j = ∂(p_j + q_j) where the gates read p), then
+        ∂L/∂h = direct + δ U."""
+        kH = self.gates.k * self.H
+        self.gates.backward(t, ds, self.s[:, t], self.delta[:, t][:, :kH])
+        if dp.size(1):
+            dp[:, :kH].copy_(self.delta[:, t][:, :kH])
         return addmm(direct, self.delta[:, t], self.weight)
 
-    def _param_grads(self, ins: Tensor) -> list[Tensor]:
+    def grads(self, ins: Tensor, dp: Tensor) -> list[Tensor]:
         kH = self.gates.k * self.H
         return [product_grad(self.delta, ins), row_sum(self.delta[..., kH:]), *self.gates.grads(self.delta[..., :kH])]
 
@@ -122,11 +126,7 @@ class GatedLinearKernel(_GatedKernel):
             torch.mul(dn, lin, out=dp[:, 4 * H:])
         direct = torch.addcmul(dv, dv, z, value=-1)
         self._candidate_backward(t, dn, dp[:, 3 * H:4 * H], dr)
-        return self._backward_through(t, ds, direct)
-
-    def grads(self, ins: Tensor, dp: Tensor) -> list[Tensor]:
-        dp[..., : 3 * self.H].copy_(self.delta[..., : 3 * self.H])     # ∂p_j = ∂(p_j + q_j), all steps at once
-        return self._param_grads(ins)
+        return self._backward_through(t, ds, direct, dp)
 
 
 class GRUKernel(_GatedKernel):
@@ -163,9 +163,4 @@ class GRUKernel(_GatedKernel):
         if self.noise is not None:
             dn.mul_(self.noise[:, t])
         self._candidate_backward(t, dn, None if self.transition else dp[:, 2 * H:], dr)
-        return self._backward_through(t, ds, direct)
-
-    def grads(self, ins: Tensor, dp: Tensor) -> list[Tensor]:
-        if not self.transition:
-            dp[..., : 2 * self.H].copy_(self.delta[..., : 2 * self.H])
-        return self._param_grads(ins)
+        return self._backward_through(t, ds, direct, dp)
