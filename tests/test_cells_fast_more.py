@@ -118,6 +118,7 @@ COMPOSITES = {
     "two lstm": lambda: TwoInputCell(build_cell("lstm", 5, 6), build_cell("lstm", 4, 6)),
     "two ran": lambda: TwoInputCell(build_cell("ran", 5, 6), build_cell("ran", 6, 6)),
     "two ud-gru": lambda: TwoInputCell(build_cell("ud-gru", 5, 6), build_cell("ud-gru", 6, 6)),
+    "two gru": lambda: TwoInputCell(build_cell("gru", 5, 6), build_cell("gru", 6, 6)),
 }
 
 
@@ -152,6 +153,7 @@ def test_options_without_a_kernel_use_the_step_loop() -> None:
 DTMT = [("dtmt", {"depth": 2}), ("dtmt", {"cell": "lau", "depth": 1}), ("dtmt", {"cell": "gru", "depth": 1}),
         ("shallow-rnmt", {})]
 MODELS = [("rnnsearch", {"cell": "lstm"}), ("rnnsearch", {"cell": "ran"}), ("rnnsearch-ca", {"cell": "lstm"}),
+          ("rnnsearch-ca", {"cell": "gru"}),
           ("gnmt", {"cell": "lstm", "layers": 2}), ("stacked", {"cell": "lstm", "layers": 2}),
           ("seq2seq", {"cell": "ud-lstm"}), ("seq2seq", {"cell": "ud-gru"})]
 

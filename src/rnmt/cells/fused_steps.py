@@ -53,8 +53,7 @@ class StepKernel(ABC):
 
     @abstractmethod
     def grads(self, ins: Tensor, dp: Tensor) -> list[Tensor]:
-        """∂L/∂params of all steps, from ins [B, T, S] (the state read at each step) and dp [B, T, P]
-        (which a kernel keeping ∂L/∂p in its own buffers completes here)."""
+        """∂L/∂params of all steps, from ins [B, T, S] (the state read at each step) and dp [B, T, P]."""
 
 
 def product_grad(delta: Tensor, reads: Tensor) -> Tensor:
