@@ -75,6 +75,16 @@ def test_addmm_and_mm_take_transposed_views_and_both_kinds_of_addend() -> None:
     assert ops.onednn() == 3
 
 
+def test_right_operand_with_strided_rows_is_made_dense_for_onednn() -> None:
+    """oneDNN's slow path (1,700× slower): b a column slice, as h in an LSTM state [h; c] for ∂W = gᵀ h."""
+    g, state, c = torch.randn(80, 1024), torch.randn(80, 512), torch.randn(1024, 256)
+    with matmul.backend("onednn"), Ops() as ops:
+        close(matmul.mm(g.t(), state[:, :256]), g.t() @ state[:, :256])
+        close(matmul.addmm(c, g.t(), state[:, 256:]), torch.addmm(c, g.t(), state[:, 256:]))
+    assert ops.onednn() == 2
+    assert ops.names.count("aten.clone") + ops.names.count("aten.copy_") >= 2           # the dense copies
+
+
 def test_route_is_chosen_by_size_dtype_and_mode() -> None:
     small = (torch.randn(8, 16), torch.randn(16, 16))     # 2,048 multiply-adds: torch's own is faster
     big = (torch.randn(64, 256), torch.randn(256, 256))   # 4 M: oneDNN

@@ -8,6 +8,8 @@ concatenates h and c), so beam search can reorder any cell's state with one `ind
 A cell may also offer `sequence`, the whole recurrence at once (a scan or a fused loop with its own
 backward, cells/scan.py and cells/fused.py); `run` then uses it instead of the step loop. It must give
 the step loop's numbers; `fused(False)` turns it off (for the equivalence tests and the benchmark).
+A cell that offers `step_kernel` (its step with a hand-written backward, cells/fused_steps.py) gets
+`sequence` from it, and composite cells chain their parts' kernels.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from contextlib import contextmanager
 
 import torch
 from torch import Tensor, nn
+
+from rnmt.cells.fused_steps import StepKernel, kernel_sequence
 
 
 class RecurrentCell(nn.Module, ABC):
@@ -57,10 +61,17 @@ class RecurrentCell(nn.Module, ABC):
     def initial_state(self, batch: int, like: Tensor) -> Tensor:
         return like.new_zeros(batch, self.state_size)
 
+    def step_kernel(self) -> StepKernel | None:
+        """The step with a hand-written backward for the whole-sequence path (cells/fused_steps.py), for
+        the current options and mode; None where there is none."""
+        return None
+
     def sequence(self, projected: Tensor, mask: Tensor | None, state: Tensor) -> Tensor | None:
         """All states [batch, time, state_size] at once, from projected [batch, time, projection] and
-        mask [batch, time] (None: no padding); padded steps carry the state. None: use the step loop."""
-        return None
+        mask [batch, time] (None: no padding); padded steps carry the state. None: use the step loop.
+        By default the loop of `step_kernel`."""
+        kernel = self.step_kernel()
+        return None if kernel is None else kernel_sequence([kernel], projected, mask, state)
 
 
 _FUSED = [True]

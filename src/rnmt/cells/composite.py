@@ -6,6 +6,9 @@
 - `TwoInputCell`: two cells per timestep with their own inputs, s = lower(h, a_t), h' = higher(s, b_t)
   (the backward pass of the context-aware encoder, Zhang et al. 2017; ATR paper Table 2 "CA").
   Its input is the concatenation [a_t; b_t].
+
+Both run over a whole sequence in one loop when all their cells have step kernels: the kernels are
+chained per timestep (cells/fused_steps.py), and the step loop is the fallback otherwise.
 """
 
 from __future__ import annotations
@@ -16,6 +19,16 @@ import torch
 from torch import Tensor, nn
 
 from rnmt.cells.base import RecurrentCell
+from rnmt.cells.fused_steps import kernel_sequence
+
+
+def chained(cells: Sequence[RecurrentCell], projected: Tensor, mask: Tensor | None, state: Tensor) -> Tensor | None:
+    """The states of `cells` applied in turn at every timestep, from their kernels chained in one loop
+    (None where one of them has no kernel for its options)."""
+    kernels = [cell.step_kernel() for cell in cells]
+    if any(k is None for k in kernels):
+        return None
+    return kernel_sequence(kernels, projected, mask, state)
 
 
 class TransitionCell(RecurrentCell):
@@ -44,6 +57,11 @@ class TransitionCell(RecurrentCell):
     def output(self, state: Tensor) -> Tensor:
         return self.bottom.output(state)
 
+    def sequence(self, projected: Tensor, mask: Tensor | None, state: Tensor) -> Tensor | None:
+        if not self.transitions:                # DTMT's ShallowRNMT: the bottom cell alone
+            return self.bottom.sequence(projected, mask, state)
+        return chained([self.bottom, *self.transitions], projected, mask, state)
+
 
 class TwoInputCell(RecurrentCell):
     def __init__(self, lower: RecurrentCell, higher: RecurrentCell) -> None:
@@ -68,3 +86,6 @@ class TwoInputCell(RecurrentCell):
 
     def output(self, state: Tensor) -> Tensor:
         return self.higher.output(state)
+
+    def sequence(self, projected: Tensor, mask: Tensor | None, state: Tensor) -> Tensor | None:
+        return chained([self.lower, self.higher], projected, mask, state)

@@ -22,6 +22,8 @@ from torch import Tensor, nn
 
 from rnmt.cells.base import RecurrentCell
 from rnmt.cells.fused import GRUSequence, time_major
+from rnmt.cells.fused_dtmt import GRUKernel
+from rnmt.cells.fused_gates import dropout_rate, sigmoid_gates
 from rnmt.cells.registry import register_cell
 from rnmt.cells.triton import triton_path
 from rnmt.matmul import linear
@@ -72,11 +74,22 @@ class GRU(RecurrentCell):
             n = F.dropout(n, self.candidate_dropout, self.training)
         return n + z * (state - n)
 
-    def sequence(self, projected: Tensor, mask: Tensor | None, state: Tensor) -> Tensor | None:
-        """The recurrence over all steps in one fused loop (cells/fused.py; Triton kernels on CUDA,
-        cells/triton); without gate norm and candidate dropout only."""
-        if self.gate_norm or (self.candidate_dropout and self.training):
+    def step_kernel(self) -> GRUKernel | None:
+        """The step for the whole-sequence loop of cells/fused_steps.py, any options (cells/fused_dtmt.py)."""
+        H = self.hidden_size
+        gates = sigmoid_gates(H, [self.norm_r, self.norm_z] if self.gate_norm else None,
+                              None if self.gate_norm else self.bias_hh[: 2 * H])
+        rate = dropout_rate(self.candidate_dropout, self.training)
+        if gates is None or rate is None:
             return None
+        return GRUKernel(self.weight_hh, self.bias_hh if self.gate_norm else self.bias_hh[2 * H:], gates, rate,
+                         transition=False)
+
+    def sequence(self, projected: Tensor, mask: Tensor | None, state: Tensor) -> Tensor | None:
+        """The recurrence over all steps in one fused loop: cells/fused.py's (Triton kernels on CUDA,
+        cells/triton) without gate norm and candidate dropout, else that of `step_kernel`."""
+        if self.gate_norm or (self.candidate_dropout and self.training):
+            return super().sequence(projected, mask, state)
         p, m = time_major(projected, mask)
         kernels = triton_path(p)
         sequence = kernels.TritonGRU if kernels else GRUSequence

@@ -20,6 +20,8 @@ from rnmt.cells.registry import register_cell
 
 @register_cell("lau")
 class LAU(GatedLinearBase):
+    lau = True
+
     def step(self, p: Tensor, state: Tensor) -> Tensor:
         r, z, g, candidate, hx = self.parts(p, state)
         gru = state + z * (self.dropped(torch.tanh(candidate)) - state)

@@ -16,6 +16,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from rnmt.cells.base import RecurrentCell
+from rnmt.cells.fused_dtmt import GatedLinearKernel
+from rnmt.cells.fused_gates import dropout_rate, sigmoid_gates
 from rnmt.cells.registry import register_cell
 from rnmt.matmul import linear
 
@@ -60,6 +62,16 @@ class GatedLinearBase(RecurrentCell):
 
     def dropped(self, x: Tensor) -> Tensor:
         return F.dropout(x, self.candidate_dropout, self.training) if self.candidate_dropout else x
+
+    lau = False             # which of the two steps `step_kernel` differentiates (cells/fused_dtmt.py)
+
+    def step_kernel(self) -> GatedLinearKernel | None:
+        gates = sigmoid_gates(self.hidden_size, self.norms if self.gate_norm else None,
+                              None if self.gate_norm else self.gate_bias)
+        rate = dropout_rate(self.candidate_dropout, self.training)
+        if gates is None or rate is None:
+            return None
+        return GatedLinearKernel(self.weight_hh, self.bias_hh, gates, rate, self.lau)
 
 
 @register_cell("lgru")

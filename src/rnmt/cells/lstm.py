@@ -12,6 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from rnmt.cells.base import RecurrentCell
+from rnmt.cells.fused_lstm import LSTMKernel
 from rnmt.cells.registry import register_cell
 from rnmt.matmul import linear
 
@@ -47,3 +48,6 @@ class LSTM(RecurrentCell):
 
     def output(self, state: Tensor) -> Tensor:
         return state[..., : self.hidden_size]
+
+    def step_kernel(self) -> LSTMKernel:
+        return LSTMKernel(self.weight_hh, self.bias_hh, "ifgo")

@@ -15,6 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from rnmt.cells.base import RecurrentCell
+from rnmt.cells.fused_ran import RANKernel
 from rnmt.cells.registry import register_cell
 from rnmt.io import InputError
 from rnmt.matmul import linear
@@ -54,3 +55,6 @@ class RAN(RecurrentCell):
 
     def output(self, state: Tensor) -> Tensor:
         return torch.tanh(state) if self.output_tanh else state
+
+    def step_kernel(self) -> RANKernel:
+        return RANKernel(self.weight_hh, self.output_tanh)

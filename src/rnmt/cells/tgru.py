@@ -14,6 +14,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from rnmt.cells.base import RecurrentCell
+from rnmt.cells.fused_dtmt import GRUKernel
+from rnmt.cells.fused_gates import dropout_rate, sigmoid_gates
 from rnmt.cells.registry import register_cell
 from rnmt.io import InputError
 from rnmt.matmul import linear
@@ -55,3 +57,11 @@ class TGRU(RecurrentCell):
         if self.candidate_dropout:
             h_tilde = F.dropout(h_tilde, self.candidate_dropout, self.training)
         return state + z * (h_tilde - state)
+
+    def step_kernel(self) -> GRUKernel | None:
+        gates = sigmoid_gates(self.hidden_size, [self.norm_r, self.norm_z] if self.gate_norm else None,
+                              None if self.gate_norm else self.gate_bias)
+        rate = dropout_rate(self.candidate_dropout, self.training)
+        if gates is None or rate is None:
+            return None
+        return GRUKernel(self.weight_hh, self.bias_hh, gates, rate, transition=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from rnmt.cells.fused_ud_gru import UDGRUKernel
 from rnmt.cells.registry import register_cell
 from rnmt.cells.single_product import SingleProductCell
 
@@ -35,3 +36,6 @@ class UDGRU(SingleProductCell):
         if self.coupled:
             kept = (1 - u) * kept
         return kept + u * n
+
+    def step_kernel(self) -> UDGRUKernel:
+        return UDGRUKernel(self.weight_hh, self.coupled)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from rnmt.cells.fused_lstm import LSTMKernel
 from rnmt.cells.registry import register_cell
 from rnmt.cells.single_product import SingleProductCell
 
@@ -27,9 +28,12 @@ class UDLSTM(SingleProductCell):
         return 2 * self.hidden_size
 
     def output(self, state: Tensor) -> Tensor:
-        return state[:, : self.hidden_size]
+        return state[..., : self.hidden_size]
 
     def step(self, p: Tensor, state: Tensor) -> Tensor:
         a_i, a_f, a_o, a_c = self.preactivations(p, state)
         c = torch.sigmoid(a_f) * state[:, self.hidden_size:] + torch.sigmoid(a_i) * torch.tanh(a_c)
         return torch.cat([torch.sigmoid(a_o) * torch.tanh(c), c], -1)
+
+    def step_kernel(self) -> LSTMKernel:
+        return LSTMKernel(self.weight_hh, None, "ifog")
