@@ -80,6 +80,9 @@ def test_decode_rows_compare_batched_with_one_at_a_time() -> None:
                                                      / other["sentences_per_s"])
         assert r["seconds_per_sentence"] == pytest.approx(r["seconds"] / 3)
         assert r["words"] == other["words"]                  # same hypotheses either way
+        assert r["batched_gflop"] > 0
+        assert r["batched_floor_seconds"] == pytest.approx(r["batched_gflop"] / r["peak_gflops"], rel=0.01)
+        assert r["speedup_bound"] == pytest.approx(other["seconds"] / r["batched_floor_seconds"])
 
 
 def test_data_rows_per_worker_count() -> None:

@@ -5,6 +5,13 @@ sentence at a time, for a single RNNSearch+ATR model and an ensemble of 4.
 The models are freshly initialised (no checkpoint needed, so the benchmark runs anywhere); their
 outputs are random but their work is the real one: every hypothesis runs until </s> or the length limit
 (2·|source| + 10, the translate defaults). Words are output tokens.
+
+`speedup_bound` puts the batched speed-up in proportion: both modes do the same matrix products
+(the same hypotheses, one at a time in rows of `beam`), so batched decoding can take no less than its
+product FLOPs (counted by FlopCounterMode on one batched run) at the measured matmul peak, and the
+speed-up can be no more than the one-at-a-time seconds over that floor. On a CPU, where a beam of 10
+already fills its products reasonably, that bound is what limits batching; on a GPU the one-at-a-time
+loop is bound by kernel launches instead and the bound is loose.
 """
 
 from __future__ import annotations
@@ -14,7 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
+from rnmt import matmul
 from rnmt.bench.timing import Peak, environment, measure
 from rnmt.decode.ensemble import Ensemble
 from rnmt.decode.translate import translate_ids
@@ -75,11 +84,24 @@ def bench(device: torch.device, quick: bool = False, cfg: Config | None = None) 
                                  "words_per_s": words / t.median, "sentences_per_s": len(src) / t.median,
                                  "seconds_per_sentence": t.median / len(src), "reps": reps}
             speedup = by_mode["batched"]["sentences_per_s"] / by_mode["one at a time"]["sentences_per_s"]
-            rows += [{**r, "batched_speedup": speedup, "emb": cfg.emb, "hidden": cfg.hidden, "vocab": cfg.vocab}
-                     for r in by_mode.values()]
+            flops = batched_flops(model, src, beam, device)
+            rows += [{**r, "batched_speedup": speedup, "batched_gflop": flops / 1e9, "emb": cfg.emb,
+                      "hidden": cfg.hidden, "vocab": cfg.vocab} for r in by_mode.values()]
             peak.sample()
     env = environment(device, peak)
+    for r in rows:                      # the floor of batched decoding: its product FLOPs at the run's peak
+        r["batched_floor_seconds"] = r["batched_gflop"] / peak.best
+        one = next(o for o in rows if (o["model"], o["beam"], o["mode"]) == (r["model"], r["beam"], "one at a time"))
+        r["speedup_bound"] = one["seconds"] / r["batched_floor_seconds"]
     return [{**r, **env} for r in rows]
 
 
-COLUMNS = ("model", "beam", "mode", "words_per_s", "sentences_per_s", "seconds_per_sentence", "batched_speedup")
+def batched_flops(model: Seq2Seq, src: list[list[int]], beam: int, device: torch.device) -> int:
+    """Matrix-product FLOPs of one batched decode of `src` (torch's products, which FlopCounterMode sees)."""
+    with matmul.backend("blas"), FlopCounterMode(display=False) as counter:
+        translate_ids(model, src, beam=beam, batch_size=BATCH, device=device)
+    return counter.get_total_flops()
+
+
+COLUMNS = ("model", "beam", "mode", "words_per_s", "sentences_per_s", "seconds_per_sentence", "batched_speedup",
+           "speedup_bound")
