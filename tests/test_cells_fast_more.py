@@ -119,6 +119,8 @@ COMPOSITES = {
     "two ran": lambda: TwoInputCell(build_cell("ran", 5, 6), build_cell("ran", 6, 6)),
     "two ud-gru": lambda: TwoInputCell(build_cell("ud-gru", 5, 6), build_cell("ud-gru", 6, 6)),
     "two gru": lambda: TwoInputCell(build_cell("gru", 5, 6), build_cell("gru", 6, 6)),
+    "two atr": lambda: TwoInputCell(build_cell("atr", 5, 6), build_cell("atr", 6, 6)),      # RNNSearch+ATR+CA
+    "atr + tgru": lambda: TransitionCell(build_cell("atr", 5, 6), [build_cell("tgru", 0, 6)]),
 }
 
 
@@ -139,8 +141,8 @@ def test_options_without_a_kernel_use_the_step_loop() -> None:
     no_affine = build_cell("tgru", 0, 6)
     no_affine.norm_z = torch.nn.LayerNorm(6, elementwise_affine=False)
     cells = [build_cell("lgru", 5, 6, candidate_dropout=1.0).train(), norms, no_affine,
-             TransitionCell(build_cell("atr", 5, 6), [build_cell("tgru", 0, 6)]),
-             TwoInputCell(build_cell("atr", 5, 6), build_cell("atr", 6, 6)),
+             TransitionCell(build_cell("atr", 5, 6, state_tanh=True), [build_cell("tgru", 0, 6)]),
+             TwoInputCell(build_cell("atr", 5, 6, twin="one_minus"), build_cell("atr", 6, 6)),
              TransitionCell(build_cell("lgru", 5, 6), [build_cell("tgru", 0, 6, candidate_dropout=1.0).train()])]
     for cell in cells:
         assert cell.sequence(cell.project_inputs(torch.randn(2, 3, cell.input_size)), None, h0) is None, cell
@@ -153,6 +155,7 @@ def test_options_without_a_kernel_use_the_step_loop() -> None:
 DTMT = [("dtmt", {"depth": 2}), ("dtmt", {"cell": "lau", "depth": 1}), ("dtmt", {"cell": "gru", "depth": 1}),
         ("shallow-rnmt", {})]
 MODELS = [("rnnsearch", {"cell": "lstm"}), ("rnnsearch", {"cell": "ran"}), ("rnnsearch-ca", {"cell": "lstm"}),
+          ("rnnsearch-ca", {"cell": "atr"}),
           ("rnnsearch-ca", {"cell": "gru"}),
           ("gnmt", {"cell": "lstm", "layers": 2}), ("stacked", {"cell": "lstm", "layers": 2}),
           ("seq2seq", {"cell": "ud-lstm"}), ("seq2seq", {"cell": "ud-gru"})]

@@ -88,7 +88,7 @@ def bench(device: torch.device, quick: bool = False, hidden: tuple[int, ...] | N
           cells: list[str] | None = None, batch: int = BATCH, length: int = LENGTH) -> list[dict[str, Any]]:
     """All rows: per hidden size, the references, every cell, and (full run) the step loop of the cells
     that have a whole-sequence path, so the speed-up of the fast path is in the same table."""
-    warmup, reps = (1, 2) if quick else (1, 3)
+    warmup, reps = (1, 2) if quick else (2, 5)      # a second warm-up: the first row of a size had run 20% slow
     peak = Peak(device, quick)
     names = cells or cell_names()
     rows = []

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import random
+import statistics
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,42 +97,59 @@ def forward_flops(model: Seq2Seq, b: Batch) -> int:
     return counter.get_total_flops()
 
 
-def measure_row(row: Row, cfg: Config, device: torch.device, warmup: int, reps: int) -> dict[str, Any]:
-    torch.manual_seed(0)
-    model = build_model(row.arch, cfg.vocab, cfg.vocab, emb=cfg.emb, hidden=cfg.hidden, **row.settings).to(device)
-    model.train()
-    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
-    b = random_batch(cfg, device)
+class Trainee:
+    """One row's model, optimiser and batch, ready to take timed training steps."""
 
-    def step() -> None:
-        loss = loss_of(model, b)
-        opt.zero_grad(set_to_none=True)
+    def __init__(self, row: Row, cfg: Config, device: torch.device) -> None:
+        torch.manual_seed(0)
+        self.row, self.cfg, self.device = row, cfg, device
+        self.model = build_model(row.arch, cfg.vocab, cfg.vocab, emb=cfg.emb, hidden=cfg.hidden,
+                                 **row.settings).to(device)
+        self.model.train()
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=1e-4)
+        self.batch = random_batch(cfg, device)
+        self.seconds: list[float] = []
+
+    def step(self) -> None:
+        loss = loss_of(self.model, self.batch)
+        self.opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.opt.step()
 
-    t = measure(step, device, warmup, reps)
-    flops = 3 * forward_flops(model, b)
-    log.info("%s: %.0f target words/s", row.system, b.tgt_tokens / t.median)
-    return {"table": row.table, "system": row.system, "arch": row.arch, "emb": cfg.emb, "hidden": cfg.hidden,
-            "vocab": cfg.vocab, "batch": cfg.batch, "params": sum(p.numel() for p in model.parameters()),
-            "step_seconds": t.median, "tgt_words_per_s": b.tgt_tokens / t.median,
-            "src_words_per_s": b.src_words / t.median, "gflops": flops / t.median / 1e9, "reps": reps}
+    def result(self) -> dict[str, Any]:
+        row, cfg, b = self.row, self.cfg, self.batch
+        t = statistics.median(self.seconds)
+        flops = 3 * forward_flops(self.model, b)
+        log.info("%s: %.0f target words/s", row.system, b.tgt_tokens / t)
+        return {"table": row.table, "system": row.system, "arch": row.arch, "emb": cfg.emb, "hidden": cfg.hidden,
+                "vocab": cfg.vocab, "batch": cfg.batch, "params": sum(p.numel() for p in self.model.parameters()),
+                "step_seconds": t, "tgt_words_per_s": b.tgt_tokens / t, "src_words_per_s": b.src_words / t,
+                "gflops": flops / t / 1e9, "reps": len(self.seconds)}
 
 
 def bench(device: torch.device, quick: bool = False, systems: tuple[str, ...] | None = None,
           cfg: Config | None = None) -> list[dict[str, Any]]:
+    """Every row's training step, the rows interleaved: each repetition times one step of every row in
+    turn, so a machine that speeds up or slows down during the run (frequency, other processes) moves all
+    rows alike instead of the ratios (two back-to-back runs of rows measured one after the other had
+    RNNSearch+GRU at 2,213 and 1,905 words/s)."""
     cfg = cfg or (QUICK if quick else FULL)
-    warmup, reps = (1, 2) if quick else (1, 3)
+    warmup, reps = (1, 2) if quick else (1, 5)
     wanted = systems or (QUICK_ROWS if quick else tuple(r.system for r in ROWS))
     if BASELINE not in wanted:
         wanted = (BASELINE, *wanted)
     peak = Peak(device, quick)
-    rows = []
-    for r in ROWS:
-        if r.system in wanted:
-            rows.append(measure_row(r, cfg, device, warmup, reps))
-            peak.sample()
+    trainees = [Trainee(r, cfg, device) for r in ROWS if r.system in wanted]
+    for t in trainees:
+        for _ in range(warmup):
+            t.step()
+    for _ in range(reps):
+        for t in trainees:
+            t.seconds.append(measure(t.step, device, warmup=0, reps=1).seconds[0])
+        peak.sample(quick=True)
+    rows = [t.result() for t in trainees]
+    peak.sample()
     env = environment(device, peak)
     speed = {r["system"]: r["tgt_words_per_s"] for r in rows}
     return [{**r, "ratio_to_rnnsearch_gru": r["tgt_words_per_s"] / speed[BASELINE],

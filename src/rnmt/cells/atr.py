@@ -16,6 +16,7 @@ from torch import Tensor, nn
 
 from rnmt.cells.base import RecurrentCell
 from rnmt.cells.fused import ATRSequence, time_major
+from rnmt.cells.fused_atr import ATRKernel
 from rnmt.cells.registry import register_cell
 from rnmt.cells.triton import triton_path
 from rnmt.io import InputError
@@ -54,6 +55,12 @@ class ATR(RecurrentCell):
         i, f = self.gates(p, state)
         h = i * p + f * state
         return torch.tanh(h) if self.state_tanh else h
+
+    def step_kernel(self) -> ATRKernel | None:
+        """The step for composite cells' chained loops (cells/fused_atr.py); the default options only."""
+        if self.state_tanh or self.twin != "add":
+            return None
+        return ATRKernel(self.weight_hh, self.bias_hh)
 
     def sequence(self, projected: Tensor, mask: Tensor | None, state: Tensor) -> Tensor | None:
         """Eqs. 6-9 over all steps in one fused loop (cells/fused.py; Triton kernels on CUDA, cells/triton);
