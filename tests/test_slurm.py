@@ -64,9 +64,11 @@ def first_train_job(cwd: Path) -> dict[str, object]:
     return next(j for j in dry_run_jobs(r.stdout) if j["rule"] == "train")
 
 
-def test_sbatch_command_of_a_gpu_training_job_carries_its_resources(tmp_path: Path) -> None:
+def test_sbatch_command_of_a_gpu_training_job_carries_its_resources(tmp_path: Path, cluster: object) -> None:
     """The plugin's own submission code on the real train rule and profile; sbatch is pointed at a controller
-    that does not answer, so it refuses at once and the plugin reports the command it built."""
+    that does not answer, so it refuses at once and the plugin reports the command it built. The plugin
+    calls SLURM's client tools (sacct, sbatch): the `cluster` fixture installs them where they are missing
+    (on a fresh machine this test had failed with "No such file or directory: 'sacct'")."""
     pytest.importorskip("snakemake_executor_plugin_slurm", reason="pip install -e '.[slurm]'")
     cwd = workdir(tmp_path)
     train = first_train_job(cwd)
