@@ -127,74 +127,49 @@ def _float_mask(mask: Tensor | None, like: Tensor) -> Tensor | None:
     return None if mask is None else mask.to(like.dtype)
 
 
-class TritonSRU(torch.autograd.Function):
-    """SRU (Lei et al. 2017, eqs. 3-7) over the whole sequence; see kernels.sru_forward/sru_backward."""
+class TritonScan(torch.autograd.Function):
+    """A whole-sequence recurrence as a pair of kernels (one program per batch row and block of hidden units
+    loops over time): `forward` maps p [B, T, blocks·H] and the initial state s0 to the states [B, T, S],
+    `backward` runs the loop in reverse to ∂p and ∂s0. SRU and SR-NMT's weak recurrence are such pairs."""
 
     @staticmethod
-    def forward(ctx: Any, u: Tensor, m: Tensor | None, s0: Tensor) -> Tensor:
-        B, T, P = u.shape
-        H = P // 4
-        out = u.new_empty(B, T, 2 * H)
+    def forward(ctx: Any, forward: Any, backward: Any, blocks: int, p: Tensor, m: Tensor | None, s0: Tensor) -> Tensor:
+        B, T, P = p.shape
+        H = P // blocks
+        out = p.new_empty(B, T, s0.size(1))
         grid, opts = _scan_grid(B, H)
-        mm = u if m is None else m
-        with _device(u):
-            kernels.sru_forward[grid](u, mm, s0, out, T, H, u.stride(0), u.stride(1), mm.stride(0), mm.stride(1),
-                                      HAS_MASK=m is not None, **opts)
-        ctx.save_for_backward(u, m, s0, out)
+        mm = p if m is None else m
+        with _device(p):
+            forward[grid](p, mm, s0, out, T, H, p.stride(0), p.stride(1), mm.stride(0), mm.stride(1),
+                          HAS_MASK=m is not None, **opts)
+        ctx.backward_kernel, ctx.blocks = backward, blocks
+        ctx.save_for_backward(p, m, s0, out)
         return out
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
-        u, m, s0, out = ctx.saved_tensors
-        B, T, P = u.shape
-        H = P // 4
-        du, ds0 = u.new_empty(B, T, P), torch.empty_like(s0)
+        p, m, s0, out = ctx.saved_tensors
+        B, T, P = p.shape
+        H = P // ctx.blocks
+        dp, ds0 = p.new_empty(B, T, P), torch.empty_like(s0)
         grid, opts = _scan_grid(B, H)
-        mm = u if m is None else m
-        with _device(u):
-            kernels.sru_backward[grid](u, mm, s0, out, grad.contiguous(), du, ds0, T, H, u.stride(0), u.stride(1),
-                                       mm.stride(0), mm.stride(1), HAS_MASK=m is not None, **opts)
-        return du, None, ds0
+        mm = p if m is None else m
+        with _device(p):
+            ctx.backward_kernel[grid](p, mm, s0, out, grad.contiguous(), dp, ds0, T, H, p.stride(0), p.stride(1),
+                                      mm.stride(0), mm.stride(1), HAS_MASK=m is not None, **opts)
+        return None, None, None, dp, None, ds0
 
 
 def sru_sequence(projected: Tensor, mask: Tensor | None, state: Tensor) -> Tensor:
-    """SRU.sequence on the kernels: projected [B, T, 4H] = [U₀, U₁ + b_f, U₂ + b_r, x'], state [c₀; h₀] →
-    [c; h] of every step [B, T, 2H] (padded steps carry both c and h)."""
-    return TritonSRU.apply(_unit_stride(projected), _float_mask(mask, projected), state.contiguous())
-
-
-class TritonWeak(torch.autograd.Function):
-    """SR-NMT's weakly-recurrent state (Di Gangi & Federico 2018, section 3): h_t = (1 − σ(g)) ⊙ h_{t−1} + σ(g) ⊙ x̃."""
-
-    @staticmethod
-    def forward(ctx: Any, p: Tensor, m: Tensor | None, h0: Tensor) -> Tensor:
-        B, T, P = p.shape
-        H = P // 2
-        out = p.new_empty(B, T, H)
-        grid, opts = _scan_grid(B, H)
-        mm = p if m is None else m
-        with _device(p):
-            kernels.weak_forward[grid](p, mm, h0, out, T, H, p.stride(0), p.stride(1), mm.stride(0), mm.stride(1),
-                                       HAS_MASK=m is not None, **opts)
-        ctx.save_for_backward(p, m, h0, out)
-        return out
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
-        p, m, h0, out = ctx.saved_tensors
-        B, T, P = p.shape
-        H = P // 2
-        dp, dh0 = p.new_empty(B, T, P), torch.empty_like(h0)
-        grid, opts = _scan_grid(B, H)
-        mm = p if m is None else m
-        with _device(p):
-            kernels.weak_backward[grid](p, mm, h0, out, grad.contiguous(), dp, dh0, T, H, p.stride(0), p.stride(1),
-                                        mm.stride(0), mm.stride(1), HAS_MASK=m is not None, **opts)
-        return dp, None, dh0
+    """SRU.sequence on the kernels (Lei et al. 2017, eqs. 3-7): projected [B, T, 4H] = [U₀, U₁ + b_f, U₂ + b_r,
+    x'], state [c₀; h₀] → [c; h] of every step [B, T, 2H] (padded steps carry both c and h)."""
+    return TritonScan.apply(kernels.sru_forward, kernels.sru_backward, 4, _unit_stride(projected),
+                            _float_mask(mask, projected), state.contiguous())
 
 
 def weak_sequence(projected: Tensor, mask: Tensor | None, state: Tensor) -> Tensor:
-    """SR-NMT Recurrence.sequence on the kernels: projected [B, T, 2H] = [x̃; g], state h₀ → h [B, T, H]."""
-    return TritonWeak.apply(_unit_stride(projected), _float_mask(mask, projected), state.contiguous())
+    """SR-NMT Recurrence.sequence on the kernels (Di Gangi & Federico 2018, section 3),
+    h_t = (1 − σ(g)) ⊙ h_{t−1} + σ(g) ⊙ x̃: projected [B, T, 2H] = [x̃; g], state h₀ → h [B, T, H]."""
+    return TritonScan.apply(kernels.weak_forward, kernels.weak_backward, 2, _unit_stride(projected),
+                            _float_mask(mask, projected), state.contiguous())
