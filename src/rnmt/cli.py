@@ -78,6 +78,8 @@ def cmd_train(a: argparse.Namespace) -> None:
         sys.exit(launch.run_distributed(a.gpus, args))
     _train(a)
     del lease
+    if launch.is_worker():
+        launch.exit_worker(0)
 
 
 def _train(a: argparse.Namespace) -> None:

@@ -29,6 +29,19 @@ def is_worker() -> bool:
     return "WORLD_SIZE" in os.environ
 
 
+def exit_worker(code: int = 0) -> None:
+    """End a torchrun worker that has finished its work and written its files: flush the logs and leave
+    without running the interpreter's teardown. Left to it, a worker whose gloo process group was still
+    alive sometimes aborted at exit ("terminate called without an active exception", SIGABRT), after
+    its training had finished and its model was saved; torchrun then failed the whole job and Snakemake
+    deleted the finished outputs (tests/test_multigpu.py, about 1 run in 10, before this and with
+    `destroy_process_group` alike)."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def lease_gpus(n: int) -> slots.Lease | None:
     """Lease n GPU ids for this process (and its children) unless SLURM already assigned them."""
     if n < 1 or os.environ.get("SLURM_JOB_ID"):
