@@ -4,37 +4,13 @@ loop: same outputs, final states and gradients, with padding, reversal and initi
 import pytest
 import torch
 
+from cellpaths import both_paths, float64, outputs_and_grads  # noqa: F401 (float64: autouse fixture)
 from rnmt.cells import build_cell, run
-from rnmt.cells.base import fused
 from rnmt.cells.scan import linear_scan
 from rnmt.cells.srnmt import DecoderUnit, EncoderUnit
 from rnmt.models import build_model
 
 FAST = ["atr", "gru", "sru", "srnmt"]
-
-
-@pytest.fixture(autouse=True)
-def float64():
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    torch.set_num_threads(1)
-    yield
-    torch.set_default_dtype(old)
-
-
-def both_paths(fn):
-    """fn() under the step loop and under the whole-sequence path."""
-    out = []
-    for enabled in (False, True):
-        with fused(enabled):
-            out.append(fn())
-    return out
-
-
-def outputs_and_grads(cell, x, mask, h0, reverse):
-    out, final = run(cell, x, mask, h0, reverse=reverse)
-    loss = out.sin().sum() + (final * torch.linspace(-1, 1, final.size(1))).sum()
-    return [out, final, *torch.autograd.grad(loss, [x, h0, *cell.parameters()])]
 
 
 @pytest.mark.parametrize("name", FAST)

@@ -6,8 +6,8 @@ reversal, candidate dropout (seeded), and in whole models."""
 import pytest
 import torch
 
+from cellpaths import both_paths, float64, outputs_and_grads  # noqa: F401 (float64: autouse fixture)
 from rnmt.cells import build_cell, run
-from rnmt.cells.base import fused
 from rnmt.cells.composite import TransitionCell, TwoInputCell
 from rnmt.models import build_model
 
@@ -19,15 +19,6 @@ CASES = [("lstm", 5, {}), ("ud-lstm", 5, {}), ("ud-lstm", 5, {"bias": False}),
          ("ud-gru", 5, {}), ("ud-gru", 5, {"coupled": False}), ("ud-gru", 5, {"bias": False})]
 DROPOUT = [("lgru", 5, {}), ("lgru", 5, {"gate_norm": False}), ("lau", 5, {}), ("lau", 5, {"gate_norm": False}),
            ("tgru", 0, {}), ("tgru", 0, {"gate_norm": False}), ("gru", 5, {"gate_norm": True}), ("gru", 5, {})]
-
-
-@pytest.fixture(autouse=True)
-def float64():
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    torch.set_num_threads(1)
-    yield
-    torch.set_default_dtype(old)
 
 
 def perturbed(cell):
@@ -48,23 +39,6 @@ def inputs(cell, padded, batch=3, time=7):
         mask[2, 1:] = False
     h0 = torch.randn(batch, cell.state_size, requires_grad=True)
     return x, mask, h0
-
-
-def outputs_and_grads(cell, x, mask, h0, reverse):
-    out, final = run(cell, x, mask, h0, reverse=reverse)
-    loss = out.sin().sum() + (final * torch.linspace(-1, 1, final.size(1))).sum()
-    wrt = ([x] if x.size(-1) else []) + [h0, *cell.parameters()]
-    return [out, final, *torch.autograd.grad(loss, wrt)]
-
-
-def both_paths(fn, seed=0):
-    """fn() under the step loop and under the whole-sequence path, each after seeding the RNG."""
-    out = []
-    for enabled in (False, True):
-        torch.manual_seed(seed)
-        with fused(enabled):
-            out.append(fn())
-    return out
 
 
 def assert_same(loop, fast, rtol=1e-10, atol=1e-12):

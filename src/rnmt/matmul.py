@@ -93,20 +93,24 @@ def _dense(b: Tensor) -> Tensor:
     return b if b.is_contiguous() or b.t().is_contiguous() else b.contiguous()
 
 
+def _product(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """oneDNN's x [M, K] · weight [N, K]ᵀ (+ bias [N]); no autograd."""
+    return _LINEAR(x, _dense(weight), bias, "none", [], "")
+
+
 def mm(a: Tensor, b: Tensor) -> Tensor:
     """a [M, K] @ b [K, N] (either may be a transposed view); no autograd."""
     if _onednn(a, b, a.size(0) * a.size(1) * b.size(1)):
-        return _LINEAR(a, _dense(b).t(), None, "none", [], "")
+        return _product(a, b.t())
     return torch.mm(a, b)
 
 
 def addmm(c: Tensor, a: Tensor, b: Tensor) -> Tensor:
     """c + a [M, K] @ b [K, N], c [N] (a bias) or [M, N]; no autograd."""
     if _onednn(a, b, a.size(0) * a.size(1) * b.size(1)):
-        b = _dense(b)
         if c.dim() == 1:
-            return _LINEAR(a, b.t(), c, "none", [], "")
-        return _LINEAR.binary(a, c, b.t(), None, "add")
+            return _product(a, b.t(), c)
+        return _LINEAR.binary(a, c, _dense(b).t(), None, "add")
     return torch.addmm(c, a, b)
 
 
@@ -117,7 +121,7 @@ class _Linear(torch.autograd.Function):
     def forward(ctx: Any, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
         ctx.save_for_backward(x, weight)
         ctx.has_bias = bias is not None
-        return _LINEAR(x, weight, bias, "none", [], "")
+        return _product(x, weight, bias)
 
     @staticmethod
     @once_differentiable
@@ -139,7 +143,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     x2 = x.reshape(M, K)
     grad = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad
                                         or (bias is not None and bias.requires_grad))
-    y = _Linear.apply(x2, weight, bias) if grad else _LINEAR(x2, weight, bias, "none", [], "")
+    y = _Linear.apply(x2, weight, bias) if grad else _product(x2, weight, bias)
     return y.view(*x.shape[:-1], N)
 
 

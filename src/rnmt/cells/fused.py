@@ -1,4 +1,5 @@
-"""Whole-sequence ATR and GRU recurrences with a hand-written backward through time.
+"""The whole-sequence ATR recurrence with a hand-written backward through time (time-major; the Triton
+kernels for ATR and GRU take the same layout and reuse `time_major` and `_weight_grads`).
 
 A step loop under autograd records every elementwise op of every step and, in backward, multiplies
 the state gradient by W_hh once per step for the weight gradient too ([H, B] × [B, H] products, far
@@ -7,9 +8,11 @@ backward loop computes per step only what the recurrence needs (the state gradie
 [G·H, H] product); the weight gradient of all steps is then ONE product,
 ∂L/∂W_hh = Σ_t δ_tᵀ h_{t−1} = Δᵀ H_prev over [T·B] rows, and ∂L/∂b_hh = Σ_t δ_t.
 
-Equations (the cells' own docstrings): ATR (Zhang et al. 2018, eqs. 6-9), q = W_h h + b_h,
-i = σ(p + q), f = σ(p − q), h' = i ⊙ p + f ⊙ h; GRU (Cho et al. 2014), [g_r, g_z, g_n] = U h + c,
-r = σ(p_r + g_r), z = σ(p_z + g_z), n = tanh(p_n + r ⊙ g_n), h' = n + z ⊙ (h − n).
+Equations (cells/atr.py): ATR (Zhang et al. 2018, eqs. 6-9), q = W_h h + b_h,
+i = σ(p + q), f = σ(p − q), h' = i ⊙ p + f ⊙ h. The other cells' loops are their step kernels chained by
+cells/fused_steps.py (batch-major); ATR keeps this one, 3-10% faster than its kernel's at hidden 256
+(2 threads, same-process A/B; equal at 512 and 1000), while the GRU's time-major twin was dropped for its
+kernel's loop (equal within noise: 94,491 vs 95,965 tokens/s at 256, 9,817 vs 9,881 at 1000).
 Padded steps (mask False) carry the state: h' = m ⊙ new + (1 − m) ⊙ h.
 All tensors are time-major: p [T, B, G·H], m [T, B, 1] (float) or None, h0 [B, H].
 """
@@ -82,51 +85,4 @@ class ATRSequence(torch.autograd.Function):
             carried = gf if m is None else torch.addcmul(gf, g, 1 - m[t])
             g = addmm(carried, dq[t], weight)
         dw, db = _weight_grads(dq, hs, h0)
-        return dp, None, g, dw, db
-
-
-class GRUSequence(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: Any, p: Tensor, m: Tensor | None, h0: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
-        T, H = p.size(0), h0.size(1)
-        hs = p.new_empty(T, *h0.shape)
-        r_all, z_all, n_all, gn_all = (torch.empty_like(hs) for _ in range(4))
-        wt, h = weight.t(), h0
-        for t in range(T):
-            g_r, g_z, g_n = addmm(bias, h, wt).split(H, 1)
-            p_r, p_z, p_n = p[t].split(H, 1)
-            r = torch.sigmoid(torch.add(p_r, g_r, out=r_all[t]), out=r_all[t])
-            z = torch.sigmoid(torch.add(p_z, g_z, out=z_all[t]), out=z_all[t])
-            gn_all[t].copy_(g_n)
-            n = torch.tanh(torch.addcmul(p_n, r, g_n, out=n_all[t]), out=n_all[t])
-            new = torch.addcmul(n, z, h - n)
-            h = _carry(new, h, None if m is None else m[t], hs[t])
-        ctx.save_for_backward(m, h0, weight, hs, r_all, z_all, n_all, gn_all)
-        return hs
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
-        m, h0, weight, hs, r_all, z_all, n_all, gn_all = ctx.saved_tensors
-        grad = grad.contiguous()
-        T, H = hs.size(0), h0.size(1)
-        dp = hs.new_empty(T, hs.size(1), 3 * H)
-        dg = torch.empty_like(dp)
-        g = torch.zeros_like(h0)
-        for t in range(T - 1, -1, -1):
-            g = g + grad[t]
-            h = hs[t - 1] if t else h0
-            gn = g if m is None else g * m[t]
-            r, z, n, g_n = r_all[t], z_all[t], n_all[t], gn_all[t]
-            dr, dz, dn = dp[t].split(H, 1)
-            torch.mul(gn * (1 - z), 1 - n * n, out=dn)                 # ∂L/∂(p_n + r ⊙ g_n)
-            torch.mul(gn * (h - n), z * (1 - z), out=dz)               # ∂L/∂(p_z + g_z)
-            torch.mul(dn * g_n, r * (1 - r), out=dr)                   # ∂L/∂(p_r + g_r)
-            dg_r, dg_z, dg_n = dg[t].split(H, 1)
-            dg_r.copy_(dr)
-            dg_z.copy_(dz)
-            torch.mul(dn, r, out=dg_n)
-            carried = gn * z if m is None else torch.addcmul(g * (1 - m[t]), gn, z)
-            g = addmm(carried, dg[t], weight)
-        dw, db = _weight_grads(dg, hs, h0)
         return dp, None, g, dw, db

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from rnmt.cells.base import RecurrentCell
-from rnmt.cells.fused import GRUSequence, time_major
+from rnmt.cells.fused import time_major
 from rnmt.cells.fused_dtmt import GRUKernel
 from rnmt.cells.fused_gates import dropout_rate, sigmoid_gates
 from rnmt.cells.registry import register_cell
@@ -86,11 +86,11 @@ class GRU(RecurrentCell):
                          transition=False)
 
     def sequence(self, projected: Tensor, mask: Tensor | None, state: Tensor) -> Tensor | None:
-        """The recurrence over all steps in one fused loop: cells/fused.py's (Triton kernels on CUDA,
-        cells/triton) without gate norm and candidate dropout, else that of `step_kernel`."""
-        if self.gate_norm or (self.candidate_dropout and self.training):
+        """The recurrence over all steps: Triton kernels on CUDA (cells/triton; without gate norm and
+        candidate dropout), else the loop of `step_kernel` (cells/fused_steps.py, any options)."""
+        plain = not (self.gate_norm or (self.candidate_dropout and self.training))
+        kernels = triton_path(projected) if plain else None
+        if kernels is None:
             return super().sequence(projected, mask, state)
         p, m = time_major(projected, mask)
-        kernels = triton_path(p)
-        sequence = kernels.TritonGRU if kernels else GRUSequence
-        return sequence.apply(p, m, state.contiguous(), self.weight_hh, self.bias_hh).transpose(0, 1)
+        return kernels.TritonGRU.apply(p, m, state.contiguous(), self.weight_hh, self.bias_hh).transpose(0, 1)

@@ -1,6 +1,6 @@
 """Autograd functions that run the recurrences as the Triton kernels of kernels.py.
 
-`TritonATR` and `TritonGRU` take the arguments of cells/fused.py's ATRSequence and GRUSequence
+`TritonATR` and `TritonGRU` take the arguments of cells/fused.py's ATRSequence
 (time-major p [T, B, G·H], float mask m [T, B, 1] or None, h0 [B, H], W_hh, b_hh) and give the same
 states [T, B, H]: per step one torch.addmm for W_hh h and one elementwise kernel, forward and backward;
 ∂L/∂W_hh and ∂L/∂b_hh are one product over all steps at the end (fused.py's `_weight_grads`).
