@@ -67,7 +67,30 @@ def test_train_rows_relative_to_rnnsearch_gru() -> None:
         assert r["tgt_words_per_s"] == pytest.approx(batch.tgt_tokens / r["step_seconds"])
         assert r["ratio_to_rnnsearch_gru"] == pytest.approx(r["tgt_words_per_s"] / rows[0]["tgt_words_per_s"])
         assert r["ratio_to_lstm_2l"] == pytest.approx(r["tgt_words_per_s"] / rows[2]["tgt_words_per_s"])
-        assert r["gflops"] > 0 and r["device"] == "cpu"
+        assert r["gflops"] > 0 and r["device"] == "cpu" and r["threads"] == 1
+        assert isinstance(r["page_faults"], int) and r["page_faults"] >= 0
+
+
+def test_train_row_failing_in_its_process_names_the_row() -> None:
+    """Each row trains in a process of its own: an error there, or the process dying, is raised in the
+    parent with the row's name, not left as a hang or a bare EOFError."""
+    cfg = train.Config(emb=8, hidden=8, vocab=30, batch=3, max_len=4)
+    broken = train.TraineeProcess(train.Row("t", "Broken row", "no-such-arch", {}), cfg, CPU)
+    try:
+        with pytest.raises(RuntimeError, match="Broken row failed in its process(.|\n)*no-such-arch"):
+            broken.ready()
+    finally:
+        broken.close()
+    worker = train.TraineeProcess(train.ROWS[0], cfg, CPU)
+    try:
+        worker.ready()
+        assert worker.call("step") is None and worker.call("result")["reps"] == 1
+        worker.process.kill()
+        worker.process.join()
+        with pytest.raises(RuntimeError, match="process of RNNSearch\\+GRU died"):
+            worker.call("step")
+    finally:
+        worker.close()
 
 
 def test_decode_rows_compare_batched_with_one_at_a_time() -> None:
