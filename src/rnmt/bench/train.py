@@ -228,7 +228,8 @@ def bench(device: torch.device, quick: bool = False, systems: tuple[str, ...] | 
     """Every row's training step, each row in its own process, the rows interleaved: each repetition times
     one step of every row in turn, so a machine that speeds up or slows down during the run (frequency,
     other processes) moves all rows alike instead of the ratios (two back-to-back runs of rows measured one
-    after the other had RNNSearch+GRU at 2,213 and 1,905 words/s)."""
+    after the other had RNNSearch+GRU at 2,213 and 1,905 words/s). The row processes are spawned, so a
+    script that calls this needs the `if __name__ == "__main__":` guard (`rnmt bench train` has it)."""
     cfg = cfg or (QUICK if quick else FULL)
     warmup, reps = (3, 2) if quick else (3, 5)      # a fresh process takes about 3 steps to stop growing its heap
     wanted = systems or (QUICK_ROWS if quick else tuple(r.system for r in ROWS))
