@@ -45,3 +45,13 @@ def keep_freed_memory(limit: int = KEEP) -> bool:
     if not ok:
         log.debug("mallopt refused the thresholds; the allocator keeps its defaults")
     return ok
+
+
+def minor_faults() -> int:
+    """This process's minor page faults so far: how often it touched memory new to it (0 where the
+    platform does not count them)."""
+    try:
+        import resource
+    except ImportError:                        # Windows
+        return 0
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt

@@ -128,9 +128,9 @@ class Trainee:
         self.opt.step()
 
     def timed_step(self) -> None:
-        before = minor_faults()
+        before = allocator.minor_faults()
         self.seconds.append(measure(self.step, self.device, warmup=0, reps=1).seconds[0])
-        self.faults.append(minor_faults() - before)
+        self.faults.append(allocator.minor_faults() - before)
 
     def result(self) -> dict[str, Any]:
         row, cfg, b = self.row, self.cfg, self.batch
@@ -144,15 +144,6 @@ class Trainee:
                 "page_faults": int(statistics.median(self.faults)) if self.faults else 0}
 
 
-def minor_faults() -> int:
-    """This process's minor page faults so far (0 where the platform does not count them)."""
-    try:
-        import resource
-    except ImportError:                      # Windows
-        return 0
-    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-
-
 def _serve(conn: Any, row: Row, cfg: Config, device: str, threads: int) -> None:
     """A TraineeProcess's body: build the row's Trainee, then answer (command) with ("ok", value) or
     ("error", traceback) until "stop"."""
@@ -160,16 +151,10 @@ def _serve(conn: Any, row: Row, cfg: Config, device: str, threads: int) -> None:
         allocator.keep_freed_memory()                # as `rnmt train` does
         torch.set_num_threads(threads)
         trainee = Trainee(row, cfg, torch.device(device))
+        actions = {"warmup": trainee.step, "step": trainee.timed_step, "result": trainee.result}
         conn.send(("ok", None))
         while (command := conn.recv()) != "stop":
-            if command == "warmup":
-                conn.send(("ok", trainee.step()))
-            elif command == "step":
-                conn.send(("ok", trainee.timed_step()))
-            elif command == "result":
-                conn.send(("ok", trainee.result()))
-            else:
-                conn.send(("error", f"unknown command {command!r}"))
+            conn.send(("ok", actions[command]()))
     except Exception:                                # noqa: BLE001 - sent to the parent, which raises it
         conn.send(("error", traceback.format_exc()))
     finally:
