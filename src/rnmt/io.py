@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import os
 import tempfile
@@ -125,3 +126,27 @@ def read_parallel(src: str | Path, tgt: str | Path) -> tuple[list[str], list[str
         raise InputError(f"parallel files differ in length: {src} has {len(a)} lines, {tgt} has {len(b)}; "
                          "the two sides must be line-aligned (one sentence pair per line)")
     return a, b
+
+
+def try_lock(path: str | Path, note: str = "") -> int | None:
+    """Take an exclusive `flock` on `path` without waiting: the open descriptor (the lock lasts until it
+    is closed or the process exits, however it exits), or None when another process holds it. The file
+    then holds this process' id and `note`, for the message of whoever finds it taken."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n{note}".encode())
+    return fd
+
+
+def lock_holder(path: str | Path) -> str:
+    """What the holder of a `try_lock` lock wrote: its process id and note (best effort)."""
+    try:
+        pid, _, note = Path(path).read_text(encoding="utf-8", errors="replace").partition("\n")
+    except OSError:
+        return "an unknown process"
+    return f"process {pid.strip() or '?'}" + (f" ({note.strip()})" if note.strip() else "")

@@ -9,7 +9,6 @@ sets CUDA_VISIBLE_DEVICES, and no pool is used.
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import subprocess
@@ -17,6 +16,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from rnmt.io import try_lock
 
 log = logging.getLogger(__name__)
 POOL_ENV = "RNMT_GPU_POOL"          # the pool folder; shared by every run on the machine by default
@@ -58,18 +59,6 @@ class Lease:
         self.release()
 
 
-def _try_lock(path: Path) -> int | None:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    os.ftruncate(fd, 0)
-    os.write(fd, f"{os.getpid()}\n".encode())
-    return fd
-
-
 def acquire(n: int, gpus: list[str], pool: Path | None = None, timeout: float | None = None,
             poll: float = 1.0) -> Lease:
     """Lease `n` of `gpus`, waiting while other jobs hold them (up to `timeout` seconds, None: forever)."""
@@ -82,7 +71,7 @@ def acquire(n: int, gpus: list[str], pool: Path | None = None, timeout: float | 
     while True:
         held: list[tuple[str, int]] = []
         for gpu in gpus:
-            fd = _try_lock(pool / f"gpu{gpu}.lock")
+            fd = try_lock(pool / f"gpu{gpu}.lock")
             if fd is not None:
                 held.append((gpu, fd))
                 if len(held) == n:

@@ -14,6 +14,7 @@ import torch
 from rnmt.data.vocab import Vocab
 from rnmt.io import DiskFullError, InputError, atomic_writer
 from rnmt.models import Seq2Seq, build_model
+from rnmt.train.outputs import keep_path
 
 
 def save(path: str | Path, model: Seq2Seq, model_config: dict[str, Any], src_vocab: Vocab,
@@ -66,8 +67,10 @@ def load(path: str | Path, device: torch.device | str = "cpu") -> dict[str, Any]
     try:
         return torch.load(path, map_location=device, weights_only=True)
     except Exception as e:  # truncated or foreign files raise many different errors
-        raise InputError(f"{path}: not a readable rnmt checkpoint ({type(e).__name__}: {e}); "
-                         "delete it and retrain") from None
+        copy = keep_path(path)
+        fix = (f"delete it and rerun its training job, which restores it from its checked copy {copy.name} (or "
+               "names the files to delete to retrain)" if copy.is_file() else "delete it and retrain")
+        raise InputError(f"{path}: not a readable rnmt checkpoint ({type(e).__name__}: {e}); {fix}") from None
 
 
 def load_model_with_labels(path: str | Path, device: torch.device | str = "cpu"

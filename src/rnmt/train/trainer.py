@@ -8,9 +8,10 @@ Writes into `out_dir`:
   train.json    the run's metrics (parameters, steps, time, words/s, best dev scores, hardware)
 
 SIGTERM or SIGUSR1 (a cluster's warning before its time limit) saves last.pt at the next step boundary
-and stops with TrainingInterrupted; rerunning the same command resumes. Snakemake deletes a failed job's
-outputs (model.pt, train.jsonl) before the retry: both keep a hard link (.model.pt.keep,
-.train.jsonl.keep) from which a resumed run restores them.
+and stops with TrainingInterrupted; rerunning the same command resumes, and a run that had already
+reached its budget (steps, epochs, minutes or patience) trains no further step. Snakemake deletes a
+failed job's outputs (model.pt, train.jsonl) before the retry: both have a checked copy from which a
+resumed run restores them, and one trainer at a time holds the folder (`rnmt.train.outputs`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import math
 import os
 import random
 import resource
-import shutil
 import signal
 import time
 from dataclasses import asdict, dataclass, field, fields
@@ -41,7 +41,7 @@ from rnmt.decode.translate import translate_ids
 from rnmt.io import InputError, write_json, write_lines
 from rnmt.models import Seq2Seq, build_model, factors
 from rnmt.models.pretrained import load_pretrained
-from rnmt.train import checkpoint, distributed, schedules
+from rnmt.train import checkpoint, distributed, outputs, schedules
 from rnmt.train.optim import initialise, make_optimizer
 
 log = logging.getLogger(__name__)
@@ -227,6 +227,9 @@ class Trainer:
         if self.s.nan_policy == "stop" and not all(bool(torch.isfinite(p).all()) for p in self.model.parameters()):
             raise TrainingDiverged(f"step {self.p.step}: the weights are no longer finite, so they were not saved; "
                                    f"{self._last_good()}. Lower lr or clip")
+        if self.rank == 0 and getattr(self, "logf", None) is not None and not self.logf.closed:
+            self.logf.flush()
+            self._keep("train.jsonl")
         rng = {"python": random.getstate(), "batches": self.rng.getstate(), "torch": torch.get_rng_state()}
         if self.device.type == "cuda":
             rng["cuda"] = torch.cuda.get_rng_state(self.device)
@@ -234,25 +237,23 @@ class Trainer:
                                "rng": rng, "settings": asdict(self.s)})
 
     def _keep(self, name: str) -> None:
-        """Hard-link `name` to .<name>.keep, which survives Snakemake deleting a failed job's outputs."""
+        if self.rank == 0:
+            outputs.keep(self.out_dir / name)
+
+    def _restore_outputs(self) -> None:
+        """model.pt and train.jsonl back from their copies where Snakemake deleted them after a failure."""
         if self.rank != 0:
             return
-        src, keep = self.out_dir / name, self.out_dir / f".{name}.keep"
-        tmp = keep.with_name(keep.name + ".tmp")
-        tmp.unlink(missing_ok=True)
-        try:
-            os.link(src, tmp)
-        except OSError:                         # file systems without hard links
-            shutil.copyfile(src, tmp)
-        os.replace(tmp, keep)
-
-    def _restore(self, name: str) -> None:
-        path, keep = self.out_dir / name, self.out_dir / f".{name}.keep"
-        if self.rank == 0 and not path.exists() and keep.is_file():
-            try:
-                os.link(keep, path)
-            except OSError:
-                shutil.copyfile(keep, path)
+        fresh = [self.out_dir / n for n in ("model.pt", "last.pt", "train.jsonl", ".train.jsonl.keep")]
+        model = self.out_dir / "model.pt"
+        if outputs.restore(model, _check_model_copy, fresh):
+            log.info("restored %s from its copy", model)
+        elif not model.exists() and self.p.best:
+            files = " ".join(str(f) for f in fresh if f.exists())
+            raise InputError(f"{model} and its copy {outputs.keep_path(model)} are missing, so the best weights of "
+                             f"this run (step {self.p.best.get('step')}) are lost. Delete {files} and rerun to train "
+                             "the model afresh")
+        outputs.restore(self.out_dir / "train.jsonl", _check_log_copy, fresh)
 
     def _comparable(self, settings: dict[str, Any]) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in settings.items() if k not in BUDGET_FIELDS}
@@ -292,11 +293,10 @@ class Trainer:
             log.warning("%s was written with another model, vocabulary or settings (%s); kept as %s, training "
                         "afresh", path, "; ".join(differences), stale.name)
             return
-        self._restore("model.pt")
-        self._restore("train.jsonl")
         self.model.load_state_dict(ckpt["state_dict"])
         self.opt.load_state_dict(ckpt["optimizer"])
         self.p = Progress(**ckpt["progress"])
+        self._restore_outputs()
         rng = ckpt["rng"]
         random.setstate(rng["python"])
         self.rng.setstate(rng["batches"])
@@ -317,8 +317,16 @@ class Trainer:
         self._signal = signum
 
     def run(self) -> dict[str, Any]:
-        s = self.s
         self.out_dir.mkdir(parents=True, exist_ok=True)
+        lock = outputs.lock_folder(self.out_dir) if self.rank == 0 else None
+        try:
+            return self._run()
+        finally:
+            if lock is not None:
+                os.close(lock)
+
+    def _run(self) -> dict[str, Any]:
+        s = self.s
         self._maybe_resume()
         self.model.train()
         old_handlers = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGUSR1)}
@@ -346,8 +354,11 @@ class Trainer:
 
     def _loop(self) -> str:
         s, p = self.s, self.p
-        if p.epoch >= s.max_epochs:
-            return "max_epochs"
+        done = ("max_epochs" if p.epoch >= s.max_epochs else None) or self._limit_reached() \
+            or self._patience_exhausted()
+        if done:                                      # resumed after the end: not one step more
+            log.info("the run had already ended at step %d (%s)", p.step, done)
+            return done
         while True:
             if p.batch_in_epoch == 0:
                 p.epoch_rng_state = self.rng.getstate()
@@ -431,6 +442,9 @@ class Trainer:
             reason = "max_minutes"
         return distributed.agree(reason, self.world, self.device)
 
+    def _patience_exhausted(self) -> str | None:
+        return "patience" if self.s.patience and self.p.stale >= self.s.patience else None
+
     def _validate(self) -> bool:
         """Score the dev set, keep the best checkpoint; True when training should stop (patience)."""
         s, p = self.s, self.p
@@ -453,7 +467,7 @@ class Trainer:
         if s.patience and p.stale >= s.patience and p.retrains_done < s.plateau_retrains:
             self._retrain_from_best()
         self._save_state()
-        return bool(s.patience) and p.stale >= s.patience
+        return self._patience_exhausted() is not None
 
     def _retrain_from_best(self) -> None:
         """SR-NMT section 4: at convergence, continue from the best checkpoint (by dev perplexity) at a
@@ -493,3 +507,17 @@ class Trainer:
             "train_settings": asdict(self.s),
             "hardware": hardware.describe(self.device),
         }
+
+
+def _check_model_copy(path: Path) -> None:
+    ckpt = checkpoint.load(path)
+    if "state_dict" not in ckpt:
+        raise InputError(f"{path}: no weights in it")
+
+
+def _check_log_copy(path: Path) -> None:
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        try:
+            json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputError(f"{path}, line {n}: not a JSON record ({e.msg})") from None

@@ -1,0 +1,74 @@
+"""A training folder's safeguards: one trainer at a time, and copies of the outputs that Snakemake
+deletes after a failed job.
+
+Snakemake deletes a failed job's outputs (model.pt, train.jsonl) before it retries, while last.pt,
+which is not an output, survives. So each output has a copy, `.<name>.keep`, written as a file of its
+own (never a hard link: a damaged output must not damage its copy), and a resumed run restores a
+missing output from it after checking that the copy is sound. A copy that is not sound stops the run
+with the names of every file to delete to train the model afresh.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from rnmt.io import InputError, atomic_path, lock_holder, try_lock
+
+LOCK = ".train.lock"
+
+
+class FolderBusy(InputError):
+    """Another trainer is writing the same folder."""
+
+
+def keep_path(path: Path) -> Path:
+    return path.with_name(f".{path.name}.keep")
+
+
+def keep(path: Path) -> None:
+    """Copy `path` to `.<name>.keep` (atomically: a killed copy leaves the previous copy as it was)."""
+    with atomic_path(keep_path(path)) as tmp:
+        shutil.copyfile(path, tmp)
+
+
+def restore(path: Path, check: Callable[[Path], None], fresh_start: list[Path]) -> bool:
+    """Bring a missing `path` back from its copy; True when it did.
+
+    `check(copy)` raises when the copy is not sound; the error then names the files in `fresh_start`,
+    whose deletion makes the next run train afresh.
+    """
+    copy = keep_path(path)
+    if path.exists() or not copy.is_file():
+        return False
+    try:
+        check(copy)
+    except Exception as e:
+        files = " ".join(str(f) for f in [copy, *fresh_start] if f.exists())
+        raise InputError(f"{path} is missing and its copy {copy} is damaged ({e}); the model cannot be restored. "
+                         f"Delete {files} and rerun to train it afresh") from None
+    with atomic_path(path) as tmp:
+        shutil.copyfile(copy, tmp)
+    return True
+
+
+def lock_folder(out_dir: Path) -> int:
+    """Hold `out_dir`'s training lock for as long as this process runs (or until the descriptor is closed).
+
+    A second trainer on the same folder, e.g. the rerun of a killed Snakemake while its orphaned trainer
+    still runs, stops here naming the first one's process instead of both writing the same files.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / LOCK
+    note = f"on {socket.gethostname()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}"
+    fd = try_lock(path, note)
+    if fd is None:
+        raise FolderBusy(f"{out_dir} is being trained by {lock_holder(path)}; two trainers must not write one "
+                         "folder. Wait for it to finish (this job then finds the model trained) or stop it "
+                         f"(kill <pid>), then rerun")
+    os.set_inheritable(fd, False)
+    return fd
