@@ -13,6 +13,7 @@ from pathlib import Path
 from snakemake.settings.types import DeploymentMethod
 from snakemake.utils import min_version
 
+from rnmt.io import InputError
 from rnmt.plan import SIDES, SPLITS, Plan, member_seeds
 
 min_version("9.0")
@@ -24,9 +25,16 @@ configfile: workflow.source_path("config.yaml")
 report: "workflow/report/workflow.rst"
 
 
-# Validates config.yaml (and --config/--configfile overrides) and the experiment files before any job
-# starts; a bad key or value stops here with a message naming it.
-PLAN = Plan(config, Path(workflow.basedir))
+# Validates config.yaml (and --config/--configfile overrides), the experiment files and every row's
+# settings before any job starts; a bad key or value stops here with a message naming it. The main
+# process also builds every variant's model on PyTorch's meta device (no memory), so settings that no
+# architecture accepts together stop here too rather than in a training job.
+try:
+    PLAN = Plan(config, Path(workflow.basedir))
+    if workflow.is_main_process:
+        PLAN.check_models()
+except InputError as e:
+    sys.exit(f"rnmt: error: {e}")
 R = PLAN.results
 EXPERIMENTS = PLAN.experiments_dir
 

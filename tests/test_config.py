@@ -70,7 +70,7 @@ def test_experiment_errors_name_the_file(config: dict, tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as e:
         Plan(config, root)
     assert "demo-rnnsearch.yaml is invalid" in str(e.value)
-    assert "unknown key 'rows.0.seed' (did you mean 'seeds'?)" in str(e.value)
+    assert "unknown key 'rows.0(RNNSearch + GRU).seed' (did you mean 'seeds'?)" in str(e.value)
 
 
 def test_snakemake_stops_before_any_job(tmp_path: Path) -> None:

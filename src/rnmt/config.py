@@ -11,6 +11,8 @@ from typing import Any
 import yaml
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
 
 from rnmt.io import InputError
 
@@ -30,14 +32,25 @@ def load_yaml(path: str | Path) -> Any:
         raise ConfigError(f"{path}: not valid YAML: {e}") from None
 
 
-def _key(path: Any) -> str:
-    return ".".join(str(p) for p in path) or "(top level)"
-
-
-def _subschema(schema: Mapping[str, Any], path: Any) -> Mapping[str, Any]:
-    node: Mapping[str, Any] = _deref(schema, schema)
+def _key(path: Any, root: Any = None) -> str:
+    """`train.lr`; a list item that names its system shows it (`rows.3(ATR).model.hidden`)."""
+    parts, node = [], root
     for p in path:
-        node = _deref(node, schema)
+        node = node[p] if isinstance(node, (Mapping, list)) and _has(node, p) else None
+        name = node.get("system") if isinstance(p, int) and isinstance(node, Mapping) else None
+        parts.append(f"{p}({name})" if isinstance(name, str) else str(p))
+    return ".".join(parts) or "(top level)"
+
+
+def _has(node: Any, p: Any) -> bool:
+    return (isinstance(node, Mapping) and p in node) or (isinstance(node, list) and isinstance(p, int)
+                                                         and 0 <= p < len(node))
+
+
+def _subschema(schema: Mapping[str, Any], path: Any, docs: Mapping[str, Any]) -> Mapping[str, Any]:
+    node, doc = _deref(schema, schema, docs)
+    for p in path:
+        node, doc = _deref(node, doc, docs)
         props = node.get("properties", {})
         if isinstance(p, str) and p in props:
             node = props[p]
@@ -47,28 +60,42 @@ def _subschema(schema: Mapping[str, Any], path: Any) -> Mapping[str, Any]:
             node = node["items"]
         else:
             return {}
-    return _deref(node, schema)
+    return _deref(node, doc, docs)[0]
 
 
-def _deref(node: Mapping[str, Any], schema: Mapping[str, Any]) -> Mapping[str, Any]:
-    """Follow a local `$ref` ("#/$defs/name") to the schema it names."""
-    while isinstance(node, Mapping) and isinstance(node.get("$ref"), str) and node["$ref"].startswith("#/"):
-        target: Any = schema
-        for part in node["$ref"][2:].split("/"):
+def _deref(node: Mapping[str, Any], doc: Mapping[str, Any], docs: Mapping[str, Any]
+           ) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    """Follow `$ref`s, "#/$defs/name" in `doc` or "<file>#/$defs/name" in a schema beside it, to the schema
+    they name; returns it with the document it lies in."""
+    while isinstance(node, Mapping) and isinstance(node.get("$ref"), str):
+        file, _, pointer = node["$ref"].partition("#")
+        if file:
+            doc = docs[file]
+        target: Any = doc
+        for part in pointer.strip("/").split("/") if pointer.strip("/") else []:
             target = target[part]
         node = target
-    return node
+    return node, doc
 
 
-def _describe(error: ValidationError, schema: Mapping[str, Any]) -> list[str]:
-    where = _key(error.absolute_path)
+def closest(name: str, allowed: list[str]) -> list[str]:
+    """The allowed name `name` most likely meant: the closest spelling, or the one its initials spell
+    (learning_rate → lr); empty when none is close."""
+    hint = difflib.get_close_matches(name, allowed, n=1)
+    initials = "".join(w[0] for w in name.split("_") if w)
+    return hint or ([initials] if len(initials) > 1 and initials in allowed else [])
+
+
+def _describe(error: ValidationError, schema: Mapping[str, Any], docs: Mapping[str, Any], root: Any
+              ) -> list[str]:
+    where = _key(error.absolute_path, root)
     v, inst = error.validator, error.instance
     if v == "additionalProperties":
-        allowed = sorted(_subschema(schema, error.absolute_path).get("properties", {}))
+        allowed = sorted(_subschema(schema, error.absolute_path, docs).get("properties", {}))
         out = []
         for k in sorted(set(inst) - set(allowed)):
             full = f"{where}.{k}" if error.absolute_path else str(k)
-            hint = difflib.get_close_matches(str(k), allowed, n=1)
+            hint = closest(str(k), allowed)
             out.append(f"unknown key '{full}'" + (f" (did you mean '{hint[0]}'?)" if hint else "")
                        + f"; allowed keys here: {', '.join(allowed)}")
         return out
@@ -80,16 +107,26 @@ def _describe(error: ValidationError, schema: Mapping[str, Any]) -> list[str]:
         missing = [k for k in error.validator_value if k not in inst]
         return [f"missing key '{where}.{k}'" if error.absolute_path else f"missing key '{k}'" for k in missing]
     if v == "pattern":
-        desc = _subschema(schema, error.absolute_path).get("description", f"pattern {error.validator_value}")
+        desc = _subschema(schema, error.absolute_path, docs).get("description", f"pattern {error.validator_value}")
         return [f"'{where}' is {inst!r}; expected {desc}"]
     return [f"'{where}': {error.message}"]
 
 
 def validate(instance: Any, schema_path: str | Path, what: str) -> Any:
     """Check `instance` against the schema; raise ConfigError listing every problem in `what`."""
+    schema_path = Path(schema_path)
     schema = load_yaml(schema_path)
-    errors = sorted(Draft202012Validator(schema).iter_errors(instance), key=lambda e: list(e.absolute_path))
+    docs = _schemas(schema_path.parent)
+    registry: Registry = Registry().with_resources(
+        (name, Resource.from_contents(doc, default_specification=DRAFT202012)) for name, doc in docs.items())
+    validator = Draft202012Validator(schema, registry=registry)
+    errors = sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path))
     if errors:
-        lines = [m for e in errors for m in _describe(e, schema)]
+        lines = [m for e in errors for m in _describe(e, schema, docs, instance)]
         raise ConfigError(f"{what} is invalid:\n" + "\n".join(f"  - {m}" for m in lines))
     return instance
+
+
+def _schemas(folder: Path) -> dict[str, Any]:
+    """The schemas in `folder` by file name, which is how one refers to another ("config.schema.yaml#/...")."""
+    return {p.name: load_yaml(p) for p in sorted(folder.glob("*.schema.yaml"))}

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rnmt.config import ConfigError, load_yaml, validate
+from rnmt.config import ConfigError, closest, load_yaml, validate
 from rnmt.data.registry import check_corpora, registry_corpus_ids
 from rnmt.io import InputError
 
@@ -168,6 +168,37 @@ def _accepted(arch: str, defaults: dict[str, Any]) -> dict[str, Any]:
     return defaults if names is None else {k: v for k, v in defaults.items() if k in names}
 
 
+def check_row_models(exp: dict[str, Any], path: Path) -> None:
+    """Each trained row's own model settings (also those of its `scales:`) are ones its architecture takes.
+
+    Settings for all rows (config, scale, the table's) are filtered per architecture instead, so a row's
+    own settings are the ones that can name a setting its architecture does not have.
+    """
+    import rnmt.models  # noqa: F401  (fills the registry)
+    from rnmt.models.registry import MODELS, accepted_settings
+
+    for i, row in enumerate(exp["rows"]):
+        arch = row.get("arch")
+        if arch is None or exp.get("kind", "translation") != "translation":
+            continue
+        where = f"{path}: rows[{i}] ({row['system']!r})"
+        if arch not in MODELS:
+            hint = closest(arch, sorted(MODELS))
+            raise ConfigError(f"{where}: unknown architecture {arch!r}" + (f" (did you mean {hint[0]!r}?)" if hint
+                              else "") + f"; valid architectures: {', '.join(sorted(MODELS))}")
+        names = accepted_settings(arch)
+        if names is None:
+            continue
+        blocks = [("model", row.get("model"))] + [(f"scales.{sc}.model", (v or {}).get("model"))
+                                                   for sc, v in (row.get("scales") or {}).items()]
+        for where_in_row, block in blocks:
+            for key in sorted(set(block or {}) - names):
+                hint = closest(key, sorted(names))
+                raise ConfigError(f"{where}: {where_in_row}.{key} is not a setting of architecture {arch!r}"
+                                  + (f" (did you mean {hint[0]!r}?)" if hint else "")
+                                  + f"; its settings: {', '.join(sorted(names))}")
+
+
 def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for k, v in over.items():
@@ -188,14 +219,18 @@ class Plan:
         self.variants: dict[tuple[str, str], Variant] = {}
         owner: dict[tuple[str, str], str] = {}
         exp_dir = self.experiments_dir = Path(config.get("experiments_dir") or self.root / "workflow/experiments")
+        missing = [name for name in config["tables"] if not (exp_dir / f"{name}.yaml").is_file()]
+        if missing:
+            known = sorted(p.stem for p in exp_dir.glob("*.yaml"))
+            hints = [f"{n!r} (did you mean {closest(n, known)[0]!r}?)" if closest(n, known) else repr(n)
+                     for n in missing]
+            raise ConfigError(f"config 'tables' names {', '.join(hints)}, but {exp_dir} has no such experiment "
+                              f"file{'s' if len(missing) > 1 else ''}; known tables: {', '.join(known)}")
         for name in config["tables"]:
             path = exp_dir / f"{name}.yaml"
-            if not path.is_file():
-                known = sorted(p.stem for p in exp_dir.glob("*.yaml"))
-                raise ConfigError(f"config 'tables' names {name!r}, but {path} does not exist; "
-                                  f"known tables: {', '.join(known)}")
             exp = validate(load_yaml(path), self.root / "workflow/schemas/experiment.schema.yaml", str(path))
             check_experiment(exp, path)
+            check_row_models(exp, path)
             corpus = self._table_corpus(exp, path) if exp.get("kind", "translation") == "translation" else None
             table = table_from_experiment(exp, path, corpus, self.max_seeds)
             for row in exp["rows"]:

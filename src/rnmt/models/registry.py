@@ -25,7 +25,7 @@ def build_model(arch: str, src_vocab_size: int, tgt_vocab_size: int, **settings:
         raise InputError(f"unknown architecture {arch!r}; valid architectures: {', '.join(sorted(MODELS))}")
     try:
         return MODELS[arch](src_vocab_size, tgt_vocab_size, **settings)
-    except TypeError as e:
+    except (TypeError, ValueError) as e:       # a setting the constructor lacks, or values that do not fit
         raise InputError(f"architecture {arch!r}: {e}") from None
 
 

@@ -1,0 +1,103 @@
+"""Bad settings, wherever they are written (config, override, a table's settings, a row's own or its
+scales), stop the workflow before any job with the key, the place and the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from conftest import run_snakemake
+from faults.faultlib import ROOT, rnmt
+from rnmt.config import ConfigError, load_yaml
+from rnmt.plan import Plan
+
+pytestmark = pytest.mark.faults
+TABLE = "atr-table4"
+
+
+def table_with(tmp_path: Path, change: Any) -> Path:
+    """A copy of ATR Table 4's experiment file, changed by `change(exp)`, in a folder of its own; returns
+    a config file naming it."""
+    exp = yaml.safe_load((ROOT / f"workflow/experiments/{TABLE}.yaml").read_text())
+    change(exp)
+    d = tmp_path / "tables"
+    d.mkdir(exist_ok=True)
+    (d / f"{TABLE}.yaml").write_text(yaml.safe_dump(exp, sort_keys=False))
+    cfg = tmp_path / "my.yaml"
+    cfg.write_text(yaml.safe_dump({"experiments_dir": str(d), "tables": [TABLE], "run": "t"}))
+    return cfg
+
+
+def plan_error(cfg: Path) -> str:
+    config = load_yaml(ROOT / "config.yaml")
+    config.update(load_yaml(cfg))
+    with pytest.raises(ConfigError) as e:
+        Plan(config, ROOT).check_models()
+    return str(e.value)
+
+
+def row(i: int, **settings: Any) -> Any:
+    def change(exp: dict) -> None:
+        exp["rows"][i].update(settings)
+    return change
+
+
+BAD_ROWS = {
+    "decode: {beem: 3}": (row(0, decode={"beem": 3}), "unknown key 'rows.0(RNNSearch+GRU).decode.beem' (did you "
+                                                      "mean 'beam'?)"),
+    "train: {learning_rate: 0.01}": (row(1, train={"learning_rate": 0.01}), "train.learning_rate' (did you mean "
+                                                                           "'lr'?)"),
+    "train: {lr: '0.01'} (a string)": (row(1, train={"lr": "0.01"}), "train.lr' must be of type number, got str "
+                                                                    "'0.01'"),
+    "model: {hidden: 0}": (row(2, model={"hidden": 0}), "model.hidden': 0 is less than the minimum of 1"),
+    "model: {emb: -8} at the demo scale": (row(2, scales={"demo": {"model": {"emb": -8}}}),
+                                           "scales.demo.model.emb': -8 is less than the minimum of 1"),
+    "model: {layers: 2} for rnnsearch": (row(0, model={"layers": 2}), "model.layers is not a setting of "
+                                                                      "architecture 'rnnsearch'"),
+    "model: {heads: 4} for dtmt that 4 heads cannot split": (
+        lambda exp: exp["rows"].append({**exp["rows"][0], "system": "DTMT", "variant": "dtmt-odd", "arch": "dtmt",
+                                        "cell": "gru", "model": {"emb": 30, "hidden": 30, "heads": 4}}),
+        "variant 'dtmt-odd': architecture 'dtmt': 4 heads must divide"),
+}
+
+
+@pytest.mark.parametrize("what", list(BAD_ROWS))
+def test_a_bad_row_setting_stops_the_plan(what: str, tmp_path: Path, record) -> None:
+    record.bad_input(f"an experiment row with {what}")
+    change, message = BAD_ROWS[what]
+    assert message in plan_error(table_with(tmp_path, change))
+
+
+def test_override_sizes_are_bounded(tmp_path: Path, record) -> None:
+    record.bad_input("override: {model: {hidden: 0}} (a size of zero forced on every row)")
+    cfg = tmp_path / "zero.yaml"
+    cfg.write_text("override: {model: {hidden: 0}}\n")
+    assert "'override.model.hidden': 0 is less than the minimum of 1" in plan_error(cfg)
+    record.bad_input("scales.demo.model.hidden negative")
+    cfg.write_text("scales: {demo: {model: {hidden: -64}}}\n")
+    assert "'scales.demo.model.hidden': -64 is less than the minimum of 1" in plan_error(cfg)
+
+
+def test_snakemake_and_check_config_stop_before_any_job(tmp_path: Path, record) -> None:
+    record.bad_input("a row's misspelled decode setting, given to `snakemake -n` and `rnmt check-config`")
+    cfg = table_with(tmp_path, row(0, decode={"beem": 3}))
+    got = run_snakemake(["-n", "--configfile", str(cfg)], tmp_path)
+    out = got.stdout + got.stderr
+    assert got.returncode != 0
+    assert "rnmt: error:" in out and "decode.beem' (did you mean 'beam'?)" in out
+    assert "Traceback" not in out and 'File "' not in out
+    assert "rule train" not in out and not (tmp_path / "results").exists()
+    got = rnmt("check-config", str(ROOT / "config.yaml"), "--configfile", str(cfg), "--root", str(ROOT))
+    assert got.returncode == 2 and "Traceback" not in got.stderr
+    assert "rnmt check-config: error:" in got.stderr and "decode.beem' (did you mean 'beam'?)" in got.stderr
+
+
+def test_every_unknown_table_is_named(tmp_path: Path, record) -> None:
+    record.bad_input("two misspelled table names in config 'tables'")
+    cfg = tmp_path / "t.yaml"
+    cfg.write_text("tables: [atr-tabel2, atr-table4, srnmt-tabel1]\n")
+    msg = plan_error(cfg)
+    assert "'atr-tabel2' (did you mean 'atr-table2'?)" in msg and "'srnmt-tabel1' (did you mean 'srnmt-table1'?)" in msg
