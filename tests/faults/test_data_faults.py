@@ -163,3 +163,26 @@ def test_full_disk_in_a_corpus_stage_keeps_the_previous_output(small_disk: Path,
     filler.unlink()
     assert rnmt("tokenize", "--lang", "en", str(inp), str(out)).returncode == 0
     assert len(out.read_text().splitlines()) == 20000
+
+
+def test_an_empty_test_set_is_refused_by_the_data_stage(tmp_path: Path, record) -> None:
+    record.bad_input("an empty test split (0 lines) given to `rnmt corpus assemble`")
+    src, tgt = lines(tmp_path / "test.en", []), lines(tmp_path / "test.de", [])
+    out = {k: tmp_path / f"raw/test.{k}" for k in ("src", "tgt", "json")}
+    got = rnmt("corpus", "assemble", "--split", "test", "--src", str(src), "--tgt", str(tgt), "--out-src",
+               str(out["src"]), "--out-tgt", str(out["tgt"]), "--manifest", str(out["json"]))
+    assert got.returncode == 2 and "Traceback" not in got.stderr, got.stderr[-2000:]
+    assert f"rnmt corpus: error: the test split is empty: {src} has no sentences" in got.stderr
+    assert "holdout:" in got.stderr and "files:" in got.stderr
+    assert not out["src"].exists() and not out["tgt"].exists()
+
+    record.bad_input("a test file whose every line is empty (`rnmt corpus prepare-text`)")
+    blank = lines(tmp_path / "test.src", ["", "  ", "\t"])
+    got = rnmt("corpus", "prepare-text", "--lang", "en", "--settings", SETTINGS, str(blank), str(tmp_path / "t.tok"))
+    assert got.returncode == 2 and "Traceback" not in got.stderr, got.stderr[-2000:]
+    assert f"rnmt corpus: error: {blank}: no sentences (all 3 lines are empty after preparing)" in got.stderr
+    assert "a dev or test set needs sentences" in got.stderr and "holdout:" in got.stderr
+    assert not (tmp_path / "t.tok").exists()
+    empty = lines(tmp_path / "dev.src", [])
+    got = rnmt("corpus", "prepare-text", "--lang", "en", "--settings", SETTINGS, str(empty), str(tmp_path / "d.tok"))
+    assert got.returncode == 2 and f"{empty}: no sentences (the file is empty)" in got.stderr

@@ -33,6 +33,11 @@ def _decoded(path: Path, start: int, stop: int) -> Iterator[str]:
                                  "(e.g. iconv -f latin1 -t utf-8)") from None
 
 
+EMPTY_EVAL_FIX = ("a dev or test set needs sentences to translate and score: give the corpus non-empty dev and test "
+                  "files (`files:` of a local corpus, `splits:` of a registry corpus) or hold lines out of the "
+                  "training data (`holdout: {dev: 500, test: 1000}`)")
+
+
 def holdout_range(split: str, total: int, holdout: dict[str, int]) -> tuple[int, int]:
     """Line range of `split` in the concatenated training parts: test last, dev before it."""
     dev, test = int(holdout.get("dev", 0)), int(holdout.get("test", 0))
@@ -62,6 +67,7 @@ def assemble(parts: Sequence[tuple[str, str]], split: str, out_src: Path, out_tg
     lo, hi = holdout_range(split, sum(counts), holdout) if holdout else (0, sum(counts))
     info: dict[str, Any] = {"split": split, "lines": hi - lo, "parts": []}
     offset = 0
+    sentences = [0, 0]                 # lines with text, per side
     with atomic_writer(out_src) as fs, atomic_writer(out_tgt) as ft:
         for (s, t), n in zip(parts, counts, strict=True):
             a, b = max(lo - offset, 0), min(hi - offset, n)
@@ -69,8 +75,16 @@ def assemble(parts: Sequence[tuple[str, str]], split: str, out_src: Path, out_tg
                 for x, y in zip(_decoded(Path(s), a, b), _decoded(Path(t), a, b), strict=True):
                     fs.write(x + "\n")
                     ft.write(y + "\n")
+                    sentences[0] += bool(x.strip())
+                    sentences[1] += bool(y.strip())
                 info["parts"].append({"src": s, "tgt": t, "from_line": a + 1, "lines": b - a})
             offset += n
+        if split in ("dev", "test") and min(sentences) == 0:   # raised inside the writers: nothing is left
+            files = [p for pair in parts for p in pair]
+            side = [s for s, t in parts] if sentences[0] == 0 else [t for s, t in parts]
+            raise InputError(f"the {split} split is empty: {', '.join(side)} {'has' if len(side) == 1 else 'have'} "
+                             f"no sentences ({hi - lo} lines, none with text; files: {', '.join(files)}); "
+                             + EMPTY_EVAL_FIX)
     if not holdout:
         info["references"] = 1 + concat_refs([Path(t) for _, t in parts], out_tgt)
     write_json(manifest, info)
@@ -197,12 +211,18 @@ def merge(parts: Sequence[tuple[Path, Path, Path]], out_src: Path, out_tgt: Path
 
 
 def prepare_text(inp: Path, out: Path, preparer: Preparer) -> int:
-    """Prepare a dev/test file line by line (no filtering: every line is kept)."""
-    n = 0
+    """Prepare a dev/test file line by line (no filtering: every line is kept). A file without a
+    sentence (empty, or every line empty once prepared) is an InputError: nothing could be scored."""
+    n = sentences = 0
     with atomic_writer(out) as f:
         for line in _decoded(inp, 0, 1 << 62):
-            f.write(preparer(line) + "\n")
+            prepared = preparer(line)
+            f.write(prepared + "\n")
             n += 1
+            sentences += bool(prepared.strip())
+        if not sentences:                  # raised inside the writer: no empty file is left
+            why = "the file is empty" if n == 0 else f"all {n} lines are empty after preparing"
+            raise InputError(f"{inp}: no sentences ({why}); " + EMPTY_EVAL_FIX)
     copy_refs_prepared(inp, out, preparer)
     return n
 
