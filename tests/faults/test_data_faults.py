@@ -16,8 +16,9 @@ import pytest
 from faults.faultlib import ROOT, fill, rnmt
 from httpserver import make_tgz
 from rnmt.data import chunks
+from rnmt.data.clean import Preparer
 from rnmt.data.extract import extract_member
-from rnmt.data.prepare import clean_chunk, merge
+from rnmt.data.prepare import clean_chunk, merge, prepare_text
 from rnmt.io import InputError
 from rnmt.models import build_model
 
@@ -186,3 +187,49 @@ def test_an_empty_test_set_is_refused_by_the_data_stage(tmp_path: Path, record) 
     empty = lines(tmp_path / "dev.src", [])
     got = rnmt("corpus", "prepare-text", "--lang", "en", "--settings", SETTINGS, str(empty), str(tmp_path / "d.tok"))
     assert got.returncode == 2 and f"{empty}: no sentences (the file is empty)" in got.stderr
+
+
+def prepared(tmp_path: Path, name: str, src_rows: list[str], tgt_rows: list[str], settings: dict) -> tuple[dict, Path]:
+    """Clean and merge one corpus (one chunk); its prepare.json and the training source it wrote."""
+    d = tmp_path / name
+    d.mkdir()
+    src, tgt = lines(d / "a.src", src_rows), lines(d / "a.tgt", tgt_rows)
+    chunks.write_index(d / "i.json", chunks.index(src, tgt, 1), src, tgt)
+    part = (d / "c.src", d / "c.tgt", d / "c.json")
+    clean_chunk(d / "i.json", 0, src, tgt, "en", "de", settings, *part)
+    merge([part], d / "train.src", d / "train.tgt", d / "prepare.json", False, {"corpus": name})
+    return json.loads((d / "prepare.json").read_text()), d / "train.src"
+
+
+@pytest.mark.parametrize("tokenized", [True, False])
+def test_bom_and_control_characters_are_fixed_and_counted(tmp_path: Path, record, caplog, tokenized: bool) -> None:
+    from rnmt.data.vocab import Vocab
+
+    settings = {**json.loads(SETTINGS), "max_words": 10, "tokenized": tokenized}
+    rows_src, rows_tgt = ["the house is red", "a cat", "one more line"], ["das Haus ist rot", "eine Katze", "noch eine"]
+    record.bad_input(f"a UTF-8 byte order mark at the start of a training file (tokenized={tokenized})")
+    plain, plain_src = prepared(tmp_path, "plain", rows_src, rows_tgt, settings)
+    bom, bom_src = prepared(tmp_path, "bom", ["\ufeff" + rows_src[0], *rows_src[1:]], ["\ufeff" + rows_tgt[0],
+                                                                                       *rows_tgt[1:]], settings)
+    vocab = {p: list(Vocab.build(p.read_text(encoding="utf-8").splitlines()).itos) for p in (plain_src, bom_src)}
+    assert vocab[bom_src] == vocab[plain_src] and not any("\ufeff" in t for t in vocab[bom_src])
+    steps = {s["step"]: s for s in bom["steps"]}
+    assert steps["bom"] == {"step": "bom", "kept": 3, "dropped": 0, "changed": 1}     # one pair changed
+    assert {s["step"]: s.get("changed") for s in plain["steps"]}["bom"] == 0
+    assert "1 pairs had a UTF-8 byte order mark" in caplog.text and "prepare.json" in caplog.text
+
+    record.bad_input(f"NUL bytes and other control characters inside training lines (tokenized={tokenized})")
+    caplog.clear()
+    got, got_src = prepared(tmp_path, "nul", ["a\x00b", "c\x07d\te", "f g"], ["x\x00y", "z", "w"], settings)
+    assert got_src.read_text().splitlines() == ["a b", "c d e", "f g"]       # two words each, not 'ab'
+    steps = {s["step"]: s.get("changed") for s in got["steps"]}
+    assert steps["nul"] == 1 and steps["control_chars"] == 1 and steps["bom"] == 0
+    assert [s["step"] for s in got["steps"]][:4] == ["bom", "nul", "control_chars", "non_empty"]
+    assert "1 pairs had NUL bytes" in caplog.text and "1 pairs had control characters" in caplog.text
+
+    record.bad_input(f"a BOM and a NUL byte in a test file (`prepare-text`, tokenized={tokenized})")
+    caplog.clear()
+    test = lines(tmp_path / "test.src", ["\ufeffthe house", "a\x00b"])
+    prepare_text(test, tmp_path / "test.tok", Preparer.from_settings("en", settings))
+    assert (tmp_path / "test.tok").read_text().splitlines() == ["the house", "a b"]
+    assert f"{test}: 1 lines had a UTF-8 byte order mark" in caplog.text and "1 lines had NUL bytes" in caplog.text

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rnmt.data import chunks
-from rnmt.data.clean import Preparer, Report, clean_pairs
+from rnmt.data.clean import FIX_WHAT, TEXT_FIXES, Preparer, Report, clean_pairs, fix_text
 from rnmt.io import InputError, atomic_writer, read_json, write_json
 
 log = logging.getLogger(__name__)
@@ -133,6 +133,8 @@ def clean_chunk(index_path: Path, i: int, src: Path, tgt: Path, src_lang: str, t
                 last = time.monotonic()
                 log.info("chunk %d: %d of %d lines", i, report.lines_in, chunk.lines)
     write_json(out_report, {"chunk": i, **report.as_dict()})
+    for kind, n in report.changes().items():
+        log.warning("chunk %d: %d pairs had %s (counted as %r in %s)", i, n, FIX_WHAT[kind], kind, out_report)
     if report.step("non_empty").dropped:
         log.warning("chunk %d: %d pairs with an empty or whitespace-only side dropped (counted in %s)", i,
                     report.step("non_empty").dropped, out_report)
@@ -206,8 +208,25 @@ def merge(parts: Sequence[tuple[Path, Path, Path]], out_src: Path, out_tgt: Path
             raise InputError(empty_corpus_message(report, (extra or {}).get("corpus", ""), out_src))
     report.seconds += time.perf_counter() - t0
     write_json(out_report, {**(extra or {}), "chunks": len(parts), **report.as_dict()})
+    for kind, n in report.changes().items():
+        log.warning("%s: %d pairs had %s; counted as %r in %s", (extra or {}).get("corpus") or out_src, n,
+                    FIX_WHAT[kind], kind, out_report)
     log.info("merged %d chunks: %d → %d lines", len(parts), report.lines_in, report.lines_out)
     return report
+
+
+def _fixed(path: Path) -> Iterator[str]:
+    """The lines of a dev/test file after `fix_text`; once read, a warning counts each kind of change
+    (dev/test text has no report file: the log is where it shows)."""
+    changed = dict.fromkeys(TEXT_FIXES, 0)
+    for line in _decoded(path, 0, 1 << 62):
+        line, kinds = fix_text(line)
+        for kind in kinds:
+            changed[kind] += 1
+        yield line
+    for kind, n in changed.items():
+        if n:
+            log.warning("%s: %d lines had %s", path, n, FIX_WHAT[kind])
 
 
 def prepare_text(inp: Path, out: Path, preparer: Preparer) -> int:
@@ -215,7 +234,7 @@ def prepare_text(inp: Path, out: Path, preparer: Preparer) -> int:
     sentence (empty, or every line empty once prepared) is an InputError: nothing could be scored."""
     n = sentences = 0
     with atomic_writer(out) as f:
-        for line in _decoded(inp, 0, 1 << 62):
+        for line in _fixed(inp):
             prepared = preparer(line)
             f.write(prepared + "\n")
             n += 1
@@ -233,6 +252,6 @@ def copy_refs_prepared(inp: Path, out: Path, preparer: Preparer) -> int:
     while inp.with_name(f"{inp.name}.ref{k}").is_file():
         src = inp.with_name(f"{inp.name}.ref{k}")
         with atomic_writer(out.with_name(f"{out.name}.ref{k}")) as f:
-            f.writelines(preparer(line) + "\n" for line in _decoded(src, 0, 1 << 62))
+            f.writelines(preparer(line) + "\n" for line in _fixed(src))
         k += 1
     return k - 1
