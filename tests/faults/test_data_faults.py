@@ -189,7 +189,8 @@ def test_an_empty_test_set_is_refused_by_the_data_stage(tmp_path: Path, record) 
     assert got.returncode == 2 and f"{empty}: no sentences (the file is empty)" in got.stderr
 
 
-def prepared(tmp_path: Path, name: str, src_rows: list[str], tgt_rows: list[str], settings: dict) -> tuple[dict, Path]:
+def prepared(tmp_path: Path, name: str, src_rows: list[str], tgt_rows: list[str], settings: dict,
+             test_src: Path | None = None) -> tuple[dict, Path]:
     """Clean and merge one corpus (one chunk); its prepare.json and the training source it wrote."""
     d = tmp_path / name
     d.mkdir()
@@ -197,7 +198,7 @@ def prepared(tmp_path: Path, name: str, src_rows: list[str], tgt_rows: list[str]
     chunks.write_index(d / "i.json", chunks.index(src, tgt, 1), src, tgt)
     part = (d / "c.src", d / "c.tgt", d / "c.json")
     clean_chunk(d / "i.json", 0, src, tgt, "en", "de", settings, *part)
-    merge([part], d / "train.src", d / "train.tgt", d / "prepare.json", False, {"corpus": name})
+    merge([part], d / "train.src", d / "train.tgt", d / "prepare.json", False, {"corpus": name}, test_src=test_src)
     return json.loads((d / "prepare.json").read_text()), d / "train.src"
 
 
@@ -233,3 +234,40 @@ def test_bom_and_control_characters_are_fixed_and_counted(tmp_path: Path, record
     prepare_text(test, tmp_path / "test.tok", Preparer.from_settings("en", settings))
     assert (tmp_path / "test.tok").read_text().splitlines() == ["the house", "a b"]
     assert f"{test}: 1 lines had a UTF-8 byte order mark" in caplog.text and "1 lines had NUL bytes" in caplog.text
+
+
+def test_identical_sides_and_a_test_set_inside_the_training_data_are_warned_about(tmp_path: Path, record,
+                                                                                  caplog) -> None:
+    settings = {**json.loads(SETTINGS), "max_words": 10}
+    record.bad_input("the same file given as source and target of the training data")
+    rows = ["the house", "a cat", "", "one more line"]
+    report, _ = prepared(tmp_path, "same", rows, rows, settings)
+    warning = ("same: every one of the 3 training pairs has the same text on both sides: probably the same file "
+               "was given twice")
+    assert warning in caplog.text and any(w.startswith(warning) for w in report["warnings"])
+    assert report["identical_pairs"] == 3
+    caplog.clear()
+    report, _ = prepared(tmp_path, "mixed", rows, ["das Haus", "a cat", "", "noch eine"], settings)
+    assert report["identical_pairs"] == 1 and report["warnings"] == [] and "same text" not in caplog.text
+
+    record.bad_input("the same file given as source and target of a test split (`rnmt corpus assemble`)")
+    test = lines(tmp_path / "test.en", ["x y", "z"])
+    got = rnmt("corpus", "assemble", "--split", "test", "--src", str(test), "--tgt", str(test), "--out-src",
+               str(tmp_path / "t.src"), "--out-tgt", str(tmp_path / "t.tgt"), "--manifest", str(tmp_path / "t.json"))
+    assert got.returncode == 0, got.stderr[-2000:]
+    warning = f"test: every one of the 2 pairs has the same text on both sides ({test} and {test})"
+    assert warning in got.stderr and json.loads((tmp_path / "t.json").read_text())["warnings"][0].startswith(warning)
+
+    record.bad_input("a test set half of whose sources occur in the training data")
+    caplog.clear()
+    test_src = lines(tmp_path / "test.tok", ["a cat", "a dog", "one more line", "the house is red"])
+    report, _ = prepared(tmp_path, "overlap", ["the house", "a cat", "one more line"],
+                         ["das Haus", "eine Katze", "noch eine"], settings, test_src=test_src)
+    assert report["test_overlap"] == {"test_src": str(test_src), "sentences": 4, "in_training": 2, "share": 0.5}
+    warning = (f"overlap: 2 of the 4 test sentences (50.0%) in {test_src} occur as sources in the training data: "
+               "BLEU on this test set overstates the model")
+    assert warning in caplog.text and any(w.startswith(warning) for w in report["warnings"])
+    caplog.clear()
+    report, _ = prepared(tmp_path, "clean", ["the house"], ["das Haus"], settings,
+                         test_src=lines(tmp_path / "t2.tok", ["a dog"]))
+    assert report["test_overlap"]["in_training"] == 0 and report["warnings"] == [] and "occur" not in caplog.text

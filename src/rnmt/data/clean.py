@@ -139,6 +139,7 @@ class Report:
     lines_in: int = 0
     steps: list[Step] = field(default_factory=list)
     seconds: float = 0.0
+    identical: int = 0           # non-empty pairs whose two sides have the same text (before tokenizing)
 
     def step(self, name: str, changes: bool = False) -> Step:
         """The step called `name`, appended if new (counting changed lines too where `changes`)."""
@@ -154,18 +155,20 @@ class Report:
 
     def as_dict(self) -> dict[str, Any]:
         return {"lines_in": self.lines_in, "lines_out": self.lines_out, "steps": [s.as_dict() for s in self.steps],
+                "identical_pairs": self.identical,
                 "seconds": round(self.seconds, 3),
                 "lines_per_second": round(self.lines_in / self.seconds, 1) if self.seconds else None}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Report:
         return cls(d["lines_in"], [Step(s["step"], s["kept"], s["dropped"], s.get("changed")) for s in d["steps"]],
-                   d["seconds"])
+                   d["seconds"], d.get("identical_pairs", 0))
 
     def add(self, other: Report) -> None:
         """Sum another chunk's report into this one (steps in the same order)."""
         self.lines_in += other.lines_in
         self.seconds += other.seconds
+        self.identical += other.identical
         for s in other.steps:
             mine = self.step(s.name, changes=s.changed is not None)
             mine.kept += s.kept
@@ -203,6 +206,8 @@ def clean_pairs(pairs: Iterable[tuple[str, str]], src: Preparer, tgt: Preparer, 
             steps[0].dropped += 1
             continue
         steps[0].kept += 1
+        if a.split() == b.split():
+            report.identical += 1
         a, b = src(a), tgt(b)
         steps[1].kept += 1
         i = 2
