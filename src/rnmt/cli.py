@@ -297,6 +297,7 @@ def cmd_check_config(a: argparse.Namespace) -> None:
     from snakemake.utils import update_config
 
     from rnmt.config import load_yaml
+    from rnmt.data.registry import check_local_files
     from rnmt.plan import Plan
 
     config = load_yaml(a.config)
@@ -304,6 +305,8 @@ def cmd_check_config(a: argparse.Namespace) -> None:
         update_config(config, load_yaml(extra))     # nested keys merge, as with snakemake --configfile
     plan = Plan(config, Path(a.root))
     plan.check_models()
+    # the corpora this run trains on: a local one's folder and files must be there before any job starts
+    check_local_files({**config, "corpora": plan.corpora_config}, plan.root, {c for c, _ in plan.variants})
     variants = ", ".join(f"{c}/{v}" for c, v in plan.variants)
     print(f"config OK: run {plan.run}, scale {plan.scale}, tables {', '.join(plan.tables)}, variants {variants}")
 

@@ -271,3 +271,42 @@ def test_identical_sides_and_a_test_set_inside_the_training_data_are_warned_abou
     report, _ = prepared(tmp_path, "clean", ["the house"], ["das Haus"], settings,
                          test_src=lines(tmp_path / "t2.tok", ["a dog"]))
     assert report["test_overlap"]["in_training"] == 0 and report["warnings"] == [] and "occur" not in caplog.text
+
+
+def check_config_with(tmp_path: Path, corpus: dict) -> subprocess.CompletedProcess[str]:
+    """`rnmt check-config` of the shipped config with the demo table run on `corpus` (a config entry)."""
+    shutil.copytree(ROOT / "workflow/schemas", tmp_path / "workflow/schemas", dirs_exist_ok=True)
+    shutil.copy(ROOT / "workflow/corpora.yaml", tmp_path / "workflow/corpora.yaml")
+    (tmp_path / "workflow/experiments").mkdir(exist_ok=True)
+    shutil.copy(ROOT / "workflow/experiments/demo-rnnsearch.yaml", tmp_path / "workflow/experiments")
+    over = {"tables": ["demo-rnnsearch"], "corpora": {"mine": corpus}, "scales": {"demo": {"corpus": "mine"}}}
+    (tmp_path / "over.yaml").write_text(json.dumps(over))
+    return rnmt("check-config", str(ROOT / "config.yaml"), "--configfile", str(tmp_path / "over.yaml"), "--root",
+                str(tmp_path))
+
+
+def test_check_config_names_missing_local_folders_and_files(tmp_path: Path, record) -> None:
+    files = {"train": ["train.en", "train.de"], "dev": ["dev.en", "dev.de"], "test": ["test.en", "test.de"]}
+    record.bad_input("a local: corpus whose folder does not exist (`rnmt check-config`)")
+    gone = tmp_path / "no-such-folder"
+    got = check_config_with(tmp_path, {"source": f"local:{gone}", "src_lang": "en", "tgt_lang": "de", "files": files})
+    assert got.returncode == 2 and "Traceback" not in got.stderr, got.stderr[-2000:]
+    assert (f"rnmt check-config: error: config corpora.mine.source: the folder {gone} (local:{gone}) does not "
+            "exist; create it with the corpus' files, or correct the path") in got.stderr
+
+    record.bad_input("a local: corpus (relative folder) missing two of its files (`rnmt check-config`)")
+    (tmp_path / "mydata").mkdir()
+    for name in ("train.en", "train.de", "dev.en", "dev.de", "test.en"):
+        lines(tmp_path / "mydata" / name, ["a b"])
+    got = check_config_with(tmp_path, {"source": "local:mydata", "src_lang": "en", "tgt_lang": "de",
+                                       "files": {**files, "test": ["test.en", "test.de"], "dev": ["dev.en", "dv.de"]}})
+    assert got.returncode == 2 and "Traceback" not in got.stderr, got.stderr[-2000:]
+    for split, name in (("dev", "dv.de"), ("test", "test.de")):
+        assert (f"config corpora.mine.files.{split}: {tmp_path / 'mydata' / name} does not exist; put the file there "
+                f"or correct its name in files.{split}") in got.stderr
+    assert "relative to the folder" in got.stderr
+    lines(tmp_path / "mydata/test.de", ["x y"])
+    lines(tmp_path / "mydata/dv.de", ["x y"])
+    got = check_config_with(tmp_path, {"source": "local:mydata", "src_lang": "en", "tgt_lang": "de",
+                                       "files": {**files, "dev": ["dev.en", "dv.de"]}})
+    assert got.returncode == 0 and "config OK" in got.stdout, got.stderr[-2000:]
