@@ -3,12 +3,15 @@ filtering, a job killed while writing, a truncated archive, unknown names and in
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -17,7 +20,7 @@ from faults.faultlib import ROOT, fill, rnmt
 from httpserver import make_tgz
 from rnmt.data import chunks
 from rnmt.data.clean import Preparer
-from rnmt.data.extract import extract_member
+from rnmt.data.extract import extract_all, extract_member, list_members
 from rnmt.data.prepare import clean_chunk, merge, prepare_text
 from rnmt.io import InputError
 from rnmt.models import build_model
@@ -310,3 +313,43 @@ def test_check_config_names_missing_local_folders_and_files(tmp_path: Path, reco
     got = check_config_with(tmp_path, {"source": "local:mydata", "src_lang": "en", "tgt_lang": "de",
                                        "files": {**files, "dev": ["dev.en", "dv.de"]}})
     assert got.returncode == 0 and "config OK" in got.stdout, got.stderr[-2000:]
+
+
+BODY = b"".join(b"line %d of text\n" % i for i in range(5000))
+
+
+def archive(kind: str) -> tuple[bytes, int]:
+    """An archive of two members (tar, gzipped or not, or zip) and the offset where its second member starts."""
+    buf = io.BytesIO()
+    if kind == "zip":
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+            z.writestr("corpus/train.en", BODY)
+            z.writestr("corpus/train.de", BODY)
+        return buf.getvalue(), 0
+    with tarfile.open(fileobj=buf, mode="w:gz" if kind == "tgz" else "w") as tar:
+        for name in ("corpus/train.en", "corpus/train.de"):
+            info = tarfile.TarInfo(name)
+            info.size = len(BODY)
+            tar.addfile(info, io.BytesIO(BODY))
+            if name.endswith(".en"):
+                boundary = tar.offset                   # a plain tar cut here still reads as a shorter archive
+    return buf.getvalue(), boundary
+
+
+@pytest.mark.parametrize("name,cut", [("a.tgz", "half"), ("a.tar.gz", "half"), ("a.tar.gz", "head"),
+                                      ("a.zip", "half"), ("a.zip", "head"), ("a.tar", "half"),
+                                      ("a.tar", "boundary")])
+def test_truncated_archives_are_clear_errors_from_the_library(tmp_path: Path, record, name: str, cut: str) -> None:
+    record.bad_input(f"a truncated {name} ({cut}) given to extract_member, list_members and extract_all")
+    data, boundary = archive("zip" if name.endswith(".zip") else "tgz" if "gz" in name else "tar")
+    end = {"half": len(data) // 2, "head": 100, "boundary": boundary}[cut]
+    path = tmp_path / name
+    path.write_bytes(data[:end])
+    promise = rf"{path}: the archive is damaged or truncated \(.*\); delete it and rerun to download it again"
+    with pytest.raises(InputError, match=promise):
+        extract_member(path, "corpus/train.en", tmp_path / "out.en")
+    with pytest.raises(InputError, match=promise):
+        list_members(path)
+    with pytest.raises(InputError, match=promise):
+        extract_all(path, tmp_path / "all")
+    assert not (tmp_path / "out.en").exists() and not (tmp_path / "all").exists()
