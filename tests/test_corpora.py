@@ -160,7 +160,8 @@ def test_cleaning_counts_every_step() -> None:
     out = list(clean_pairs(pairs, Preparer("en"), Preparer("de"), settings, report))
     assert out == [("Hello world .", "Hallo Welt ."), ("It &apos;s fine .", "Es geht .")]
     steps = {s["step"]: (s["kept"], s["dropped"]) for s in report.as_dict()["steps"]}
-    assert steps == {"non_empty": (4, 1), "tokenize": (4, 0), "words_1_to_80": (3, 1), "ratio_max_9": (2, 1)}
+    assert steps == {"bom": (5, 0), "nul": (5, 0), "control_chars": (5, 0), "non_empty": (4, 1), "tokenize": (4, 0),
+                     "words_1_to_80": (3, 1), "ratio_max_9": (2, 1)}
     assert report.lines_in == 5 and report.lines_out == 2
 
 

@@ -195,14 +195,16 @@ def test_parts(manifest: dict) -> list[tuple[str, int, int]] | None:
 
 
 def cmd_score(a: argparse.Namespace) -> None:
-    from rnmt.evaluate.score import score
+    from rnmt.evaluate.score import check_scorable, score
     from rnmt.io import read_json, read_lines, write_json
 
     src_lengths = [len(line.split()) for line in read_lines(a.src)] if a.src else None
     refs = with_extra_references(a.ref)
     refs_tok = with_extra_references(a.ref_tok) if a.ref_tok else None
     parts = test_parts(read_json(a.manifest)) if a.manifest else None
-    scores = score(read_lines(a.hyp), [read_lines(r) for r in refs], read_lines(a.hyp_tok) if a.hyp_tok else None,
+    hyps, ref_lines = read_lines(a.hyp), [read_lines(r) for r in refs]
+    check_scorable(hyps, ref_lines, a.hyp, refs)           # names the files, before any score is computed
+    scores = score(hyps, ref_lines, read_lines(a.hyp_tok) if a.hyp_tok else None,
                    [read_lines(r) for r in refs_tok] if refs_tok else None, lowercase=a.lowercase,
                    src_lengths=src_lengths, parts=parts)
     meta = dict(kv.split("=", 1) for kv in a.meta)
@@ -295,6 +297,7 @@ def cmd_check_config(a: argparse.Namespace) -> None:
     from snakemake.utils import update_config
 
     from rnmt.config import load_yaml
+    from rnmt.data.registry import check_local_files
     from rnmt.plan import Plan
 
     config = load_yaml(a.config)
@@ -302,6 +305,8 @@ def cmd_check_config(a: argparse.Namespace) -> None:
         update_config(config, load_yaml(extra))     # nested keys merge, as with snakemake --configfile
     plan = Plan(config, Path(a.root))
     plan.check_models()
+    # the corpora this run trains on: a local one's folder and files must be there before any job starts
+    check_local_files({**config, "corpora": plan.corpora_config}, plan.root, {c for c, _ in plan.variants})
     variants = ", ".join(f"{c}/{v}" for c, v in plan.variants)
     print(f"config OK: run {plan.run}, scale {plan.scale}, tables {', '.join(plan.tables)}, variants {variants}")
 

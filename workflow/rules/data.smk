@@ -193,9 +193,11 @@ rule clean_chunk:
 
 rule merge_chunks:
     """The cleaned training pairs in their original order, deduplicated where the paper did; the
-    report (lines kept and dropped per step) is written beside them as prepare.json."""
+    report (lines kept, dropped and changed per step; warnings, such as test sentences found in the
+    training data) is written beside them as prepare.json."""
     input:
-        chunk_files,
+        chunks=chunk_files,
+        test_src=R + "/data/{corpus}/tok/test.src",
     output:
         src=R + "/data/{corpus}/tok/train.src",
         tgt=R + "/data/{corpus}/tok/train.tgt",
@@ -211,7 +213,8 @@ rule merge_chunks:
         R + "/logs/merge_chunks/{corpus}.log",
     shell:
         "{RNMT} corpus merge {params.dedupe:q} {params.cap:q} --corpus {wildcards.corpus:q} --out-src {output.src:q} "
-        "--out-tgt {output.tgt:q} --report {output.report:q} {input:q} 2> {log:q}"
+        "--out-tgt {output.tgt:q} --report {output.report:q} --test-src {input.test_src:q} {input.chunks:q} "
+        "2> {log:q}"
 
 
 rule tokenize:

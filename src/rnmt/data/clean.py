@@ -1,7 +1,8 @@
-"""Cleaning a parallel corpus as the papers did, step by step, counting what each step drops.
+"""Cleaning a parallel corpus as the papers did, step by step, counting what each step drops or changes.
 
-Per line: Romanian letter normalisation (optional), Chinese word segmentation (jieba, for Chinese that
-is not segmented yet), Moses punctuation normalisation and tokenization with or without escaping
+Per line: a byte order mark at its start removed, NUL and other C0 control characters (and tab) made
+spaces (counted), Romanian letter normalisation (optional), Chinese word segmentation (jieba, for Chinese
+that is not segmented yet), Moses punctuation normalisation and tokenization with or without escaping
 (input that is Moses-tokenized already is only un-escaped, where escaping is off), lower-casing.
 Per pair: empty lines, a length window in tokens (`min_words`..`max_words`), a length-ratio limit
 (`max_ratio`); across the corpus (when merging chunks): exact duplicates.
@@ -20,6 +21,34 @@ from rnmt.data.tokenize import tokenize
 
 _CJK_RUN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]{5,}")     # 5+ Han characters without a space
 _RO = str.maketrans({"ş": "ș", "Ş": "Ș", "ţ": "ț", "Ţ": "Ț"})      # cedilla → comma below
+
+
+BOM = "\ufeff"
+_C0 = re.compile("[\x00-\x1f]")                  # C0 control characters, tab included: each becomes a space
+_C0_NOT_TAB_NUL = re.compile("[\x01-\x08\x0a-\x1f]")
+# The text fixes, in order, as they are named in the report; each counts the pairs (lines) it changed.
+TEXT_FIXES = ("bom", "nul", "control_chars")
+FIX_WHAT = {"bom": "a UTF-8 byte order mark at the start (removed)", "nul": "NUL bytes (each made a space)",
+            "control_chars": "control characters U+0001-U+001F other than tab (each made a space)"}
+
+
+def fix_text(line: str) -> tuple[str, set[str]]:
+    """`line` without a leading byte order mark and with every C0 control character as a space, and the
+    kinds of change made (of TEXT_FIXES; a tab is ordinary whitespace and not counted).
+
+    Left alone, a BOM becomes part of the first word (a vocabulary token of its own) and the tokenizer
+    deletes a NUL, merging the words beside it."""
+    kinds = set()
+    if line.startswith(BOM):
+        line = line.lstrip(BOM)
+        kinds.add("bom")
+    if _C0.search(line):
+        if "\x00" in line:
+            kinds.add("nul")
+        if _C0_NOT_TAB_NUL.search(line):
+            kinds.add("control_chars")
+        line = _C0.sub(" ", line)
+    return line, kinds
 
 
 _MOSES_ESCAPES = (("&bar;", "|"), ("&#124;", "|"), ("&lt;", "<"), ("&gt;", ">"), ("&bra;", "["), ("&ket;", "]"),
@@ -91,12 +120,16 @@ class Preparer:
 
 @dataclass
 class Step:
+    """A step's counts; `changed` (None for a pure filter) counts the kept lines whose text it altered."""
+
     name: str
     kept: int = 0
     dropped: int = 0
+    changed: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"step": self.name, "kept": self.kept, "dropped": self.dropped}
+        out = {"step": self.name, "kept": self.kept, "dropped": self.dropped}
+        return out if self.changed is None else {**out, "changed": self.changed}
 
 
 @dataclass
@@ -106,12 +139,14 @@ class Report:
     lines_in: int = 0
     steps: list[Step] = field(default_factory=list)
     seconds: float = 0.0
+    identical: int = 0           # non-empty pairs whose two sides have the same text (before tokenizing)
 
-    def step(self, name: str) -> Step:
+    def step(self, name: str, changes: bool = False) -> Step:
+        """The step called `name`, appended if new (counting changed lines too where `changes`)."""
         for s in self.steps:
             if s.name == name:
                 return s
-        self.steps.append(Step(name))
+        self.steps.append(Step(name, changed=0 if changes else None))
         return self.steps[-1]
 
     @property
@@ -120,21 +155,30 @@ class Report:
 
     def as_dict(self) -> dict[str, Any]:
         return {"lines_in": self.lines_in, "lines_out": self.lines_out, "steps": [s.as_dict() for s in self.steps],
+                "identical_pairs": self.identical,
                 "seconds": round(self.seconds, 3),
                 "lines_per_second": round(self.lines_in / self.seconds, 1) if self.seconds else None}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Report:
-        return cls(d["lines_in"], [Step(s["step"], s["kept"], s["dropped"]) for s in d["steps"]], d["seconds"])
+        return cls(d["lines_in"], [Step(s["step"], s["kept"], s["dropped"], s.get("changed")) for s in d["steps"]],
+                   d["seconds"], d.get("identical_pairs", 0))
 
     def add(self, other: Report) -> None:
         """Sum another chunk's report into this one (steps in the same order)."""
         self.lines_in += other.lines_in
         self.seconds += other.seconds
+        self.identical += other.identical
         for s in other.steps:
-            mine = self.step(s.name)
+            mine = self.step(s.name, changes=s.changed is not None)
             mine.kept += s.kept
             mine.dropped += s.dropped
+            if s.changed is not None:
+                mine.changed = (mine.changed or 0) + s.changed
+
+    def changes(self) -> dict[str, int]:
+        """Pairs changed by each text fix that changed any (TEXT_FIXES order)."""
+        return {k: s.changed for k in TEXT_FIXES for s in self.steps if s.name == k and s.changed}
 
 
 def clean_pairs(pairs: Iterable[tuple[str, str]], src: Preparer, tgt: Preparer, settings: dict[str, Any],
@@ -142,6 +186,7 @@ def clean_pairs(pairs: Iterable[tuple[str, str]], src: Preparer, tgt: Preparer, 
     """Prepare and filter sentence pairs, counting every step in `report`."""
     lo, hi = int(settings.get("min_words", 1) or 0), settings.get("max_words")
     ratio = settings.get("max_ratio")
+    fixes = [report.step(k, changes=True) for k in TEXT_FIXES]
     names = ["non_empty", "tokenize"]
     use_words = lo > 1 or bool(hi)
     if use_words:
@@ -152,10 +197,17 @@ def clean_pairs(pairs: Iterable[tuple[str, str]], src: Preparer, tgt: Preparer, 
     t0 = time.perf_counter()
     for a, b in pairs:
         report.lines_in += 1
+        (a, ka), (b, kb) = fix_text(a), fix_text(b)
+        for fix in fixes:
+            fix.kept += 1
+            if fix.name in ka or fix.name in kb:
+                fix.changed += 1                           # type: ignore[operator]
         if not a.strip() or not b.strip():
             steps[0].dropped += 1
             continue
         steps[0].kept += 1
+        if a.split() == b.split():
+            report.identical += 1
         a, b = src(a), tgt(b)
         steps[1].kept += 1
         i = 2

@@ -108,7 +108,7 @@ def cmd_merge(a: argparse.Namespace) -> None:
         raise InputError("give each chunk as three files: src tgt report")
     parts = [(Path(a.chunks[3 * i]), Path(a.chunks[3 * i + 1]), Path(a.chunks[3 * i + 2])) for i in range(n)]
     merge(parts, Path(a.out_src), Path(a.out_tgt), Path(a.report), a.dedupe, {"corpus": a.corpus},
-          max_pairs=a.max_pairs)
+          max_pairs=a.max_pairs, test_src=Path(a.test_src) if a.test_src else None)
 
 
 def cmd_prepare_text(a: argparse.Namespace) -> None:
@@ -221,6 +221,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--dedupe", action="store_true")
     p.add_argument("--max-pairs", type=int, default=None, help="keep a random sample of this many pairs")
     p.add_argument("--corpus", default="")
+    p.add_argument("--test-src", help="the prepared test source: count its sentences that occur in training")
     pair_io(p, inputs=False)
     p.add_argument("chunks", nargs="+", help="src tgt report of each chunk, in order")
 

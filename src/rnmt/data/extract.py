@@ -35,7 +35,14 @@ def _check_name(archive: Path, name: str) -> None:
 
 def _tar_members(archive: Path, tar: tarfile.TarFile) -> dict[str, tarfile.TarInfo]:
     members = {}
-    for m in tar.getmembers():
+    listed = tar.getmembers()
+    # tarfile reads a plain tar cut after a member as a complete, shorter archive; a whole one ends in
+    # two zero blocks (the end-of-archive marker). Compressed tars end in their stream's own end marker,
+    # whose absence the decompressor reports.
+    if _magic(archive) == "tar" and archive.stat().st_size < tar.offset + 2 * tarfile.BLOCKSIZE:
+        raise damaged(archive, tarfile.ReadError("the end-of-archive marker is missing after the member "
+                                                 f"{listed[-1].name if listed else '(none)'}"))
+    for m in listed:
         _check_name(archive, m.name)
         if not (m.isfile() or m.isdir()):
             kind = "link" if (m.issym() or m.islnk()) else "special file"
@@ -65,15 +72,38 @@ def damaged(archive: Path, e: BaseException) -> InputError:
                       "rerun to download it again (a pinned sha256 catches this at download time)")
 
 
-def archive_kind(path: str | Path) -> str:
-    """'tar', 'zip', 'gz' (one compressed file) or 'plain', from the file's content."""
-    path = Path(path)
-    if zipfile.is_zipfile(path):
-        return "zip"
-    if tarfile.is_tarfile(path):
-        return "tar"
+TAR_SUFFIXES = (".tar", ".tgz", ".tar.gz", ".tbz2", ".tar.bz2", ".txz", ".tar.xz")
+
+
+def _magic(path: Path) -> str:
+    """The compression or archive format the first bytes announce: gz, bz2, xz, zip, else tar."""
     with open(path, "rb") as f:
-        return "gz" if f.read(2) == b"\x1f\x8b" else "plain"
+        head = f.read(6)
+    for kind, magic in (("gz", b"\x1f\x8b"), ("bz2", b"BZh"), ("xz", b"\xfd7zXZ\x00"), ("zip", b"PK\x03\x04")):
+        if head.startswith(magic):
+            return kind
+    return "tar"
+
+
+def archive_kind(path: str | Path) -> str:
+    """'tar', 'zip', 'gz' (one compressed file) or 'plain', from the file's content. A file named or
+    made as a tar or zip archive that does not read as one is damaged (InputError): a truncated zip has
+    lost its central directory at the end and a truncated tar.gz may not show a tar header, and neither
+    may pass for a single file."""
+    path = Path(path)
+    try:
+        if zipfile.is_zipfile(path):
+            return "zip"
+        if tarfile.is_tarfile(path):
+            return "tar"
+    except DAMAGED as e:
+        raise damaged(path, e) from None
+    name, magic = path.name.lower(), _magic(path)
+    if name.endswith(".zip") or magic == "zip":
+        raise damaged(path, zipfile.BadZipFile("no end of central directory: the end of the file is missing"))
+    if name.endswith(TAR_SUFFIXES):
+        raise damaged(path, tarfile.ReadError("it does not read as a tar archive"))
+    return "gz" if magic == "gz" else "plain"
 
 
 def list_members(archive: str | Path) -> list[str]:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rnmt.data import chunks
-from rnmt.data.clean import Preparer, Report, clean_pairs
+from rnmt.data.clean import FIX_WHAT, TEXT_FIXES, Preparer, Report, clean_pairs, fix_text
 from rnmt.io import InputError, atomic_writer, read_json, write_json
 
 log = logging.getLogger(__name__)
@@ -31,6 +31,11 @@ def _decoded(path: Path, start: int, stop: int) -> Iterator[str]:
             except UnicodeDecodeError as e:
                 raise InputError(f"{path}, line {n + 1}: not valid UTF-8 ({e.reason}); convert the file to UTF-8 "
                                  "(e.g. iconv -f latin1 -t utf-8)") from None
+
+
+EMPTY_EVAL_FIX = ("a dev or test set needs sentences to translate and score: give the corpus non-empty dev and test "
+                  "files (`files:` of a local corpus, `splits:` of a registry corpus) or hold lines out of the "
+                  "training data (`holdout: {dev: 500, test: 1000}`)")
 
 
 def holdout_range(split: str, total: int, holdout: dict[str, int]) -> tuple[int, int]:
@@ -62,6 +67,8 @@ def assemble(parts: Sequence[tuple[str, str]], split: str, out_src: Path, out_tg
     lo, hi = holdout_range(split, sum(counts), holdout) if holdout else (0, sum(counts))
     info: dict[str, Any] = {"split": split, "lines": hi - lo, "parts": []}
     offset = 0
+    sentences = [0, 0]                 # lines with text, per side
+    identical = 0                      # pairs with text, the same on both sides
     with atomic_writer(out_src) as fs, atomic_writer(out_tgt) as ft:
         for (s, t), n in zip(parts, counts, strict=True):
             a, b = max(lo - offset, 0), min(hi - offset, n)
@@ -69,8 +76,25 @@ def assemble(parts: Sequence[tuple[str, str]], split: str, out_src: Path, out_tg
                 for x, y in zip(_decoded(Path(s), a, b), _decoded(Path(t), a, b), strict=True):
                     fs.write(x + "\n")
                     ft.write(y + "\n")
+                    sentences[0] += bool(x.strip())
+                    sentences[1] += bool(y.strip())
+                    identical += bool(x.strip()) and x.split() == y.split()
                 info["parts"].append({"src": s, "tgt": t, "from_line": a + 1, "lines": b - a})
             offset += n
+        if split in ("dev", "test") and min(sentences) == 0:   # raised inside the writers: nothing is left
+            files = [p for pair in parts for p in pair]
+            side = [s for s, t in parts] if sentences[0] == 0 else [t for s, t in parts]
+            raise InputError(f"the {split} split is empty: {', '.join(side)} {'has' if len(side) == 1 else 'have'} "
+                             f"no sentences ({hi - lo} lines, none with text; files: {', '.join(files)}); "
+                             + EMPTY_EVAL_FIX)
+    info["warnings"] = []
+    if identical and identical == sentences[0] == sentences[1]:
+        srcs, tgts = ", ".join(s for s, _ in parts), ", ".join(t for _, t in parts)
+        info["warnings"].append(f"{split}: every one of the {identical} pairs has the same text on both sides ({srcs} "
+                                f"and {tgts}): probably the same file was given twice; check the corpus' {split} "
+                                "files in the config")
+    for w in info["warnings"]:
+        log.warning("%s", w)
     if not holdout:
         info["references"] = 1 + concat_refs([Path(t) for _, t in parts], out_tgt)
     write_json(manifest, info)
@@ -119,6 +143,8 @@ def clean_chunk(index_path: Path, i: int, src: Path, tgt: Path, src_lang: str, t
                 last = time.monotonic()
                 log.info("chunk %d: %d of %d lines", i, report.lines_in, chunk.lines)
     write_json(out_report, {"chunk": i, **report.as_dict()})
+    for kind, n in report.changes().items():
+        log.warning("chunk %d: %d pairs had %s (counted as %r in %s)", i, n, FIX_WHAT[kind], kind, out_report)
     if report.step("non_empty").dropped:
         log.warning("chunk %d: %d pairs with an empty or whitespace-only side dropped (counted in %s)", i,
                     report.step("non_empty").dropped, out_report)
@@ -152,14 +178,37 @@ def empty_corpus_message(report: Report, corpus: str, where: Path) -> str:
             "settings (min_words, max_words, max_ratio)")
 
 
+def _test_sources(path: Path) -> list[str]:
+    """The test sentences of a prepared source file, whitespace-normalised (empty lines left out)."""
+    return [t for line in _decoded(path, 0, 1 << 62) if (t := " ".join(line.split()))]
+
+
+def data_warnings(report: Report, name: str, overlap: dict[str, Any] | None) -> list[str]:
+    """What in the training data would mislead a user: both sides the same text in every pair (the same
+    file given twice), test sentences that the model saw in training."""
+    out = []
+    pairs = next((s.kept for s in report.steps if s.name == "non_empty"), 0)
+    if report.identical and report.identical == pairs:
+        out.append(f"{name}: every one of the {pairs} training pairs has the same text on both sides: probably the "
+                   "same file was given twice (as source and as target); check the corpus' train files")
+    if overlap and overlap["in_training"]:
+        out.append(f"{name}: {overlap['in_training']} of the {overlap['sentences']} test sentences "
+                   f"({overlap['share']:.1%}) in {overlap['test_src']} occur as sources in the training data: BLEU on "
+                   "this test set overstates the model; check that the test files are not part of the training "
+                   "files (or take another test set)")
+    return out
+
+
 def merge(parts: Sequence[tuple[Path, Path, Path]], out_src: Path, out_tgt: Path, out_report: Path,
           dedupe: bool, extra: dict[str, Any] | None = None, max_pairs: int | None = None,
-          seed: int = 1) -> Report:
+          seed: int = 1, test_src: Path | None = None) -> Report:
     """Concatenate cleaned chunks in order, dropping repeated pairs if `dedupe`; sum the reports.
 
     Duplicates are found by a 64-bit hash per pair (8 bytes of blake2b): memory grows with the
     number of distinct pairs (about 60 bytes each), not with their text. With `max_pairs` (the small
     scale's cap), a uniform random sample of that many pairs (fixed `seed`) is kept, in corpus order.
+    With `test_src` (the prepared test source), the test sentences that occur as training sources are
+    counted (`test_overlap`). Misleading data is warned about and listed under `warnings`.
     """
     report = Report()
     for _, _, r in parts:
@@ -172,6 +221,8 @@ def merge(parts: Sequence[tuple[Path, Path, Path]], out_src: Path, out_tgt: Path
             keep = set(random.Random(seed).sample(range(total), max_pairs))
     step = report.step("dedupe") if dedupe else None
     cap = report.step("max_pairs") if keep is not None else None
+    tests = _test_sources(test_src) if test_src else []
+    probe, seen_tests = set(tests), set()             # the test set is small: its strings are looked up
     i = 0
     with atomic_writer(out_src) as fs, atomic_writer(out_tgt) as ft:
         for pair in _merged(parts, dedupe):
@@ -188,21 +239,55 @@ def merge(parts: Sequence[tuple[Path, Path, Path]], out_src: Path, out_tgt: Path
                 cap.kept += 1
             fs.write(pair[0] + "\n")
             ft.write(pair[1] + "\n")
+            if probe and (t := " ".join(pair[0].split())) in probe:
+                seen_tests.add(t)
         if report.lines_out == 0:        # raised inside the writers: no empty training files are left
             raise InputError(empty_corpus_message(report, (extra or {}).get("corpus", ""), out_src))
     report.seconds += time.perf_counter() - t0
-    write_json(out_report, {**(extra or {}), "chunks": len(parts), **report.as_dict()})
+    name = (extra or {}).get("corpus") or str(out_src)
+    overlap = None
+    if test_src:
+        found = sum(t in seen_tests for t in tests)
+        overlap = {"test_src": str(test_src), "sentences": len(tests), "in_training": found,
+                   "share": round(found / len(tests), 4) if tests else 0.0}
+    warnings = data_warnings(report, name, overlap)
+    write_json(out_report, {**(extra or {}), "chunks": len(parts), **report.as_dict(), "warnings": warnings,
+                            **({"test_overlap": overlap} if overlap else {})})
+    for w in warnings:
+        log.warning("%s", w)
+    for kind, n in report.changes().items():
+        log.warning("%s: %d pairs had %s; counted as %r in %s", name, n, FIX_WHAT[kind], kind, out_report)
     log.info("merged %d chunks: %d → %d lines", len(parts), report.lines_in, report.lines_out)
     return report
 
 
+def _fixed(path: Path) -> Iterator[str]:
+    """The lines of a dev/test file after `fix_text`; once read, a warning counts each kind of change
+    (dev/test text has no report file: the log is where it shows)."""
+    changed = dict.fromkeys(TEXT_FIXES, 0)
+    for line in _decoded(path, 0, 1 << 62):
+        line, kinds = fix_text(line)
+        for kind in kinds:
+            changed[kind] += 1
+        yield line
+    for kind, n in changed.items():
+        if n:
+            log.warning("%s: %d lines had %s", path, n, FIX_WHAT[kind])
+
+
 def prepare_text(inp: Path, out: Path, preparer: Preparer) -> int:
-    """Prepare a dev/test file line by line (no filtering: every line is kept)."""
-    n = 0
+    """Prepare a dev/test file line by line (no filtering: every line is kept). A file without a
+    sentence (empty, or every line empty once prepared) is an InputError: nothing could be scored."""
+    n = sentences = 0
     with atomic_writer(out) as f:
-        for line in _decoded(inp, 0, 1 << 62):
-            f.write(preparer(line) + "\n")
+        for line in _fixed(inp):
+            prepared = preparer(line)
+            f.write(prepared + "\n")
             n += 1
+            sentences += bool(prepared.strip())
+        if not sentences:                  # raised inside the writer: no empty file is left
+            why = "the file is empty" if n == 0 else f"all {n} lines are empty after preparing"
+            raise InputError(f"{inp}: no sentences ({why}); " + EMPTY_EVAL_FIX)
     copy_refs_prepared(inp, out, preparer)
     return n
 
@@ -213,6 +298,6 @@ def copy_refs_prepared(inp: Path, out: Path, preparer: Preparer) -> int:
     while inp.with_name(f"{inp.name}.ref{k}").is_file():
         src = inp.with_name(f"{inp.name}.ref{k}")
         with atomic_writer(out.with_name(f"{out.name}.ref{k}")) as f:
-            f.writelines(preparer(line) + "\n" for line in _decoded(src, 0, 1 << 62))
+            f.writelines(preparer(line) + "\n" for line in _fixed(src))
         k += 1
     return k - 1

@@ -12,6 +12,7 @@ data) and `manual_dir` (where manual/LDC files are).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -220,6 +221,39 @@ def check_corpora(config: dict[str, Any], root: str | Path) -> None:
     ConfigError. A config without registry corpora does not need the registry file."""
     uses_registry = any("registry" in (e or {}) for e in config["corpora"].values())
     Corpora(config, _registry(registry_file(root)) if uses_registry else None)
+
+
+def missing_local_files(config: dict[str, Any], root: str | Path, names: Iterable[str] | None = None) -> list[str]:
+    """What the `local:` corpora of a config (those in `names`, default all) lack on disk: a message per
+    missing folder (its files are not listed then) or file. Relative folders are taken from `root`, the
+    folder Snakemake runs in."""
+    out = []
+    for name, e in config["corpora"].items():
+        e = e or {}
+        if (names is not None and name not in names) or not str(e.get("source", "")).startswith("local:"):
+            continue
+        spec = split_source(e["source"], f"config corpora.{name}.source")[1]
+        folder = Path(spec) if Path(spec).is_absolute() else Path(root) / spec
+        where = "" if Path(spec).is_absolute() else f" (relative to the repository root {root})"
+        if not folder.is_dir():
+            out.append(f"config corpora.{name}.source: the folder {folder} (local:{spec}) does not exist; create it "
+                       f"with the corpus' files, or correct the path{where}")
+            continue
+        for split, pair in (e.get("files") or {}).items():
+            for f in pair if isinstance(pair, list) else []:
+                if not (folder / f).is_file():
+                    out.append(f"config corpora.{name}.files.{split}: {folder / f} does not exist; put the file "
+                               f"there or correct its name in files.{split} (names are relative to the folder)")
+    return out
+
+
+def check_local_files(config: dict[str, Any], root: str | Path, names: Iterable[str] | None = None) -> None:
+    """Raise ConfigError naming every missing folder and file of the config's `local:` corpora."""
+    missing = missing_local_files(config, root, names)
+    if len(missing) == 1:
+        raise ConfigError(missing[0])
+    if missing:
+        raise ConfigError("\n  ".join([f"{len(missing)} folders or files of local corpora are missing:", *missing]))
 
 
 def registry_languages(root: str | Path, corpus_id: str) -> dict[str, str]:

@@ -28,6 +28,28 @@ def _check(hyps: Sequence[str], refs: Sequence[Sequence[str]], what: str) -> Non
                              "the translation is incomplete or belongs to another test set")
 
 
+def check_scorable(hyps: Sequence[str], refs: Sequence[Sequence[str]], hyp_file: str = "",
+                   ref_files: Sequence[str] = ()) -> None:
+    """Refuse inputs whose score would mean nothing: no reference lines (sacrebleu fails on them), no
+    hypotheses, or only empty hypotheses (BLEU 0.0, which a table would show as a result)."""
+    hyp_name = hyp_file or "the translation"
+    for k, r in enumerate(refs):
+        if not r:
+            name = ref_files[k] if k < len(ref_files) else f"reference {k + 1}"
+            raise InputError(f"{name}: the reference file is empty: the test set has no sentences. Give the "
+                             "corpus a non-empty test set (the data stage refuses an empty one: rerun it) and "
+                             "translate again")
+    if not hyps:
+        raise InputError(f"{hyp_name}: the translation is empty (0 lines for {len(refs[0]) if refs else 0} "
+                         "reference lines): the translate job did not finish or wrote nothing. Delete it and rerun "
+                         "the translation")
+    if not any(h.strip() for h in hyps):
+        raise InputError(f"every hypothesis in {hyp_name} is empty: the model produced no output ({len(hyps)} empty "
+                         "lines; BLEU would be 0.0, which is not a result). Check that the model trained (its "
+                         "train.json: steps and dev perplexity) and the translate log (e.g. a max length of 0); "
+                         "retrain or translate again, then score")
+
+
 def bucket_name(lo: int, hi: int | None) -> str:
     return f"{lo + 1}-{hi}" if hi is not None else f">{lo}"
 
@@ -63,7 +85,8 @@ def score(hyps: Sequence[str], refs: Sequence[Sequence[str]], hyps_tok: Sequence
           parts: Sequence[tuple[str, int, int]] | None = None) -> dict[str, Any]:
     """`refs` is a list of reference streams (one for WMT, four for NIST), each aligned with `hyps`;
     `parts` names the test sets a merged test split is made of, as (name, first line, lines), for
-    BLEU per test set (NIST MT02..MT08) and their average."""
+    BLEU per test set (NIST MT02..MT08) and their average. Empty inputs are refused (`check_scorable`)."""
+    check_scorable(hyps, refs)
     _check(hyps, refs, "detokenized scoring")
     bleu = BLEU(lowercase=lowercase)
     b = bleu.corpus_score(list(hyps), [list(r) for r in refs])

@@ -1,0 +1,47 @@
+"""`rnmt score` on translations and references that cannot give a meaningful score: empty files,
+and a model that produced nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from faults.faultlib import rnmt
+
+pytestmark = pytest.mark.faults
+
+
+def write(path: Path, rows: list[str]) -> Path:
+    path.write_text("".join(r + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def test_score_on_empty_files_is_a_clear_error(tmp_path: Path, record) -> None:
+    record.bad_input("an empty hypothesis and an empty reference file (`rnmt score`)")
+    hyp, ref = write(tmp_path / "test.txt", []), write(tmp_path / "test.tgt", [])
+    got = rnmt("score", "--hyp", str(hyp), "--ref", str(ref), "--output", str(tmp_path / "m.json"))
+    assert got.returncode == 2 and "Traceback" not in got.stderr, got.stderr[-2000:]
+    assert f"rnmt score: error: {ref}: the reference file is empty: the test set has no sentences" in got.stderr
+    assert not (tmp_path / "m.json").exists()
+
+    record.bad_input("an empty hypothesis file against a non-empty reference (`rnmt score`)")
+    write(ref, ["a b c", "d e"])
+    got = rnmt("score", "--hyp", str(hyp), "--ref", str(ref), "--output", str(tmp_path / "m.json"))
+    assert got.returncode == 2 and "Traceback" not in got.stderr, got.stderr[-2000:]
+    assert f"rnmt score: error: {hyp}: the translation is empty (0 lines for 2 reference lines)" in got.stderr
+    assert "rerun" in got.stderr and not (tmp_path / "m.json").exists()
+
+
+def test_every_hypothesis_empty_is_an_error_not_bleu_zero(tmp_path: Path, record) -> None:
+    record.bad_input("a translation whose every line is empty (`rnmt score`: no BLEU 0.0 in a table)")
+    hyp, ref = write(tmp_path / "test.txt", ["", "", ""]), write(tmp_path / "test.tgt", ["a b", "c d", "e"])
+    got = rnmt("score", "--hyp", str(hyp), "--ref", str(ref), "--output", str(tmp_path / "m.json"))
+    assert got.returncode == 2 and "Traceback" not in got.stderr, got.stderr[-2000:]
+    assert f"rnmt score: error: every hypothesis in {hyp} is empty: the model produced no output" in got.stderr
+    assert not (tmp_path / "m.json").exists()
+    write(hyp, ["", "c d", ""])                # some empty lines are a (poor) result, scored as such
+    got = rnmt("score", "--hyp", str(hyp), "--ref", str(ref), "--output", str(tmp_path / "m.json"))
+    assert got.returncode == 0, got.stderr[-2000:]
+    assert json.loads((tmp_path / "m.json").read_text())["scores"]["sentences"] == 3
