@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -499,9 +500,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args.func(args)
     except InputError as e:
-        print(f"rnmt {args.command}: error: {e}", file=sys.stderr)
+        report_error(f"rnmt {args.command}: error: {e}")
         return 2
     return 0
+
+
+def report_error(message: str) -> None:
+    """The error on standard error and, where that is not where standard output goes (a workflow job
+    whose standard error is its log file), on standard output too: Snakemake shows a job's standard
+    output on its console, so the user reads why a job failed without opening the log."""
+    print(message, file=sys.stderr, flush=True)
+    try:
+        out, err = os.fstat(sys.stdout.fileno()), os.fstat(sys.stderr.fileno())
+    except (OSError, ValueError, AttributeError):       # streams without a file (captured in tests)
+        return
+    if (out.st_dev, out.st_ino) != (err.st_dev, err.st_ino):
+        print(message, flush=True)
 
 
 if __name__ == "__main__":

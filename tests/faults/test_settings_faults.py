@@ -101,3 +101,20 @@ def test_every_unknown_table_is_named(tmp_path: Path, record) -> None:
     cfg.write_text("tables: [atr-tabel2, atr-table4, srnmt-tabel1]\n")
     msg = plan_error(cfg)
     assert "'atr-tabel2' (did you mean 'atr-table2'?)" in msg and "'srnmt-tabel1' (did you mean 'srnmt-table1'?)" in msg
+
+
+def test_a_failed_jobs_error_reaches_the_console_without_a_profile(tmp_path: Path, record) -> None:
+    record.bad_input("a local: corpus whose two sides differ in length, run with plain `snakemake` (no profile)")
+    data = tmp_path / "mine"
+    data.mkdir()
+    (data / "train.en").write_text("".join(f"a house number {i}\n" for i in range(60)))
+    (data / "train.de").write_text("".join(f"ein haus nummer {i}\n" for i in range(59)))
+    cfg = {"run": "t", "corpora": {"mine": {"source": f"local:{data}", "src_lang": "en", "tgt_lang": "de",
+                                            "files": {"train": ["train.en", "train.de"]},
+                                            "holdout": {"dev": 5, "test": 5}}}}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    got = run_snakemake(["results/t/data/mine/tok/train.src", "--cores", "1", "--configfile", "c.yaml",
+                         "--workflow-profile", "none"], tmp_path)
+    assert got.returncode != 0
+    console = got.stdout + got.stderr
+    assert "error: parallel files differ in length" in console and "train.de has 59;" in console, console[-3000:]
