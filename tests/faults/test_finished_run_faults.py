@@ -7,6 +7,7 @@ import json
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -98,3 +99,41 @@ def test_a_second_trainer_on_one_folder_stops_naming_the_first(corpus: dict[str,
     got = run(train_cmd(corpus, tmp_path, max_steps=stopped_at + 4))   # the dead one's lock is gone
     assert got.returncode == 0, got.stderr[-2000:]
     assert "resumed from" in got.stderr
+
+
+@pytest.mark.workflow
+def test_snakemake_killed_mid_training_then_rerun(tmp_path: Path, record) -> None:
+    record.fault("kill -9 of Snakemake mid-training: its orphaned trainer runs on while the user reruns, then ends")
+    from conftest import run_snakemake
+
+    cfg = {"run": "k", "tables": ["demo-rnnsearch"],
+           "corpora": {"synthetic-demo": {"sizes": {"train": 400, "dev": 30, "test": 40}}}, "bpe": {"merges": 150},
+           "override": {"model": {"emb": 16, "hidden": 24},
+                        "train": {"max_steps": 1500, "max_epochs": 1000, "valid_every": 500, "max_minutes": 0,
+                                  "threads": 1, "batch_size": 32, "valid_bleu": False}}}
+    (tmp_path / "k.yaml").write_text(json.dumps(cfg))
+    d = tmp_path / "results/k/models/synthetic-demo/rnnsearch-gru/seed1"
+    target = str(d.relative_to(tmp_path) / "model.pt")
+    args = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), target, "--cores", "1",
+            "--configfile", "k.yaml"]
+    env = {**ENV, "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}
+    smk = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for_step(d / "train.jsonl", 20, smk, timeout=300)
+    smk.kill()                                            # SIGKILL to Snakemake alone: its trainer goes on
+    smk.wait()
+    trainer = int((d / ".train.lock").read_text().split()[0])
+    run_snakemake([target, "--unlock", "--configfile", "k.yaml"], tmp_path)
+    got = run_snakemake([target, "--cores", "1", "--configfile", "k.yaml", "--rerun-incomplete"], tmp_path)
+    assert got.returncode != 0, "the rerun must not train beside the running orphan"
+    assert f"is being trained by process {trainer} (on " in got.stdout + got.stderr
+    while Path(f"/proc/{trainer}").exists() and "zombie" not in Path(f"/proc/{trainer}/status").read_text().lower():
+        time.sleep(0.2)                                   # the orphan finishes the run
+    finished = (d / ".model.pt.keep").read_bytes()      # the rerun had deleted the outputs of the job it failed
+    assert checkpoint.load(d / "last.pt")["step"] == 1500
+    log = target.replace("model.pt", "train.jsonl")      # deleted after the failed rerun: its job runs again
+    got = run_snakemake([target, log, "--cores", "1", "--configfile", "k.yaml", "--rerun-incomplete"], tmp_path)
+    assert got.returncode == 0, got.stderr[-3000:]
+    assert "had already ended at step 1500" in (tmp_path / "results/k/logs/train/synthetic-demo/"
+                                                 "rnnsearch-gru.seed1.log").read_text()
+    assert (d / "model.pt").read_bytes() == finished, "a rerun of a finished run restores its best model.pt"
+    assert checkpoint.load(d / "last.pt")["step"] == 1500 and logged_steps(d / "train.jsonl")[-1] == 1500

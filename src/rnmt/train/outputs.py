@@ -30,10 +30,14 @@ def keep_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.keep")
 
 
-def keep(path: Path) -> None:
-    """Copy `path` to `.<name>.keep` (atomically: a killed copy leaves the previous copy as it was)."""
+def keep(path: Path, content: bytes | None = None) -> None:
+    """Copy `path`, or write `content` as its copy, to `.<name>.keep` (atomically: a killed copy leaves
+    the previous copy as it was)."""
     with atomic_path(keep_path(path)) as tmp:
-        shutil.copyfile(path, tmp)
+        if content is None:
+            shutil.copyfile(path, tmp)
+        else:
+            tmp.write_bytes(content)
 
 
 def restore(path: Path, check: Callable[[Path], None], fresh_start: list[Path]) -> bool:

@@ -228,8 +228,10 @@ class Trainer:
             raise TrainingDiverged(f"step {self.p.step}: the weights are no longer finite, so they were not saved; "
                                    f"{self._last_good()}. Lower lr or clip")
         if self.rank == 0 and getattr(self, "logf", None) is not None and not self.logf.closed:
+            # from the open log, which Snakemake may have deleted under a trainer it no longer runs
             self.logf.flush()
-            self._keep("train.jsonl")
+            self.logf.seek(0)
+            outputs.keep(self.out_dir / "train.jsonl", self.logf.read().encode("utf-8"))
         rng = {"python": random.getstate(), "batches": self.rng.getstate(), "torch": torch.get_rng_state()}
         if self.device.type == "cuda":
             rng["cuda"] = torch.cuda.get_rng_state(self.device)
@@ -338,7 +340,7 @@ class Trainer:
         if self.rank == 0:         # trimmed to the resumed step atomically, then appended to
             write_lines(log_path, kept)
         try:
-            with open(log_path, "a", encoding="utf-8") as self.logf:
+            with open(log_path, "a+", encoding="utf-8") as self.logf:
                 self._keep("train.jsonl")
                 stop = self._loop()
                 if not self.p.curve or self.p.curve[-1]["step"] != self.p.step:
