@@ -199,6 +199,17 @@ def check_row_models(exp: dict[str, Any], path: Path) -> None:
                                   + f"; its settings: {', '.join(sorted(names))}")
 
 
+def _differing(a: Variant, b: Variant) -> str:
+    """The settings in which two definitions of one variant differ, as `section.key: a → b`."""
+    out = []
+    for section in ("model", "train", "decode"):
+        x, y = getattr(a, section), getattr(b, section)
+        out += [f"{section}.{k}: {x.get(k)!r} → {y.get(k)!r}" for k in sorted(set(x) | set(y)) if x.get(k) != y.get(k)]
+    if a.labels != b.labels:
+        out.append(f"labels: {a.labels!r} → {b.labels!r}")
+    return ", ".join(out) or "their settings"
+
+
 def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for k, v in over.items():
@@ -240,7 +251,9 @@ class Plan:
                 k = (v.corpus, v.name)
                 if k in self.variants and self.variants[k].key() != v.key():
                     raise ConfigError(f"variant {v.name!r} on corpus {v.corpus} is defined differently in "
-                                      f"{owner[k]} and {path}; give one of them another name")
+                                      f"{owner[k]} and in {path} ({_differing(self.variants[k], v)}); rows "
+                                      "that share a variant name share their models: give one of them another "
+                                      "name")
                 old = self.variants.get(k)
                 seeds = tuple(sorted(set(v.seeds) | set(old.seeds if old else ())))
                 self.variants[k] = Variant(v.name, v.corpus, v.model, v.train, v.decode, seeds, v.labels)

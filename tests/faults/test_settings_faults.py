@@ -118,3 +118,30 @@ def test_a_failed_jobs_error_reaches_the_console_without_a_profile(tmp_path: Pat
     assert got.returncode != 0
     console = got.stdout + got.stderr
     assert "error: parallel files differ in length" in console and "train.de has 59;" in console, console[-3000:]
+
+
+def test_a_variant_defined_differently_in_two_tables_names_both_and_the_difference(tmp_path: Path, record) -> None:
+    record.bad_input("one variant name with two different settings in two tables")
+    d = tmp_path / "tables"
+    d.mkdir()
+    for name, hidden in (("mine-a", 32), ("mine-b", 48)):
+        exp = yaml.safe_load((ROOT / f"workflow/experiments/{TABLE}.yaml").read_text())
+        exp["table"], exp["rows"] = name, [{**exp["rows"][0], "model": {"hidden": hidden}}]
+        exp.pop("baseline", None)
+        exp["metrics"] = ["bleu"]
+        (d / f"{name}.yaml").write_text(yaml.safe_dump(exp, sort_keys=False))
+    cfg = tmp_path / "two.yaml"
+    cfg.write_text(yaml.safe_dump({"experiments_dir": str(d), "tables": ["mine-a", "mine-b"]}))
+    msg = plan_error(cfg)
+    assert f"{d / 'mine-a.yaml'} and in {d / 'mine-b.yaml'}" in msg and "model.hidden: 32 → 48" in msg
+
+
+def test_the_readme_shows_the_config_error_the_tool_prints(tmp_path: Path, record) -> None:
+    record.bad_input("the README's example of a misspelled key (train.learning_rate)")
+    readme = (ROOT / "README.md").read_text()
+    shown = readme.split("## Configuration", 1)[1].split("```\n", 2)[1].splitlines()
+    assert shown[0] == "config is invalid:" and shown[1].endswith(", ...")
+    cfg = tmp_path / "lr.yaml"
+    cfg.write_text("train: {learning_rate: 0.01}\n")
+    msg = plan_error(cfg).splitlines()
+    assert msg[0] == shown[0] and msg[1].startswith(shown[1].removesuffix("..."))
