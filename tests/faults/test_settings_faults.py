@@ -145,3 +145,24 @@ def test_the_readme_shows_the_config_error_the_tool_prints(tmp_path: Path, recor
     cfg.write_text("train: {learning_rate: 0.01}\n")
     msg = plan_error(cfg).splitlines()
     assert msg[0] == shown[0] and msg[1].startswith(shown[1].removesuffix("..."))
+
+
+def test_rnmt_train_itself_refuses_a_setting_of_the_wrong_type(corpus: dict[str, Path], tmp_path: Path,
+                                                               record) -> None:
+    record.bad_input("`rnmt train --settings '{\"lr\": \"0.01\"}'` (a string), run without the workflow")
+    c = corpus
+    files = [x for k in ("train_src", "train_tgt", "dev_src", "dev_tgt", "src_vocab", "tgt_vocab")
+             for x in (f"--{k.replace('_', '-')}", str(c[k]))]
+    got = rnmt("train", "--model", '{"arch": "rnnsearch", "emb": 8, "hidden": 8}', "--settings", '{"lr": "0.01"}',
+               *files, "--out-dir", str(tmp_path))
+    assert got.returncode == 2 and "Traceback" not in got.stderr
+    assert "rnmt train: error: training setting lr must be float, not str '0.01'" in got.stderr
+
+
+def test_the_schema_and_the_trainer_know_the_same_training_settings() -> None:
+    from dataclasses import fields
+
+    from rnmt.train.trainer import TrainSettings
+
+    schema = load_yaml(ROOT / "workflow/schemas/config.schema.yaml")["$defs"]["train"]["properties"]
+    assert set(schema) == {f.name for f in fields(TrainSettings)} - {"seed"}    # the seed comes from the row

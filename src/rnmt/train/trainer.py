@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from rnmt import hardware
+from rnmt.config import closest
 from rnmt.data.batching import ParallelData, bucketed_batches, load_parallel, make_batch, token_batches
 from rnmt.data.bpe import undo
 from rnmt.data.vocab import PAD_ID, Vocab
@@ -101,8 +102,18 @@ class TrainSettings:
         names = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - names)
         if unknown:
-            raise InputError(f"unknown training setting(s) {', '.join(unknown)}; valid: {', '.join(sorted(names))}")
+            hints = [f"{k} (did you mean {closest(k, sorted(names))[0]}?)" if closest(k, sorted(names)) else k
+                     for k in unknown]
+            raise InputError(f"unknown training setting(s) {', '.join(hints)}; valid: {', '.join(sorted(names))}")
         d = dict(d)
+        defaults = cls()
+        for k, v in d.items():                       # the type of each default is the setting's type
+            want = type(getattr(defaults, k))
+            ok = (isinstance(v, (int, float)) and not isinstance(v, bool) if want is float
+                  else isinstance(v, int) and not isinstance(v, bool) if want is int
+                  else isinstance(v, (list, tuple)) and len(v) == 2 if want is tuple else isinstance(v, want))
+            if not ok:
+                raise InputError(f"training setting {k} must be {want.__name__}, not {type(v).__name__} {v!r}")
         if "betas" in d:
             d["betas"] = tuple(d["betas"])
         s = cls(**d)
