@@ -219,6 +219,9 @@ def cmd_score(a: argparse.Namespace) -> None:
         meta["seeds"] = member_seeds(meta["member"])
     out = {**meta, "scores": scores, "train": train, "decode": read_json(a.decode_metrics) if a.decode_metrics else {}}
     write_json(a.output, out)
+    if "empty_output" in scores:
+        log.warning("%s: not scored: %s (%d lines of %s)", a.output, scores["empty_output"], len(hyps), a.hyp)
+        return
     log.info("%s: BLEU %.2f (tok %.2f), chrF %.2f", a.output, scores["bleu"], scores.get("tok_bleu", float("nan")),
              scores["chrf"])
 

@@ -9,6 +9,9 @@ from pathlib import Path
 import pytest
 
 from faults.faultlib import rnmt
+from rnmt.evaluate.score import EMPTY_OUTPUT
+from rnmt.plan import table_from_experiment
+from rnmt.report.tables import tidy
 
 pytestmark = pytest.mark.faults
 
@@ -34,13 +37,18 @@ def test_score_on_empty_files_is_a_clear_error(tmp_path: Path, record) -> None:
     assert "rerun" in got.stderr and not (tmp_path / "m.json").exists()
 
 
-def test_every_hypothesis_empty_is_an_error_not_bleu_zero(tmp_path: Path, record) -> None:
-    record.bad_input("a translation whose every line is empty (`rnmt score`: no BLEU 0.0 in a table)")
+def test_every_hypothesis_empty_is_no_bleu_zero_but_a_reason_in_the_table(tmp_path: Path, record) -> None:
+    record.bad_input("a translation whose every line is empty (`rnmt score`, then its table: no BLEU 0.0)")
     hyp, ref = write(tmp_path / "test.txt", ["", "", ""]), write(tmp_path / "test.tgt", ["a b", "c d", "e"])
     got = rnmt("score", "--hyp", str(hyp), "--ref", str(ref), "--output", str(tmp_path / "m.json"))
-    assert got.returncode == 2 and "Traceback" not in got.stderr, got.stderr[-2000:]
-    assert f"rnmt score: error: every hypothesis in {hyp} is empty: the model produced no output" in got.stderr
-    assert not (tmp_path / "m.json").exists()
+    assert got.returncode == 0 and "Traceback" not in got.stderr, got.stderr[-2000:]
+    assert f"not scored: {EMPTY_OUTPUT} (3 lines of {hyp})" in got.stderr
+    scores = json.loads((tmp_path / "m.json").read_text())["scores"]
+    assert scores["empty_output"] == EMPTY_OUTPUT and "bleu" not in scores and "chrf" not in scores
+    table = table_from_experiment({"table": "t", "title": "t", "corpus": "c", "metrics": ["bleu", "chrf"],
+                                   "rows": [{"system": "S", "variant": "v", "arch": "rnnsearch"}]}, Path("t.yaml"))
+    df = tidy(table, {("v", "seed1"): {"scores": scores}}, "r", "demo")
+    assert df.ours.isna().all() and set(df.why_empty) == {EMPTY_OUTPUT}
     write(hyp, ["", "c d", ""])                # some empty lines are a (poor) result, scored as such
     got = rnmt("score", "--hyp", str(hyp), "--ref", str(ref), "--output", str(tmp_path / "m.json"))
     assert got.returncode == 0, got.stderr[-2000:]

@@ -28,10 +28,13 @@ def _check(hyps: Sequence[str], refs: Sequence[Sequence[str]], what: str) -> Non
                              "the translation is incomplete or belongs to another test set")
 
 
+EMPTY_OUTPUT = "every hypothesis is empty: the model produced no output (did it train? see its train.json)"
+
+
 def check_scorable(hyps: Sequence[str], refs: Sequence[Sequence[str]], hyp_file: str = "",
                    ref_files: Sequence[str] = ()) -> None:
-    """Refuse inputs whose score would mean nothing: no reference lines (sacrebleu fails on them), no
-    hypotheses, or only empty hypotheses (BLEU 0.0, which a table would show as a result)."""
+    """Refuse inputs that cannot be scored: no reference lines (sacrebleu fails on them) or no hypotheses.
+    A translation of empty lines only is scored as `EMPTY_OUTPUT` instead (see `score`)."""
     hyp_name = hyp_file or "the translation"
     for k, r in enumerate(refs):
         if not r:
@@ -43,11 +46,6 @@ def check_scorable(hyps: Sequence[str], refs: Sequence[Sequence[str]], hyp_file:
         raise InputError(f"{hyp_name}: the translation is empty (0 lines for {len(refs[0]) if refs else 0} "
                          "reference lines): the translate job did not finish or wrote nothing. Delete it and rerun "
                          "the translation")
-    if not any(h.strip() for h in hyps):
-        raise InputError(f"every hypothesis in {hyp_name} is empty: the model produced no output ({len(hyps)} empty "
-                         "lines; BLEU would be 0.0, which is not a result). Check that the model trained (its "
-                         "train.json: steps and dev perplexity) and the translate log (e.g. a max length of 0); "
-                         "retrain or translate again, then score")
 
 
 def bucket_name(lo: int, hi: int | None) -> str:
@@ -88,6 +86,9 @@ def score(hyps: Sequence[str], refs: Sequence[Sequence[str]], hyps_tok: Sequence
     BLEU per test set (NIST MT02..MT08) and their average. Empty inputs are refused (`check_scorable`)."""
     check_scorable(hyps, refs)
     _check(hyps, refs, "detokenized scoring")
+    if not any(h.strip() for h in hyps):
+        # BLEU 0.0 here would read as a result in a table: no scores, and the reason instead
+        return {"empty_output": EMPTY_OUTPUT, "sentences": len(hyps), "references": len(refs)}
     bleu = BLEU(lowercase=lowercase)
     b = bleu.corpus_score(list(hyps), [list(r) for r in refs])
     chrf = CHRF(lowercase=lowercase)

@@ -135,7 +135,10 @@ def tidy(table: Table, metrics: dict[tuple[str, str], dict[str, Any]], run: str,
             paper = row.paper.get(metric)
             reason = ""
             if not values:
-                reason = row.why_not if not row.trained and table.kind != "cells" else why_empty(metric, scale)
+                unscored = next((r["scores"]["empty_output"] for r in runs if "empty_output" in r.get("scores", {})),
+                                None)
+                reason = (row.why_not if not row.trained and table.kind != "cells"
+                          else unscored or why_empty(metric, scale))
             records.append({"table": table.name, "system": row.system, "variant": row.variant or "",
                             "metric": metric, "paper": math.nan if paper is None else float(paper), "ours": ours,
                             "std": std, "n_seeds": len(values), "why_empty": reason, "scale": scale, "run": run,

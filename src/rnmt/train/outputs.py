@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from rnmt.io import InputError, atomic_path, lock_holder, try_lock
+from rnmt.io import InputError, atomic_path, atomic_writer, lock_holder, try_lock
 
 LOCK = ".train.lock"
 
@@ -33,11 +33,12 @@ def keep_path(path: Path) -> Path:
 def keep(path: Path, content: bytes | None = None) -> None:
     """Copy `path`, or write `content` as its copy, to `.<name>.keep` (atomically: a killed copy leaves
     the previous copy as it was)."""
+    if content is not None:
+        with atomic_writer(keep_path(path), "wb") as f:
+            f.write(content)
+        return
     with atomic_path(keep_path(path)) as tmp:
-        if content is None:
-            shutil.copyfile(path, tmp)
-        else:
-            tmp.write_bytes(content)
+        shutil.copyfile(path, tmp)
 
 
 def restore(path: Path, check: Callable[[Path], None], fresh_start: list[Path]) -> bool:
