@@ -109,7 +109,7 @@ def test_snakemake_killed_mid_training_then_rerun(tmp_path: Path, record) -> Non
     cfg = {"run": "k", "tables": ["demo-rnnsearch"],
            "corpora": {"synthetic-demo": {"sizes": {"train": 400, "dev": 30, "test": 40}}}, "bpe": {"merges": 150},
            "override": {"model": {"emb": 16, "hidden": 24},
-                        "train": {"max_steps": 1500, "max_epochs": 1000, "valid_every": 500, "max_minutes": 0,
+                        "train": {"max_steps": 800, "max_epochs": 1000, "valid_every": 400, "max_minutes": 0,
                                   "threads": 1, "batch_size": 32, "valid_bleu": False}}}
     (tmp_path / "k.yaml").write_text(json.dumps(cfg))
     d = tmp_path / "results/k/models/synthetic-demo/rnnsearch-gru/seed1"
@@ -129,11 +129,11 @@ def test_snakemake_killed_mid_training_then_rerun(tmp_path: Path, record) -> Non
     while Path(f"/proc/{trainer}").exists() and "zombie" not in Path(f"/proc/{trainer}/status").read_text().lower():
         time.sleep(0.2)                                   # the orphan finishes the run
     finished = (d / ".model.pt.keep").read_bytes()      # the rerun had deleted the outputs of the job it failed
-    assert checkpoint.load(d / "last.pt")["step"] == 1500
+    assert checkpoint.load(d / "last.pt")["step"] == 800
     log = target.replace("model.pt", "train.jsonl")      # deleted after the failed rerun: its job runs again
     got = run_snakemake([target, log, "--cores", "1", "--configfile", "k.yaml", "--rerun-incomplete"], tmp_path)
     assert got.returncode == 0, got.stderr[-3000:]
-    assert "had already ended at step 1500" in (tmp_path / "results/k/logs/train/synthetic-demo/"
+    assert "had already ended at step 800" in (tmp_path / "results/k/logs/train/synthetic-demo/"
                                                  "rnnsearch-gru.seed1.log").read_text()
     assert (d / "model.pt").read_bytes() == finished, "a rerun of a finished run restores its best model.pt"
-    assert checkpoint.load(d / "last.pt")["step"] == 1500 and logged_steps(d / "train.jsonl")[-1] == 1500
+    assert checkpoint.load(d / "last.pt")["step"] == 800 and logged_steps(d / "train.jsonl")[-1] == 800
