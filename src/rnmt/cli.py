@@ -128,7 +128,7 @@ def cmd_translate(a: argparse.Namespace) -> None:
     labels = load_labels(a.src_labels, a.input, lines, label_vocab) if label_vocab is not None else None
 
     def timed(beam: int, progress: bool) -> tuple[list[str], dict[str, float]]:
-        """Decode everything at `beam`; speed as DESIGN.md says: synchronised, start-up excluded."""
+        """Decode everything at `beam`; the speed is timed after start-up, the device synchronised."""
         t0 = time.perf_counter()
         hyps = translate_ids(model, sources, beam=beam, batch_size=a.batch_size, max_len_ratio=a.max_len_ratio,
                              max_len_extra=a.max_len_extra, penalty=a.length_penalty, alpha=a.alpha,

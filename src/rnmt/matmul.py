@@ -2,11 +2,9 @@
 
 torch hands a CPU float32 `F.linear`, `addmm` or `mm` to MKL's sgemm. On AMD CPUs MKL takes its AVX2
 code path even where the CPU has AVX-512, while oneDNN, which torch bundles (it is behind `nn.LSTM` on
-the CPU and inductor's CPU linear layers), uses AVX-512. On this project's 2-core AMD EPYC (Zen 5) VM,
-2 threads, MKL reached 200-218 GFLOP/s and oneDNN 354-480 on the same products ([2048²]·[2048²]: 211
-vs 478; [80, 1000]·[1000, 3000], a hidden-1000 GRU's per-step product: 2.8 vs 1.7 ms; [320, 256]·[256,
-4000], a beam-10 output layer: 207 vs 389). Below about 2²⁰ multiply-adds oneDNN's per-call overhead
-loses ([80, 64]·[64, 64]: 13.5 vs 6.9 µs), so small products stay with the BLAS.
+the CPU and inductor's CPU linear layers), uses AVX-512. Below about 2²⁰ multiply-adds oneDNN's per-call
+overhead loses, so small products stay with the BLAS. The measurements behind both choices are in
+benchmarks/README.md ("Matrix products on the CPU").
 
 `linear`, `addmm` and `mm` are drop-ins for `F.linear`, `torch.addmm` and `torch.mm` that take the
 oneDNN route where it applies (`linear`'s backward products too) and torch's own everywhere else

@@ -1,8 +1,8 @@
 """What every benchmark shares: a synchronised median clock, the measured matrix-multiply peak and a
 record of where the numbers were taken (device, threads, load).
 
-Timings follow DESIGN.md's speed rules: warm-up runs first, the device is synchronised around every
-timed run, start-up is excluded, and the median of several repetitions is reported.
+Every timing: warm-up runs first, the device is synchronised around every timed run, start-up is
+excluded, and the median of several repetitions is reported (benchmarks/README.md).
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """ATR paper, Table 4 (WMT14 En-De, 40K BPE vocabulary per side; emb 620, hidden 1000).
 
-Design details the paper leaves open, chosen so that the counts follow from the reference code's
-structure (REFERENCES.md): the additive attention's hidden size equals the memory size (2d for the
-bidirectional encoder, d for CA); the output layer is tied to the target embeddings; the decoder
-init covers the whole state (h and c for the LSTM).
+Design details the paper leaves open, taken from its public reference code (github.com/bzhangGo/zero,
+models/rnnsearch.py): the additive attention's hidden size equals the memory size (2d for the
+bidirectional encoder, d for CA, whose source encoding is the backward output only); the output layer
+is tied to the target embeddings (the readout's logits go through the target embedding matrix); the
+decoder init covers the whole state (h and c for the LSTM).
 """
 
 from rnmt.report.paper_params import ParamRow
