@@ -170,60 +170,11 @@ def cmd_postprocess(a: argparse.Namespace) -> None:
     write_lines(a.output, [detokenize(line, a.lang) for line in tok])
 
 
-def with_extra_references(paths: list[str]) -> list[str]:
-    """Each reference file followed by its extra references `<file>.ref1`, `.ref2`, ... (NIST: 4 in all)."""
-    out = []
-    for p in paths:
-        out.append(p)
-        k = 1
-        while Path(f"{p}.ref{k}").is_file():
-            out.append(f"{p}.ref{k}")
-            k += 1
-    return out
-
-
-def test_parts(manifest: dict) -> list[tuple[str, int, int]] | None:
-    """(test set, first line, lines) of a merged split from its assemble manifest; None for one part.
-    A part is named by its source's folder (results/sources/<source id>/...)."""
-    parts = manifest.get("parts") or []
-    if len(parts) < 2:
-        return None
-    out, first = [], 1
-    for p in parts:                             # the parts follow each other in the merged split
-        out.append((Path(p["src"]).parent.name, first, int(p["lines"])))
-        first += int(p["lines"])
-    return out
-
-
 def cmd_score(a: argparse.Namespace) -> None:
-    from rnmt.evaluate.score import check_scorable, score
-    from rnmt.io import read_json, read_lines, write_json
+    from rnmt.evaluate.metrics import write_metrics
 
-    src_lengths = [len(line.split()) for line in read_lines(a.src)] if a.src else None
-    refs = with_extra_references(a.ref)
-    refs_tok = with_extra_references(a.ref_tok) if a.ref_tok else None
-    parts = test_parts(read_json(a.manifest)) if a.manifest else None
-    hyps, ref_lines = read_lines(a.hyp), [read_lines(r) for r in refs]
-    check_scorable(hyps, ref_lines, a.hyp, refs)           # names the files, before any score is computed
-    scores = score(hyps, ref_lines, read_lines(a.hyp_tok) if a.hyp_tok else None,
-                   [read_lines(r) for r in refs_tok] if refs_tok else None, lowercase=a.lowercase,
-                   src_lengths=src_lengths, parts=parts)
-    meta = dict(kv.split("=", 1) for kv in a.meta)
-    members = [read_json(p) for p in a.train_metrics]
-    train = members[0] if len(members) == 1 else {
-        "params": sum(m["params"] for m in members), "members": members,
-        "train_tgt_words_per_s": sum(m["train_tgt_words_per_s"] for m in members) / len(members)} if members else {}
-    if "member" in meta:
-        from rnmt.plan import member_seeds
-
-        meta["seeds"] = member_seeds(meta["member"])
-    out = {**meta, "scores": scores, "train": train, "decode": read_json(a.decode_metrics) if a.decode_metrics else {}}
-    write_json(a.output, out)
-    if "empty_output" in scores:
-        log.warning("%s: not scored: %s (%d lines of %s)", a.output, scores["empty_output"], len(hyps), a.hyp)
-        return
-    log.info("%s: BLEU %.2f (tok %.2f), chrF %.2f", a.output, scores["bleu"], scores.get("tok_bleu", float("nan")),
-             scores["chrf"])
+    write_metrics(a.output, a.hyp, a.ref, a.hyp_tok, a.ref_tok, a.src, a.manifest, a.lowercase,
+                  dict(kv.split("=", 1) for kv in a.meta), a.train_metrics, a.decode_metrics)
 
 
 def cmd_gates(a: argparse.Namespace) -> None:

@@ -80,11 +80,13 @@ def bleu_longer_than(hyps: Sequence[str], refs: Sequence[Sequence[str]], src_len
 def score(hyps: Sequence[str], refs: Sequence[Sequence[str]], hyps_tok: Sequence[str] | None = None,
           refs_tok: Sequence[Sequence[str]] | None = None, lowercase: bool = False,
           src_lengths: Sequence[int] | None = None,
-          parts: Sequence[tuple[str, int, int]] | None = None) -> dict[str, Any]:
+          parts: Sequence[tuple[str, int, int]] | None = None, hyp_file: str = "",
+          ref_files: Sequence[str] = ()) -> dict[str, Any]:
     """`refs` is a list of reference streams (one for WMT, four for NIST), each aligned with `hyps`;
     `parts` names the test sets a merged test split is made of, as (name, first line, lines), for
-    BLEU per test set (NIST MT02..MT08) and their average. Empty inputs are refused (`check_scorable`)."""
-    check_scorable(hyps, refs)
+    BLEU per test set (NIST MT02..MT08) and their average. Empty inputs are refused (`check_scorable`,
+    naming `hyp_file` and `ref_files` where given)."""
+    check_scorable(hyps, refs, hyp_file, ref_files)
     _check(hyps, refs, "detokenized scoring")
     if not any(h.strip() for h in hyps):
         # BLEU 0.0 here would read as a result in a table: no scores, and the reason instead

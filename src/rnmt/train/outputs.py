@@ -10,6 +10,7 @@ with the names of every file to delete to train the model afresh.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -77,3 +78,20 @@ def lock_folder(out_dir: Path) -> int:
                          f"(kill <pid>), then rerun")
     os.set_inheritable(fd, False)
     return fd
+
+
+def check_model_copy(path: Path) -> None:
+    """A model.pt copy that loads as a checkpoint with weights."""
+    from rnmt.train import checkpoint
+
+    if "state_dict" not in checkpoint.load(path):
+        raise InputError(f"{path}: no weights in it")
+
+
+def check_log_copy(path: Path) -> None:
+    """A train.jsonl copy of JSON records, one per line."""
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        try:
+            json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputError(f"{path}, line {n}: not a JSON record ({e.msg})") from None

@@ -24,7 +24,7 @@ import random
 import resource
 import signal
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,6 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from rnmt import hardware
-from rnmt.config import closest
 from rnmt.data.batching import ParallelData, bucketed_batches, load_parallel, make_batch, token_batches
 from rnmt.data.bpe import undo
 from rnmt.data.vocab import PAD_ID, Vocab
@@ -44,13 +43,9 @@ from rnmt.models import Seq2Seq, build_model, factors
 from rnmt.models.pretrained import load_pretrained
 from rnmt.train import checkpoint, distributed, outputs, schedules
 from rnmt.train.optim import initialise, make_optimizer
+from rnmt.train.settings import BUDGET_FIELDS, TrainSettings
 
 log = logging.getLogger(__name__)
-
-# Settings a resumed run may change (budgets and bookkeeping); any other change starts afresh.
-BUDGET_FIELDS = {"max_epochs", "max_steps", "max_minutes", "patience", "log_every", "checkpoint_every", "threads",
-                 "device", "resume", "valid_bleu"}
-
 
 class TrainingInterrupted(Exception):
     """A signal asked training to stop; last.pt holds the state to resume from."""
@@ -58,68 +53,6 @@ class TrainingInterrupted(Exception):
 
 class TrainingDiverged(Exception):
     """The loss became NaN or infinite (with nan_policy=stop)."""
-
-
-@dataclass
-class TrainSettings:
-    seed: int = 1
-    batch_size: int = 80               # sentences per batch (ATR 80, SR-NMT 64) ...
-    batch_tokens: int = 0              # ... or, when > 0, padded tokens per batch and side (DTMT 4096)
-    max_len: int = 80                  # subwords per side; longer training pairs are skipped
-    optimizer: str = "adam"
-    lr: float = 5e-4
-    betas: tuple[float, float] = (0.9, 0.999)
-    eps: float = 1e-8
-    rho: float = 0.95                  # AdaDelta's decay (Zeiler 2012; UD paper's optimiser)
-    clip: float = 5.0
-    schedule: str = "constant"         # constant | halve_every_epoch | rnmt_plus
-    warmup_steps: int = 500            # rnmt_plus p
-    decay_start: int = 8000            # rnmt_plus s
-    decay_end: int = 64000             # rnmt_plus e
-    replicas: int = 1                  # rnmt_plus n
-    plateau_retrains: int = 0          # SR-NMT: when patience runs out, restart from the best checkpoint ...
-    plateau_factor: float = 0.5        # ... at this fraction of the rate, this many times
-    label_smoothing: float = 0.0
-    init: str = "uniform"              # uniform | xavier | diagonal | default
-    init_scale: float = 0.08           # uniform ±init_scale (ATR, DTMT)
-    max_epochs: int = 10
-    max_steps: int = 0                 # 0: no limit
-    max_minutes: float = 0.0           # 0: no limit; training time only (validation excluded)
-    valid_every: int = 500             # steps
-    valid_bleu: bool = True            # greedy dev BLEU at each validation
-    patience: int = 0                  # validations without dev-loss improvement before stopping; 0: off
-    nan_policy: str = "stop"           # stop | skip (a batch with a NaN/inf loss)
-    log_every: int = 50
-    checkpoint_every: int = 0          # steps between last.pt saves besides validations; 0: validations only
-    resume: bool = True
-    threads: int = 0                   # CPU threads for torch; 0: torch's default
-    device: str = "auto"
-    amp: bool = True                   # bfloat16 autocast on CUDA
-    pretrained_src: str = ""           # word2vec text file of source word vectors (UD paper: GloVe); "": none
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> TrainSettings:
-        names = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            hints = [f"{k} (did you mean {closest(k, sorted(names))[0]}?)" if closest(k, sorted(names)) else k
-                     for k in unknown]
-            raise InputError(f"unknown training setting(s) {', '.join(hints)}; valid: {', '.join(sorted(names))}")
-        d = dict(d)
-        defaults = cls()
-        for k, v in d.items():                       # the type of each default is the setting's type
-            want = type(getattr(defaults, k))
-            ok = (isinstance(v, (int, float)) and not isinstance(v, bool) if want is float
-                  else isinstance(v, int) and not isinstance(v, bool) if want is int
-                  else isinstance(v, (list, tuple)) and len(v) == 2 if want is tuple else isinstance(v, want))
-            if not ok:
-                raise InputError(f"training setting {k} must be {want.__name__}, not {type(v).__name__} {v!r}")
-        if "betas" in d:
-            d["betas"] = tuple(d["betas"])
-        s = cls(**d)
-        if s.nan_policy not in ("stop", "skip"):
-            raise InputError(f"nan_policy must be 'stop' or 'skip', not {s.nan_policy!r}")
-        return s
 
 
 def count_parameters(model: torch.nn.Module) -> int:
@@ -259,14 +192,14 @@ class Trainer:
             return
         fresh = [self.out_dir / n for n in ("model.pt", "last.pt", "train.jsonl", ".train.jsonl.keep")]
         model = self.out_dir / "model.pt"
-        if outputs.restore(model, _check_model_copy, fresh):
+        if outputs.restore(model, outputs.check_model_copy, fresh):
             log.info("restored %s from its copy", model)
         elif not model.exists() and self.p.best:
             files = " ".join(str(f) for f in fresh if f.exists())
             raise InputError(f"{model} and its copy {outputs.keep_path(model)} are missing, so the best weights of "
                              f"this run (step {self.p.best.get('step')}) are lost. Delete {files} and rerun to train "
                              "the model afresh")
-        outputs.restore(self.out_dir / "train.jsonl", _check_log_copy, fresh)
+        outputs.restore(self.out_dir / "train.jsonl", outputs.check_log_copy, fresh)
 
     def _comparable(self, settings: dict[str, Any]) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in settings.items() if k not in BUDGET_FIELDS}
@@ -521,16 +454,3 @@ class Trainer:
             "hardware": hardware.describe(self.device),
         }
 
-
-def _check_model_copy(path: Path) -> None:
-    ckpt = checkpoint.load(path)
-    if "state_dict" not in ckpt:
-        raise InputError(f"{path}: no weights in it")
-
-
-def _check_log_copy(path: Path) -> None:
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        try:
-            json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputError(f"{path}, line {n}: not a JSON record ({e.msg})") from None

@@ -1,0 +1,77 @@
+"""A decoding's metrics file: its scores against the references, beside the metrics of the training
+runs and the decoding that produced it; tables and runs.csv are built from these files."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rnmt.evaluate.score import score
+from rnmt.io import read_json, read_lines, write_json
+
+log = logging.getLogger(__name__)
+
+
+def with_extra_references(paths: Sequence[str]) -> list[str]:
+    """Each reference file followed by its extra references `<file>.ref1`, `.ref2`, ... (NIST: 4 in all)."""
+    out = []
+    for p in paths:
+        out.append(p)
+        k = 1
+        while Path(f"{p}.ref{k}").is_file():
+            out.append(f"{p}.ref{k}")
+            k += 1
+    return out
+
+
+def test_parts(manifest: dict[str, Any]) -> list[tuple[str, int, int]] | None:
+    """(test set, first line, lines) of a merged split from its assemble manifest; None for one part.
+    A part is named by its source's folder (results/sources/<source id>/...)."""
+    parts = manifest.get("parts") or []
+    if len(parts) < 2:
+        return None
+    out, first = [], 1
+    for p in parts:                             # the parts follow each other in the merged split
+        out.append((Path(p["src"]).parent.name, first, int(p["lines"])))
+        first += int(p["lines"])
+    return out
+
+
+def train_metrics(paths: Sequence[str]) -> dict[str, Any]:
+    """The training metrics of one model, or of an ensemble's members (parameters added up)."""
+    members = [read_json(p) for p in paths]
+    if len(members) == 1:
+        return members[0]
+    if not members:
+        return {}
+    return {"params": sum(m["params"] for m in members), "members": members,
+            "train_tgt_words_per_s": sum(m["train_tgt_words_per_s"] for m in members) / len(members)}
+
+
+def write_metrics(output: str, hyp: str, refs: Sequence[str], hyp_tok: str | None = None,
+                  refs_tok: Sequence[str] | None = None, src: str | None = None, manifest: str | None = None,
+                  lowercase: bool = False, meta: dict[str, Any] | None = None,
+                  train: Sequence[str] = (), decode: str | None = None) -> dict[str, Any]:
+    """Score `hyp` against `refs` (each with its extra references) and write the metrics file."""
+    from rnmt.plan import member_seeds
+
+    refs = with_extra_references(refs)
+    refs_tok = with_extra_references(refs_tok) if refs_tok else None
+    hyps = read_lines(hyp)
+    scores = score(hyps, [read_lines(r) for r in refs], read_lines(hyp_tok) if hyp_tok else None,
+                   [read_lines(r) for r in refs_tok] if refs_tok else None, lowercase=lowercase,
+                   src_lengths=[len(line.split()) for line in read_lines(src)] if src else None,
+                   parts=test_parts(read_json(manifest)) if manifest else None, hyp_file=hyp, ref_files=refs)
+    meta = dict(meta or {})
+    if "member" in meta:
+        meta["seeds"] = member_seeds(meta["member"])
+    out = {**meta, "scores": scores, "train": train_metrics(train), "decode": read_json(decode) if decode else {}}
+    write_json(output, out)
+    if "empty_output" in scores:
+        log.warning("%s: not scored: %s (%d lines of %s)", output, scores["empty_output"], len(hyps), hyp)
+    else:
+        log.info("%s: BLEU %.2f (tok %.2f), chrF %.2f", output, scores["bleu"], scores.get("tok_bleu", float("nan")),
+                 scores["chrf"])
+    return out
