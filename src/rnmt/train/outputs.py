@@ -11,7 +11,6 @@ with the names of every file to delete to train the model afresh.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import time
@@ -76,7 +75,6 @@ def lock_folder(out_dir: Path) -> int:
         raise FolderBusy(f"{out_dir} is being trained by {lock_holder(path)}; two trainers must not write one "
                          "folder. Wait for it to finish (this job then finds the model trained) or stop it "
                          f"(kill <pid>), then rerun")
-    os.set_inheritable(fd, False)
     return fd
 
 
