@@ -2,6 +2,7 @@
 1 and 4 and Figure 3 gives CSVs that match their experiment files, and editing one row reruns only
 that row's jobs."""
 
+import json
 import math
 import os
 import shutil
@@ -161,6 +162,33 @@ def test_editing_one_row_reruns_only_that_row(built: Path) -> None:
         os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     again = run_snakemake(["-n", "--configfile", "tiny.yaml"], built)
     assert "Nothing to be done" in again.stdout + again.stderr
+
+
+@pytest.mark.workflow
+def test_a_run_cut_short_by_the_time_cap_is_named_under_its_table(built: Path, tmp_path: Path) -> None:
+    """Steps are the budget; a `max_minutes` safety cap that ends a run first makes its numbers depend
+    on the machine, and the table must say so (the tiny runs end by their step budget: no such note)."""
+    from rnmt.io import read_json
+    from rnmt.plan import Plan
+    from rnmt.report.tables import build
+
+    plan = Plan({**yaml.safe_load((ROOT / "config.yaml").read_text()), **yaml.safe_load((built / "tiny.yaml")
+                 .read_text())}, built)
+    table = plan.tables["atr-table4"]
+    files = [built / p for p in plan.metrics_paths("atr-table4")]
+    assert "time cap" not in (built / "results/tiny/tables/atr-table4.md").read_text()
+    cut = next(f for f in files if "atr-rnnsearch-lstm" in str(f))
+    m = read_json(cut)
+    assert m["train"]["stop_reason"] == "max_steps"
+    m["train"]["stop_reason"] = "max_minutes"
+    m["train"]["train_settings"]["max_minutes"] = 0.5
+    copy = tmp_path / "lstm.json"
+    copy.write_text(json.dumps(m))
+    build(table, [copy if f == cut else f for f in files], "tiny", "demo", tmp_path / "t.csv", tmp_path / "t.md")
+    md = (tmp_path / "t.md").read_text()
+    assert "Stopped by the time cap (`max_minutes`)" in md
+    assert f"RNNSearch+LSTM (atr-rnnsearch-lstm, seed 1: step {m['train']['steps']}, 0.5 min)" in md
+    assert "RNNSearch+GRU (" not in md
 
 
 @pytest.mark.parametrize("scale", ["demo", "small", "paper"])

@@ -18,6 +18,7 @@ from rnmt.data.batching import load_parallel, make_batch, token_batches
 from rnmt.data.vocab import PAD_ID, Vocab
 from rnmt.models import build_model
 from rnmt.train import distributed, schedules
+from rnmt.train.optim import initialise
 from rnmt.train.trainer import Trainer, TrainingDiverged, TrainSettings
 from tinytrain import MODEL, assert_same_weights
 
@@ -28,6 +29,23 @@ def trainer(corpus: dict[str, Path], out: Path, **settings) -> Trainer:
     c = corpus
     return Trainer(MODEL, s, c["train_src"], c["train_tgt"], c["dev_src"], c["dev_tgt"], c["src_vocab"],
                    c["tgt_vocab"], out)
+
+
+# ---- initialisation ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("scheme", ["uniform", "xavier"])
+def test_initialisation_leaves_layer_norms_at_the_identity(scheme: str) -> None:
+    """DTMT's per-gate layer norms: gains drawn like weights (about ±0.08) scale every normalised gate
+    input down to a random-signed fraction, and the model sits at the unigram distribution."""
+    model = build_model("dtmt", 30, 30, cell="lgru", emb=16, hidden=16, depth=2, heads=2)
+    initialise(model, scheme, 0.08)
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.LayerNorm)]
+    assert len(norms) >= 10
+    for m in norms:
+        assert torch.equal(m.weight, torch.ones_like(m.weight)) and torch.equal(m.bias, torch.zeros_like(m.bias))
+    weights = [p for n, p in model.named_parameters() if "norm" not in n]
+    if scheme == "uniform":
+        assert all(p.abs().max() <= 0.08 for p in weights)
+    assert all(p.std() > 0 for p in weights if p.numel() > 1)
 
 
 # ---- schedules --------------------------------------------------------------------------------------
@@ -54,6 +72,27 @@ def test_lr_in_the_log_follows_the_schedule(corpus: dict[str, Path], tmp_path: P
     for r in (r for r in recs if r["kind"] == "train"):
         assert r["lr"] == pytest.approx(0.003 * 0.5 ** r["epoch"])
     assert {r["epoch"] for r in recs if r["kind"] == "train"} == {0, 1}       # 9 batches an epoch
+
+
+def test_a_step_budget_gives_the_same_model_on_a_busy_machine(corpus: dict[str, Path], tmp_path: Path) -> None:
+    """The demo's tables must not depend on what else the machine is doing: a run budgeted in steps,
+    trained once on an idle CPU and once beside a CPU-bound process, ends with bit-identical weights
+    and the same validation records."""
+    trainer(corpus, tmp_path / "idle", max_steps=30, valid_every=10).run()
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        trainer(corpus, tmp_path / "busy", max_steps=30, valid_every=10).run()
+    finally:
+        burner.kill()
+        burner.wait()
+    assert_same_weights(tmp_path / "idle/model.pt", tmp_path / "busy/model.pt")
+
+    def valid(d: str) -> list[tuple[int, float]]:
+        recs = [json.loads(x) for x in (tmp_path / d / "train.jsonl").read_text().splitlines()]
+        return [(r["step"], r["dev_loss"]) for r in recs if r["kind"] == "valid"]
+
+    assert valid("idle") == valid("busy") and len(valid("idle")) == 3
+    assert json.loads((tmp_path / "busy/train.json").read_text())["stop_reason"] == "max_steps"
 
 
 # ---- resume -----------------------------------------------------------------------------------------

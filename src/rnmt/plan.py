@@ -291,9 +291,12 @@ class Plan:
         table_scale = (exp.get("settings") or {}).get(self.scale) or {}
         row_scale = (row.get("scales") or {}).get(self.scale) or {}
         override = self.config.get("override") or {}
-        arch_defaults = ((self.scale_settings.get("arch_model") or {}).get(row["arch"])) or {}
+        arch_model = ((self.scale_settings.get("arch_model") or {}).get(row["arch"])) or {}
+        arch_train = ((self.scale_settings.get("arch_train") or {}).get(row["arch"])) or {}
         defaults = {"model": _accepted(row["arch"], _overlay(self.config.get("model"), self.scale_settings.get("model"),
-                                                             arch_defaults, table_scale.get("model")))}
+                                                             arch_model, table_scale.get("model"))),
+                    "train": _overlay(self.config.get("train"), self.scale_settings.get("train"), arch_train,
+                                      table_scale.get("train"))}
         forced = {**override, "model": _accepted(row["arch"], override.get("model") or {})}
         parts = {s: _overlay(defaults.get(s) or _overlay(self.config.get(s), self.scale_settings.get(s),
                                                          table_scale.get(s)),

@@ -118,6 +118,21 @@ def _row_runs(table: Table, row: Row, metrics: dict[tuple[str, str], dict[str, A
     return runs
 
 
+def cut_short(table: Table, metrics: dict[tuple[str, str], dict[str, Any]]) -> list[str]:
+    """The trained models of `table` whose training the wall-clock cap (`max_minutes`) ended before their
+    step or epoch budget: their numbers depend on the machine's speed and load."""
+    out = []
+    for row in table.trained_rows:
+        for member in row.members():
+            train = metrics.get((row.variant, member), {}).get("train", {})   # type: ignore[arg-type]
+            for m in train.get("members", [train]):
+                if m.get("stop_reason") == "max_minutes":
+                    minutes = (m.get("train_settings") or {}).get("max_minutes")
+                    out.append(f"{row.system} ({row.variant}, seed {m.get('train_settings', {}).get('seed', '?')}: "
+                               f"step {m.get('steps')}" + (f", {minutes:g} min" if minutes else "") + ")")
+    return sorted(set(out))
+
+
 def tidy(table: Table, metrics: dict[tuple[str, str], dict[str, Any]], run: str, scale: str) -> pd.DataFrame:
     """`metrics` maps (variant, member) to a metrics.json; a row reads its members' files."""
     records = []
@@ -231,6 +246,9 @@ def _footer(table: Table, df: pd.DataFrame) -> list[str]:
         out.append(f"{label('bleu_avg')} (ours): BLEU of the one test set of scale `{scale}` (the paper averages its "
                    "test sets).")
     out += [f"BLEU signature: `{s}`" for s in sorted({s for s in df.signature if s})]
+    if df.attrs.get("cut_short"):
+        out.append("Stopped by the time cap (`max_minutes`) before their step budget, so their numbers depend on "
+                   "the machine's speed: " + "; ".join(df.attrs["cut_short"]) + ".")
     if table.notes:
         out.append(table.notes.strip())
     return out
@@ -287,6 +305,7 @@ def build(table: Table, metrics_files: list[str | Path], run: str, scale: str, o
         if key in metrics:
             metrics[key] = {**metrics[key], "gates": read_json(p)}
     df = tidy(table, metrics, run, scale)
+    df.attrs["cut_short"] = cut_short(table, metrics)
     with atomic_writer(out_csv) as f:
         df.to_csv(f, index=False)
     with atomic_writer(out_md) as f:

@@ -33,19 +33,23 @@ def make_optimizer(name: str, params: Iterable[nn.Parameter], lr: float, betas: 
 
 
 def initialise(model: nn.Module, scheme: str, scale: float = 0.08) -> None:
+    """Initialise `model`'s weights by `scheme`. Layer norms keep their identity start (gain 1, bias 0)
+    under every scheme: drawn like a weight, a gain of about ±scale would shrink each normalised
+    activation to a random-signed fraction of itself and stall learning."""
     if scheme == "default":
         return
-    if scheme == "uniform":
-        for p in model.parameters():
-            nn.init.uniform_(p, -scale, scale)
-    elif scheme == "xavier":
-        for name, p in model.named_parameters():
-            if "norm" in name:
+    if scheme in ("uniform", "xavier"):
+        for module in model.modules():
+            if isinstance(module, nn.LayerNorm):
+                module.reset_parameters()
                 continue
-            if p.dim() >= 2:
-                nn.init.xavier_normal_(p)
-            else:
-                nn.init.uniform_(p, -0.1, 0.1)
+            for p in module.parameters(recurse=False):
+                if scheme == "uniform":
+                    nn.init.uniform_(p, -scale, scale)
+                elif p.dim() >= 2:
+                    nn.init.xavier_normal_(p)
+                else:
+                    nn.init.uniform_(p, -0.1, 0.1)
     elif scheme == "diagonal":
         from rnmt.models.init import diagonal_init_
 
