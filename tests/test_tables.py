@@ -168,23 +168,22 @@ def test_editing_one_row_reruns_only_that_row(built: Path) -> None:
 def test_a_run_cut_short_by_the_time_cap_is_named_under_its_table(built: Path, tmp_path: Path) -> None:
     """Steps are the budget; a `max_minutes` safety cap that ends a run first makes its numbers depend
     on the machine, and the table must say so (the tiny runs end by their step budget: no such note)."""
-    from rnmt.io import read_json
-    from rnmt.plan import Plan
-    from rnmt.report.tables import build
+    import subprocess
+    import sys
 
-    plan = Plan({**yaml.safe_load((ROOT / "config.yaml").read_text()), **yaml.safe_load((built / "tiny.yaml")
-                 .read_text())}, built)
-    table = plan.tables["atr-table4"]
-    files = [built / p for p in plan.metrics_paths("atr-table4")]
     assert "time cap" not in (built / "results/tiny/tables/atr-table4.md").read_text()
-    cut = next(f for f in files if "atr-rnnsearch-lstm" in str(f))
-    m = read_json(cut)
+    files = sorted((built / "results/tiny/metrics/synthetic-demo").glob("*/seed*/test.json"))
+    cut = next(f for f in files if f.parts[-3] == "atr-rnnsearch-lstm")
+    m = json.loads(cut.read_text())
     assert m["train"]["stop_reason"] == "max_steps"
     m["train"]["stop_reason"] = "max_minutes"
     m["train"]["train_settings"]["max_minutes"] = 0.5
-    copy = tmp_path / "lstm.json"
-    copy.write_text(json.dumps(m))
-    build(table, [copy if f == cut else f for f in files], "tiny", "demo", tmp_path / "t.csv", tmp_path / "t.md")
+    (tmp_path / "lstm.json").write_text(json.dumps(m))
+    inputs = [str(tmp_path / "lstm.json") if f == cut else str(f) for f in files]
+    r = subprocess.run([sys.executable, "-m", "rnmt", "table", "--experiment", str(EXPERIMENTS / "atr-table4.yaml"),
+                        "--run", "tiny", "--scale", "demo", "--max-seeds", "1", "--csv", str(tmp_path / "t.csv"),
+                        "--md", str(tmp_path / "t.md"), "--", *inputs], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
     md = (tmp_path / "t.md").read_text()
     assert "Stopped by the time cap (`max_minutes`)" in md
     assert f"RNNSearch+LSTM (atr-rnnsearch-lstm, seed 1: step {m['train']['steps']}, 0.5 min)" in md

@@ -1,0 +1,80 @@
+"""The demo's tables mean something: with the shipped demo settings (its corpus, sizes and step budgets),
+rows taken unchanged from the shipped tables show what the papers found. One Snakemake run trains
+seven of the demo's models (about 3 minutes on 2 cores) and checks:
+
+- dependency labels from the corpus' gold trees beat no labels (ud-labels);
+- removing SR-NMT's layer norm, or its highway connections, costs BLEU (SR-NMT Table 4);
+- an ensemble of two ATR + CA models beats each of its members (ATR Table 2);
+- the full systems learn the synthetic pair (BLEU >= 40).
+"""
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import ROOT, run_snakemake
+
+EXPERIMENTS = ROOT / "workflow/experiments"
+
+
+def shipped_row(table: str, variant: str, **changes: object) -> dict:
+    exp = yaml.safe_load((EXPERIMENTS / f"{table}.yaml").read_text())
+    row = next(r for r in exp["rows"] if r.get("variant") == variant and not r.get("ensemble"))
+    return {**row, **changes}
+
+
+def shipped_settings(table: str) -> dict:
+    return yaml.safe_load((EXPERIMENTS / f"{table}.yaml").read_text()).get("settings") or {}
+
+
+@pytest.fixture(scope="module")
+def findings(tmp_path_factory: pytest.TempPathFactory) -> tuple[pd.DataFrame, Path]:
+    d = tmp_path_factory.mktemp("findings")
+    (d / "experiments").mkdir()
+    base = {"corpus": "synthetic-demo", "testset": "test", "metrics": ["bleu"], "paper": "none: the demo's findings"}
+    tables = {
+        "labels": [shipped_row("ud-labels", "atr-rnnsearch-gru"), shipped_row("ud-labels", "ud-rnnsearch-gru-gold")],
+        "srnmt": [shipped_row("srnmt-table4", v) for v in
+                  ("srnmt-4l-1stage", "srnmt-4l-1stage-noln", "srnmt-4l-1stage-nohw")],
+        "ensemble": [shipped_row("atr-table2", "atr-rnnsearch-atr-ca", seeds=[1, 2]),
+                     shipped_row("atr-table2", "atr-rnnsearch-atr-ca", seeds=[1, 2], ensemble=True,
+                                 system="ensemble")],
+    }
+    for name, rows in tables.items():
+        exp = {**base, "table": name, "title": name, "rows": rows,
+               **({"settings": shipped_settings("srnmt-table4")} if name == "srnmt" else {})}
+        (d / "experiments" / f"{name}.yaml").write_text(yaml.safe_dump(exp, sort_keys=False))
+    config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    config.update(run="findings", tables=list(tables), experiments_dir=str(d / "experiments"))
+    (d / "findings.yaml").write_text(yaml.safe_dump(config))
+    targets = [f"results/findings/tables/{t}.csv" for t in tables]
+    r = run_snakemake(["--cores", "2", *targets, "--configfile", "findings.yaml"], d, timeout=1500)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    df = pd.concat(pd.read_csv(d / t) for t in targets)
+    return df.set_index("system"), d / "results/findings"
+
+
+@pytest.mark.workflow
+def test_gold_labels_beat_no_labels(findings: tuple[pd.DataFrame, Path]) -> None:
+    df, _ = findings
+    none, gold = df.ours["RNNSearch + GRU"], df.ours["RNNSearch + GRU + gold labels"]
+    assert gold > none >= 40
+
+
+@pytest.mark.workflow
+def test_removing_srnmt_layer_norm_or_highway_costs_bleu(findings: tuple[pd.DataFrame, Path]) -> None:
+    df, _ = findings
+    full = df.ours["LNMA-SRU 4L"]
+    assert full >= 40
+    assert df.ours["- LayerNorm"] < full - 5 and df.ours["- Highway"] < full - 5
+
+
+@pytest.mark.workflow
+def test_an_ensemble_beats_each_of_its_members(findings: tuple[pd.DataFrame, Path]) -> None:
+    df, out = findings
+    metrics = out / "metrics/synthetic-demo/atr-rnnsearch-atr-ca"
+    members = [json.loads((metrics / f"seed{s}/test.json").read_text())["scores"]["bleu"] for s in (1, 2)]
+    assert df.ours["ensemble"] > max(members) and min(members) >= 40
