@@ -7,7 +7,6 @@ import json
 import logging
 import os
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -109,51 +108,19 @@ def cmd_translate(a: argparse.Namespace) -> None:
     import torch
 
     from rnmt import hardware
-    from rnmt.data.batching import count_words, load_labels
-    from rnmt.decode.ensemble import load_ensemble_with_labels
-    from rnmt.decode.translate import translate_ids
-    from rnmt.io import read_lines, write_json, write_lines
+    from rnmt.decode.translate import translate_file
+    from rnmt.io import write_json
 
     if a.threads:
         torch.set_num_threads(a.threads)
-    device = hardware.pick_device(a.device)
-    model, src_vocab, tgt_vocab, label_vocab = load_ensemble_with_labels(a.model, device)
-    lines = read_lines(a.input)
-    sources = [src_vocab.encode(line) for line in lines]
-    if label_vocab is not None and not a.src_labels:
-        raise InputError(f"{a.model[0]} was trained with source dependency labels: give this test set's label file "
-                         "with --src-labels (labels/<source>/<split>.bpe.lab, aligned with the input)")
-    if label_vocab is None and a.src_labels:
-        raise InputError(f"{a.model[0]} takes words only (trained without labels); leave out --src-labels")
-    labels = load_labels(a.src_labels, a.input, lines, label_vocab) if label_vocab is not None else None
-
-    def timed(beam: int, progress: bool) -> tuple[list[str], dict[str, float]]:
-        """Decode everything at `beam`; the speed is timed after start-up, the device synchronised."""
-        t0 = time.perf_counter()
-        hyps = translate_ids(model, sources, beam=beam, batch_size=a.batch_size, max_len_ratio=a.max_len_ratio,
-                             max_len_extra=a.max_len_extra, penalty=a.length_penalty, alpha=a.alpha,
-                             device=device, progress=progress, labels=labels)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        seconds = time.perf_counter() - t0
-        out = [tgt_vocab.decode(h) for h in hyps]
-        words = sum(count_words(line) for line in out)
-        return out, {"decode_seconds": seconds, "words": words,
-                     "decode_words_per_s": words / seconds if seconds else 0.0,
-                     "decode_seconds_per_sentence": seconds / max(len(lines), 1)}
-
-    out, speed = timed(a.beam, progress=True)
-    write_lines(a.output, out)
-    log.info("translated %d sentences in %.1f s (beam %d, %d model(s))", len(lines), speed["decode_seconds"],
+    m = translate_file(a.model, a.input, a.output, hardware.pick_device(a.device), beam=a.beam,
+                       batch_size=a.batch_size, max_len_ratio=a.max_len_ratio, max_len_extra=a.max_len_extra,
+                       length_penalty=a.length_penalty, alpha=a.alpha, src_labels=a.src_labels,
+                       speed_beams=a.speed_beams if a.metrics else ())
+    log.info("translated %d sentences in %.1f s (beam %d, %d model(s))", m["sentences"], m["decode_seconds"],
              a.beam, len(a.model))
     if a.metrics:
-        metrics = {"beam": a.beam, "batch_size": a.batch_size, "length_penalty": a.length_penalty,
-                   "alpha": a.alpha, "models": len(a.model), "sentences": len(lines), **speed}
-        for beam in a.speed_beams:                 # e.g. ATR Table 4's speed columns are at beam 1
-            extra = speed if beam == a.beam else timed(beam, progress=False)[1]
-            metrics.update({f"{k}_beam{beam}": v for k, v in extra.items() if k.startswith("decode_")})
-        metrics["hardware"] = hardware.describe(device)
-        write_json(a.metrics, metrics)
+        write_json(a.metrics, m)
 
 
 def cmd_postprocess(a: argparse.Namespace) -> None:

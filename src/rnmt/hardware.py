@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import resource
 from typing import Any
 
 import torch
@@ -45,3 +46,10 @@ def describe(device: torch.device) -> dict[str, Any]:
     if device.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(device)
     return info
+
+
+def peak_memory_mb(device: torch.device) -> float:
+    """This process's peak memory: allocated on the GPU, resident on the CPU."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

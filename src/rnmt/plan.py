@@ -291,16 +291,14 @@ class Plan:
         table_scale = (exp.get("settings") or {}).get(self.scale) or {}
         row_scale = (row.get("scales") or {}).get(self.scale) or {}
         override = self.config.get("override") or {}
-        arch_model = ((self.scale_settings.get("arch_model") or {}).get(row["arch"])) or {}
-        arch_train = ((self.scale_settings.get("arch_train") or {}).get(row["arch"])) or {}
-        defaults = {"model": _accepted(row["arch"], _overlay(self.config.get("model"), self.scale_settings.get("model"),
-                                                             arch_model, table_scale.get("model"))),
-                    "train": _overlay(self.config.get("train"), self.scale_settings.get("train"), arch_train,
-                                      table_scale.get("train"))}
+        # defaults, weakest first: the config's, the scale's, the scale's for this architecture
+        # (arch_model, arch_train), the table's at this scale
+        defaults = {s: _overlay(self.config.get(s), self.scale_settings.get(s),
+                                (self.scale_settings.get(f"arch_{s}") or {}).get(row["arch"]), table_scale.get(s))
+                    for s in SECTIONS}
+        defaults["model"] = _accepted(row["arch"], defaults["model"])
         forced = {**override, "model": _accepted(row["arch"], override.get("model") or {})}
-        parts = {s: _overlay(defaults.get(s) or _overlay(self.config.get(s), self.scale_settings.get(s),
-                                                         table_scale.get(s)),
-                             row.get(s), row_scale.get(s), forced.get(s)) for s in SECTIONS}
+        parts = {s: _overlay(defaults[s], row.get(s), row_scale.get(s), forced.get(s)) for s in SECTIONS}
         model = {"arch": row["arch"], **({"cell": row["cell"]} if "cell" in row else {}), **parts["model"]}
         return Variant(row["variant"], corpus, model, parts["train"], parts["decode"],
                        row_seeds(row, self.max_seeds), row.get("labels"))

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from tqdm import tqdm
 
-from rnmt.data.batching import pad_source
+from rnmt.data.batching import count_words, pad_source
 from rnmt.decode.beam import beam_search
 from rnmt.models.base import Seq2Seq
 
@@ -36,3 +38,53 @@ def translate_ids(model: Seq2Seq, sources: Sequence[Sequence[int]], beam: int = 
     bar.close()
     model.train(was_training)
     return out
+
+
+def translate_file(models: Sequence[str], input: str, output: str, device: torch.device, beam: int = 10,
+                   batch_size: int = 64, max_len_ratio: float = 2.0, max_len_extra: int = 10,
+                   length_penalty: str = "average", alpha: float = 0.6, src_labels: str | None = None,
+                   speed_beams: Sequence[int] = ()) -> dict[str, Any]:
+    """Translate a segmented source file with one model or an ensemble of `models` into `output`.
+
+    Returns the decoding's metrics: settings, and the speed at `beam` and at each of `speed_beams`
+    (`*_beam<k>`; ATR Table 4's speed columns are at beam 1), timed after start-up with the device
+    synchronised.
+    """
+    from rnmt import hardware
+    from rnmt.data.batching import load_labels
+    from rnmt.decode.ensemble import load_ensemble_with_labels
+    from rnmt.io import InputError, read_lines, write_lines
+
+    model, src_vocab, tgt_vocab, label_vocab = load_ensemble_with_labels(list(models), device)
+    lines = read_lines(input)
+    sources = [src_vocab.encode(line) for line in lines]
+    if label_vocab is not None and not src_labels:
+        raise InputError(f"{models[0]} was trained with source dependency labels: give this test set's label file "
+                         "with --src-labels (labels/<source>/<split>.bpe.lab, aligned with the input)")
+    if label_vocab is None and src_labels:
+        raise InputError(f"{models[0]} takes words only (trained without labels); leave out --src-labels")
+    labels = load_labels(src_labels, input, lines, label_vocab) if label_vocab is not None else None
+
+    def timed(beam: int, progress: bool) -> tuple[list[str], dict[str, float]]:
+        t0 = time.perf_counter()
+        hyps = translate_ids(model, sources, beam=beam, batch_size=batch_size, max_len_ratio=max_len_ratio,
+                             max_len_extra=max_len_extra, penalty=length_penalty, alpha=alpha, device=device,
+                             progress=progress, labels=labels)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        seconds = time.perf_counter() - t0
+        out = [tgt_vocab.decode(h) for h in hyps]
+        words = sum(count_words(line) for line in out)
+        return out, {"decode_seconds": seconds, "words": words,
+                     "decode_words_per_s": words / seconds if seconds else 0.0,
+                     "decode_seconds_per_sentence": seconds / max(len(lines), 1)}
+
+    out, speed = timed(beam, progress=True)
+    write_lines(output, out)
+    metrics: dict[str, Any] = {"beam": beam, "batch_size": batch_size, "length_penalty": length_penalty,
+                               "alpha": alpha, "models": len(models), "sentences": len(lines), **speed}
+    for k in speed_beams:
+        extra = speed if k == beam else timed(k, progress=False)[1]
+        metrics.update({f"{name}_beam{k}": v for name, v in extra.items() if name.startswith("decode_")})
+    metrics["hardware"] = hardware.describe(device)
+    return metrics

@@ -127,9 +127,10 @@ def cut_short(table: Table, metrics: dict[tuple[str, str], dict[str, Any]]) -> l
             train = metrics.get((row.variant, member), {}).get("train", {})   # type: ignore[arg-type]
             for m in train.get("members", [train]):
                 if m.get("stop_reason") == "max_minutes":
-                    minutes = (m.get("train_settings") or {}).get("max_minutes")
-                    out.append(f"{row.system} ({row.variant}, seed {m.get('train_settings', {}).get('seed', '?')}: "
-                               f"step {m.get('steps')}" + (f", {minutes:g} min" if minutes else "") + ")")
+                    settings = m.get("train_settings") or {}
+                    minutes = f", {settings['max_minutes']:g} min" if settings.get("max_minutes") else ""
+                    out.append(f"{row.system} ({row.variant}, seed {settings.get('seed', '?')}: "
+                               f"step {m.get('steps')}{minutes})")
     return sorted(set(out))
 
 

@@ -21,31 +21,29 @@ import logging
 import math
 import os
 import random
-import resource
 import signal
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import sacrebleu
 import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
 from rnmt import hardware
-from rnmt.data.batching import ParallelData, bucketed_batches, load_parallel, make_batch, token_batches
-from rnmt.data.bpe import undo
+from rnmt.data.batching import bucketed_batches, load_parallel, make_batch, token_batches
 from rnmt.data.vocab import PAD_ID, Vocab
-from rnmt.decode.translate import translate_ids
 from rnmt.io import InputError, write_json, write_lines
-from rnmt.models import Seq2Seq, build_model, factors
+from rnmt.models import build_model, factors
 from rnmt.models.pretrained import load_pretrained
 from rnmt.train import checkpoint, distributed, outputs, schedules
 from rnmt.train.optim import initialise, make_optimizer
 from rnmt.train.settings import BUDGET_FIELDS, TrainSettings
+from rnmt.train.validation import dev_bleu, dev_loss
 
 log = logging.getLogger(__name__)
+
 
 class TrainingInterrupted(Exception):
     """A signal asked training to stop; last.pt holds the state to resume from."""
@@ -57,38 +55,6 @@ class TrainingDiverged(Exception):
 
 def count_parameters(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
-
-
-def memory_mb(device: torch.device) -> float:
-    if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device) / 2**20
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-@torch.no_grad()
-def dev_loss(model: Seq2Seq, data: ParallelData, batch_size: int, device: torch.device) -> float:
-    """Mean per-token cross-entropy on `data` (no label smoothing, no dropout)."""
-    was = model.training
-    model.eval()
-    total, tokens = 0.0, 0
-    order = sorted(range(len(data)), key=lambda i: len(data.src[i]))
-    for s in range(0, len(order), batch_size):
-        b = make_batch(data, order[s:s + batch_size]).to(device)
-        logits = model(b.src, b.src_mask, b.tgt_in)
-        total += float(F.cross_entropy(logits.flatten(0, 1).float(), b.tgt_out.flatten(),
-                                       ignore_index=PAD_ID, reduction="sum"))
-        tokens += b.tgt_tokens
-    model.train(was)
-    return total / max(tokens, 1)
-
-
-def dev_bleu(model: Seq2Seq, data: ParallelData, tgt_vocab: Vocab, device: torch.device,
-             batch_size: int) -> float:
-    """Greedy tokenized BLEU on the dev set, subwords joined (a cheap progress signal)."""
-    hyps = translate_ids(model, data.src, beam=1, batch_size=batch_size, device=device, labels=data.src_labels)
-    sys_lines = [undo(tgt_vocab.decode(h)) for h in hyps]
-    refs = [undo(tgt_vocab.decode(t)) for t in data.tgt]
-    return sacrebleu.corpus_bleu(sys_lines, [refs], tokenize="none", force=True).score
 
 
 @dataclass
@@ -377,7 +343,7 @@ class Trainer:
                          tokens / dt)
             self._record({"kind": "train", "step": p.step, "epoch": p.epoch, "loss": value, "lr": lr,
                           "train_seconds": round(p.train_seconds, 3), "tgt_tokens_per_s": tokens / dt,
-                          "memory_mb": round(memory_mb(self.device), 1)})
+                          "memory_mb": round(hardware.peak_memory_mb(self.device), 1)})
 
     def _limit_reached(self) -> str | None:
         s, p = self.s, self.p
@@ -448,7 +414,7 @@ class Trainer:
             "best_dev_ppl": p.best.get("dev_ppl"),
             "best_dev_bleu_greedy": p.best.get("dev_bleu"),
             "world_size": self.world,
-            "peak_memory_mb": round(memory_mb(self.device), 1),
+            "peak_memory_mb": round(hardware.peak_memory_mb(self.device), 1),
             "model_config": self.model_config,
             "train_settings": asdict(self.s),
             "hardware": hardware.describe(self.device),
