@@ -1,10 +1,11 @@
 """The demo's tables mean something: with the shipped demo settings (its corpus, sizes and step budgets),
 rows taken unchanged from the shipped tables show what the papers found. One Snakemake run trains
-seven of the demo's models (about 3 minutes on 2 cores) and checks:
+eight of the demo's models (about 3 minutes on 2 cores) and checks:
 
 - dependency labels from the corpus' gold trees beat no labels (ud-labels);
 - removing SR-NMT's layer norm, or its highway connections, costs BLEU (SR-NMT Table 4);
 - an ensemble of two ATR + CA models beats each of its members (ATR Table 2);
+- ATR's input and forget gates correlate at r <= -0.9 (ATR Figure 3);
 - the full systems learn the synthetic pair (BLEU >= 40).
 """
 
@@ -42,9 +43,11 @@ def findings(tmp_path_factory: pytest.TempPathFactory) -> tuple[pd.DataFrame, Pa
         "ensemble": [shipped_row("atr-table2", "atr-rnnsearch-atr-ca", seeds=[1, 2]),
                      shipped_row("atr-table2", "atr-rnnsearch-atr-ca", seeds=[1, 2], ensemble=True,
                                  system="ensemble")],
+        "gates": [shipped_row("atr-figure3", "atr-rnnsearch-atr")],
     }
     for name, rows in tables.items():
-        exp = {**base, "table": name, "title": name, "rows": rows,
+        metrics = {"metrics": ["gate_pearson_r", "bleu"]} if name == "gates" else {}
+        exp = {**base, "table": name, "title": name, "rows": rows, **metrics,
                **({"settings": shipped_settings("srnmt-table4")} if name == "srnmt" else {})}
         (d / "experiments" / f"{name}.yaml").write_text(yaml.safe_dump(exp, sort_keys=False))
     config = yaml.safe_load((ROOT / "config.yaml").read_text())
@@ -78,3 +81,10 @@ def test_an_ensemble_beats_each_of_its_members(findings: tuple[pd.DataFrame, Pat
     metrics = out / "metrics/synthetic-demo/atr-rnnsearch-atr-ca"
     members = [json.loads((metrics / f"seed{s}/test.json").read_text())["scores"]["bleu"] for s in (1, 2)]
     assert df.ours["ensemble"] > max(members) and min(members) >= 40
+
+
+@pytest.mark.workflow
+def test_atr_input_and_forget_gates_are_strongly_anticorrelated(findings: tuple[pd.DataFrame, Path]) -> None:
+    df, _ = findings
+    rows = df.loc["RNNSearch + ATR + BPE"].set_index("metric").ours
+    assert rows["gate_pearson_r"] <= -0.9 and rows["bleu"] >= 40

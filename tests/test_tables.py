@@ -3,7 +3,6 @@
 that row's jobs."""
 
 import json
-import math
 import os
 import shutil
 from pathlib import Path
@@ -54,6 +53,19 @@ def test_nist_tables_at_paper_scale_name_the_missing_ldc_files(tmp_path: Path) -
     out = r.stdout + r.stderr
     assert "Linguistic Data Consortium" in out and "data/ldc/nist-zh-en/mt02.src.sgm" in out
     assert "manual_dir" in out
+
+
+def test_the_gate_correlation_is_the_recurrent_units_whatever_the_file_order() -> None:
+    """ATR Figure 3 reports eq. 13's unit that recurs over target positions (dec_lower), not whichever unit
+    the statistics file happens to list first."""
+    from rnmt.io import InputError
+    from rnmt.report.tables import metric_value
+
+    two = {"dec_higher": {"pearson_r": -0.79}, "dec_lower": {"pearson_r": -0.91}}
+    assert metric_value({"gates": two}, "gate_pearson_r") == -0.91
+    assert metric_value({"gates": {"enc": {"pearson_r": 0.2}}}, "gate_pearson_r") == 0.2
+    with pytest.raises(InputError, match="none is 'dec_lower'"):
+        metric_value({"gates": {"a": {"pearson_r": 0.1}, "b": {"pearson_r": 0.2}}}, "gate_pearson_r")
 
 
 TINY = {
@@ -133,7 +145,9 @@ def test_markdown_latex_figure_and_runs_csv(built: Path) -> None:
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
     fig3 = pd.read_csv(out / "tables/atr-figure3.csv")
     r = fig3[fig3.metric == "gate_pearson_r"].ours.iloc[0]
-    assert -1 <= r <= 1 and math.isfinite(r)
+    gates = json.loads(next((out / "analysis").glob("*/atr-rnnsearch-atr/seed1/gates.test.json")).read_text())
+    assert r == pytest.approx(gates["dec_lower"]["pearson_r"], abs=1e-4)    # eq. 13's recurrent unit, by name
+    assert gates["dec_higher"]["pearson_r"] != pytest.approx(r, abs=1e-4)
     r = run_snakemake(["--report", "report.html", "--configfile", "tiny.yaml"], built)
     assert r.returncode == 0, r.stderr[-2000:]
     html = (built / "report.html").read_text(errors="replace")

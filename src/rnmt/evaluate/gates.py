@@ -4,6 +4,12 @@ For every target position t of every test sentence, the decoder's ATR units (eq.
 input gate (1/d) Σ_k i_{t,k} and mean forget gate (1/d) Σ_k f_{t,k}; we report Pearson's r of the two
 over all positions of the test set (the paper: −0.9819 on newstest2014) and their per-position
 averages over sentences (Figure 3). The gates are recorded under teacher forcing on the references.
+
+Eq. 13 has two ATR units: s̃_j = ATR(s_{j−1}, y_{j−1}) and s_j = ATR(s̃_j, c_j). Only the first is a
+recurrence over target positions (its forget gate weighs the previous position's state, as in eq. 9 and
+the roll-out of eq. 10 that section 5.3 reads from eq. 13); the second's "history" is the same
+position's s̃_j. Tables and figures therefore report the first (`report.tables.RECURRENT_UNIT`); the
+statistics file keeps both.
 """
 
 from __future__ import annotations

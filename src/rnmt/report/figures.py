@@ -50,10 +50,12 @@ def _systems(table: Table, paths: Sequence[str | Path], depth: int) -> dict[str,
 def gates(table: Table, gate_files: Sequence[str | Path], out_png: str | Path) -> None:
     if not gate_files:
         raise InputError(f"{table.name}: no gate statistics to plot (rows need ATR decoder cells)")
+    from rnmt.report.tables import reported_unit
+
     fig, ax = _axes(table.title)
     for system, files in _systems(table, gate_files, 2).items():
         stats = read_json(files[0])
-        cell, st = next(iter(stats.items()))
+        cell, st = reported_unit(stats)
         pos = range(1, len(st["mean_input_gate_by_position"]) + 1)
         line = ax.plot(pos, st["mean_input_gate_by_position"], label=f"{system}: input gate ({cell})")[0]
         ax.plot(pos, st["mean_forget_gate_by_position"], "--", color=line.get_color(),

@@ -53,6 +53,19 @@ def label(metric: str) -> str:
     return METRIC_LABELS.get(metric, metric)
 
 
+RECURRENT_UNIT = "dec_lower"    # ATR eq. 13's unit that recurs over target positions (evaluate/gates.py)
+
+
+def reported_unit(stats: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The gate statistics that tables and figures report: `RECURRENT_UNIT`'s, else the model's only unit's."""
+    if RECURRENT_UNIT in stats:
+        return RECURRENT_UNIT, stats[RECURRENT_UNIT]
+    if len(stats) == 1:
+        return next(iter(stats.items()))
+    raise InputError(f"gate statistics of units {sorted(stats)}: none is {RECURRENT_UNIT!r}, and there is more "
+                     "than one to choose from")
+
+
 def metric_value(metrics: dict[str, Any], name: str) -> float | None:
     """Look one table metric up in a run's metrics.json (with its gate statistics under 'gates')."""
     scores, train, decode = metrics.get("scores", {}), metrics.get("train", {}), metrics.get("decode", {})
@@ -66,7 +79,7 @@ def metric_value(metrics: dict[str, Any], name: str) -> float | None:
         return bucket["bleu"] if bucket else None
     if name == "gate_pearson_r":
         gates = metrics.get("gates") or {}
-        return next(iter(gates.values()))["pearson_r"] if gates else None
+        return reported_unit(gates)[1]["pearson_r"] if gates else None
     if name == "bleu_avg":                          # the mean over the split's test sets; one set: its BLEU
         return scores.get("bleu_avg", scores.get("bleu"))
     if name in scores:
