@@ -11,8 +11,9 @@ import sys
 from pathlib import Path
 
 from snakemake.settings.types import DeploymentMethod
-from snakemake.utils import min_version
+from snakemake.utils import min_version, update_config
 
+from rnmt.config import typed_overrides
 from rnmt.io import InputError
 from rnmt.plan import SIDES, SPLITS, Plan, member_seeds
 
@@ -24,6 +25,9 @@ configfile: workflow.source_path("config.yaml")
 
 report: "workflow/report/workflow.rst"
 
+
+# `--config key='{nested: 1}'` reaches Snakemake's config with its nested values as strings.
+update_config(config, typed_overrides(workflow.config_settings.config))
 
 # Validates config.yaml (and --config/--configfile overrides), the experiment files and every row's
 # settings before any job starts; a bad key or value stops here with a message naming it. The main

@@ -32,6 +32,28 @@ def load_yaml(path: str | Path) -> Any:
         raise ConfigError(f"{path}: not valid YAML: {e}") from None
 
 
+def typed_overrides(overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """`--config` entries with their nested values typed as YAML types them.
+
+    Snakemake reads `--config train='{max_minutes: 20}'` with YAML's base loader, which keeps every
+    nested scalar a string ({'max_minutes': '20'}); top-level values it types itself. The nested
+    strings are read again as a config file would read them ('20' → 20, '0.01' → 0.01, 'true' → True).
+    """
+    def retype(value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {k: retype(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [retype(v) for v in value]
+        if isinstance(value, str):
+            try:
+                return yaml.safe_load(value) if value.strip() else value
+            except yaml.YAMLError:
+                return value
+        return value
+
+    return {k: retype(v) if isinstance(v, (Mapping, list)) else v for k, v in overrides.items()}
+
+
 def _key(path: Any, root: Any = None) -> str:
     """`train.lr`; a list item that names its system shows it (`rows.3(ATR).model.hidden`)."""
     parts, node = [], root

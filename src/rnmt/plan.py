@@ -353,21 +353,36 @@ class Plan:
                 flags += [f"--{key.replace('_', '-')}", str(int(c[key]))]
         return flags
 
+    def table(self, name: str) -> Table:
+        """A table of this run; a target of a table that `tables:` does not list says how to add it."""
+        if name in self.tables:
+            return self.tables[name]
+        shipped = sorted(p.stem for p in self.experiments_dir.glob("*.yaml"))
+        if name in shipped:
+            fix = (f"add it to `tables:` in your config, or run it alone with "
+                   f"`--config tables='[{name}]' run={self.run}`")
+        else:
+            guess = closest(name, shipped)
+            fix = (f"{self.experiments_dir} has no {name}.yaml" + (f" (did you mean {guess[0]!r}?)" if guess else "")
+                   + f"; the tables there: {', '.join(shipped)}")
+        raise ConfigError(f"table {name!r} is not in this run's `tables:` (run {self.run!r} builds: "
+                          f"{', '.join(self.tables) or 'none'}); {fix}")
+
     def metrics_paths(self, table: str) -> list[str]:
-        t = self.tables[table]
+        t = self.table(table)
         return [f"{self.results}/metrics/{t.corpus}/{r.variant}/{m}/{t.testset}.json"
                 for r in t.trained_rows for m in r.members()]
 
     def gates_paths(self, table: str) -> list[str]:
         """ATR Figure 3's gate statistics: one file per trained seed of each row with a gate metric."""
-        t = self.tables[table]
+        t = self.table(table)
         if "gate_pearson_r" not in t.metrics and (t.figure or {}).get("kind") != "gates":
             return []
         return [f"{self.results}/analysis/{t.corpus}/{r.variant}/seed{s}/gates.{t.testset}.json"
                 for r in t.trained_rows if not r.ensemble for s in r.seeds]
 
     def train_logs(self, table: str) -> list[str]:
-        t = self.tables[table]
+        t = self.table(table)
         return [f"{self.results}/models/{t.corpus}/{r.variant}/seed{s}/train.jsonl"
                 for r in t.trained_rows if not r.ensemble for s in r.seeds]
 

@@ -12,7 +12,7 @@ rule table:
         md=R + "/tables/{table}.md",
         tex=R + "/tables/{table}.tex",
     params:
-        corpus=lambda wc: PLAN.tables[wc.table].corpus or "",
+        corpus=lambda wc: PLAN.table(wc.table).corpus or "",
         max_seeds=["--max-seeds", str(PLAN.max_seeds)] if PLAN.max_seeds else [],
     conda:
         "../../envs/data.yaml"
@@ -31,7 +31,7 @@ rule figure:
         csv=R + "/tables/{table}.csv",
         metrics=lambda wc: PLAN.metrics_paths(wc.table),
         gates=lambda wc: PLAN.gates_paths(wc.table),
-        logs=lambda wc: PLAN.train_logs(wc.table) if (PLAN.tables[wc.table].figure or {}).get("kind") == "cost" else [],
+        logs=lambda wc: PLAN.train_logs(wc.table) if (PLAN.table(wc.table).figure or {}).get("kind") == "cost" else [],
     output:
         report(R + "/figures/{table}.png", category="Figures", labels={"figure": "{table}"}),
     params:
