@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,7 +12,7 @@ from pathlib import Path
 from rnmt import allocator
 from rnmt.bench import BENCHMARKS
 from rnmt.data.commands import add_parsers as add_corpus_parsers
-from rnmt.io import InputError
+from rnmt.io import InputError, report_error
 from rnmt.parse.commands import add_parsers as add_parse_parsers
 
 log = logging.getLogger("rnmt")
@@ -145,33 +144,29 @@ def cmd_score(a: argparse.Namespace) -> None:
 
 
 def cmd_gates(a: argparse.Namespace) -> None:
-    from rnmt.evaluate.gates import gate_statistics
-    from rnmt.io import read_lines, write_json
-    from rnmt.train.checkpoint import load_model
+    from rnmt.evaluate.gates import gate_statistics_of_files
+    from rnmt.io import write_json
 
-    model, sv, tv = load_model(a.model)
-    stats = gate_statistics(model, [sv.encode(x) for x in read_lines(a.src)], [tv.encode(x) for x in read_lines(a.tgt)])
+    stats = gate_statistics_of_files(a.model, a.src, a.tgt)
     write_json(a.output, stats)
     for name, st in stats.items():
         log.info("%s: Pearson r of mean input and forget gates %.4f", name, st["pearson_r"])
 
 
 def cmd_table(a: argparse.Namespace) -> None:
-    from rnmt.config import load_yaml
-    from rnmt.plan import table_from_experiment
+    from rnmt.plan import load_table
     from rnmt.report.tables import build
 
-    table = table_from_experiment(load_yaml(a.experiment), Path(a.experiment), a.corpus or None, a.max_seeds)
+    table = load_table(a.experiment, a.corpus or None, a.max_seeds)
     df = build(table, a.metrics, a.run, a.scale, a.csv, a.md, a.tex, a.gates)
     log.info("table %s: %d cells → %s, %s", table.name, len(df), a.csv, a.md)
 
 
 def cmd_figure(a: argparse.Namespace) -> None:
-    from rnmt.config import load_yaml
-    from rnmt.plan import table_from_experiment
+    from rnmt.plan import load_table
     from rnmt.report.figures import draw
 
-    table = table_from_experiment(load_yaml(a.experiment), Path(a.experiment), None, a.max_seeds)
+    table = load_table(a.experiment, None, a.max_seeds)
     if a.curves:
         from rnmt.report.figures import curves
 
@@ -197,12 +192,7 @@ def cmd_plot_curve(a: argparse.Namespace) -> None:
 def cmd_plot_cost(a: argparse.Namespace) -> None:
     from rnmt.report.cost import plot_cost
 
-    names = a.name or []
-    if a.smooth < 1:
-        raise InputError(f"plot-cost: --smooth is a window of logged minibatches, at least 1 (got {a.smooth})")
-    if names and len(names) != len(a.logs):
-        raise InputError(f"plot-cost: {len(names)} --name for {len(a.logs)} logs; give one name per log or none")
-    plot_cost(a.logs, a.output, names or None, a.smooth, a.title)
+    plot_cost(a.logs, a.output, a.name or None, a.smooth, a.title)
     log.info("training cost of %d run(s) → %s", len(a.logs), a.output)
 
 
@@ -424,19 +414,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         report_error(f"rnmt {args.command}: error: {e}")
         return 2
     return 0
-
-
-def report_error(message: str) -> None:
-    """The error on standard error and, where that is not where standard output goes (a workflow job
-    whose standard error is its log file), on standard output too: Snakemake shows a job's standard
-    output on its console, so the user reads why a job failed without opening the log."""
-    print(message, file=sys.stderr, flush=True)
-    try:
-        out, err = os.fstat(sys.stdout.fileno()), os.fstat(sys.stderr.fileno())
-    except (OSError, ValueError, AttributeError):       # streams without a file (captured in tests)
-        return
-    if (out.st_dev, out.st_ino) != (err.st_dev, err.st_ino):
-        print(message, flush=True)
 
 
 if __name__ == "__main__":

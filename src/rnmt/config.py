@@ -51,7 +51,7 @@ def typed_overrides(overrides: Mapping[str, Any]) -> dict[str, Any]:
                 return value
         return value
 
-    return {k: retype(v) if isinstance(v, (Mapping, list)) else v for k, v in overrides.items()}
+    return {k: v if isinstance(v, str) else retype(v) for k, v in overrides.items()}
 
 
 def _key(path: Any, root: Any = None) -> str:

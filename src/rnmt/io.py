@@ -6,6 +6,7 @@ import errno
 import fcntl
 import json
 import os
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -150,3 +151,16 @@ def lock_holder(path: str | Path) -> str:
     except OSError:
         return "an unknown process"
     return f"process {pid.strip() or '?'}" + (f" ({note.strip()})" if note.strip() else "")
+
+
+def report_error(message: str) -> None:
+    """The error on standard error and, where that is not where standard output goes (a workflow job
+    whose standard error is its log file), on standard output too: Snakemake shows a job's standard
+    output on its console, so the user reads why a job failed without opening the log."""
+    print(message, file=sys.stderr, flush=True)
+    try:
+        out, err = os.fstat(sys.stdout.fileno()), os.fstat(sys.stderr.fileno())
+    except (OSError, ValueError, AttributeError):       # streams without a file (captured in tests)
+        return
+    if (out.st_dev, out.st_ino) != (err.st_dev, err.st_ino):
+        print(message, flush=True)

@@ -110,6 +110,11 @@ def row_seeds(row: dict[str, Any], max_seeds: int | None = None) -> tuple[int, .
     return seeds[:max_seeds] if max_seeds else seeds
 
 
+def load_table(path: str | Path, corpus: str | None = None, max_seeds: int | None = None) -> Table:
+    """`table_from_experiment` of an experiment file."""
+    return table_from_experiment(load_yaml(path), Path(path), corpus, max_seeds)
+
+
 def table_from_experiment(exp: dict[str, Any], path: Path, corpus: str | None = None,
                           max_seeds: int | None = None) -> Table:
     """The table's layout (rows, metrics, paper numbers) from a validated experiment file; `corpus` is
@@ -232,11 +237,8 @@ class Plan:
         exp_dir = self.experiments_dir = Path(config.get("experiments_dir") or self.root / "workflow/experiments")
         missing = [name for name in config["tables"] if not (exp_dir / f"{name}.yaml").is_file()]
         if missing:
-            known = sorted(p.stem for p in exp_dir.glob("*.yaml"))
-            hints = [f"{n!r} (did you mean {closest(n, known)[0]!r}?)" if closest(n, known) else repr(n)
-                     for n in missing]
-            raise ConfigError(f"config 'tables' names {', '.join(hints)}, but {exp_dir} has no such experiment "
-                              f"file{'s' if len(missing) > 1 else ''}; known tables: {', '.join(known)}")
+            raise ConfigError(f"config 'tables' names {self._unknown(missing)}, but {exp_dir} has no such experiment "
+                              f"file{'s' if len(missing) > 1 else ''}; known tables: {', '.join(self._shipped())}")
         for name in config["tables"]:
             path = exp_dir / f"{name}.yaml"
             exp = validate(load_yaml(path), self.root / "workflow/schemas/experiment.schema.yaml", str(path))
@@ -357,16 +359,23 @@ class Plan:
         """A table of this run; a target of a table that `tables:` does not list says how to add it."""
         if name in self.tables:
             return self.tables[name]
-        shipped = sorted(p.stem for p in self.experiments_dir.glob("*.yaml"))
-        if name in shipped:
+        if name in self._shipped():
             fix = (f"add it to `tables:` in your config, or run it alone with "
                    f"`--config tables='[{name}]' run={self.run}`")
         else:
-            guess = closest(name, shipped)
-            fix = (f"{self.experiments_dir} has no {name}.yaml" + (f" (did you mean {guess[0]!r}?)" if guess else "")
-                   + f"; the tables there: {', '.join(shipped)}")
+            fix = (f"{self.experiments_dir} has no {self._unknown([name])}.yaml; the tables there: "
+                   f"{', '.join(self._shipped())}")
         raise ConfigError(f"table {name!r} is not in this run's `tables:` (run {self.run!r} builds: "
                           f"{', '.join(self.tables) or 'none'}); {fix}")
+
+    def _shipped(self) -> list[str]:
+        return sorted(p.stem for p in self.experiments_dir.glob("*.yaml"))
+
+    def _unknown(self, names: list[str]) -> str:
+        """Table names without an experiment file, each with the closest one that exists."""
+        known = self._shipped()
+        return ", ".join(f"{n!r} (did you mean {closest(n, known)[0]!r}?)" if closest(n, known) else repr(n)
+                         for n in names)
 
     def metrics_paths(self, table: str) -> list[str]:
         t = self.table(table)

@@ -9,8 +9,11 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from rnmt.data.batching import count_words, pad_source
+from rnmt import hardware
+from rnmt.data.batching import count_words, load_labels, pad_source
 from rnmt.decode.beam import beam_search
+from rnmt.decode.ensemble import load_ensemble_with_labels
+from rnmt.io import InputError, read_lines, write_lines
 from rnmt.models.base import Seq2Seq
 
 
@@ -50,11 +53,6 @@ def translate_file(models: Sequence[str], input: str, output: str, device: torch
     (`*_beam<k>`; ATR Table 4's speed columns are at beam 1), timed after start-up with the device
     synchronised.
     """
-    from rnmt import hardware
-    from rnmt.data.batching import load_labels
-    from rnmt.decode.ensemble import load_ensemble_with_labels
-    from rnmt.io import InputError, read_lines, write_lines
-
     model, src_vocab, tgt_vocab, label_vocab = load_ensemble_with_labels(list(models), device)
     lines = read_lines(input)
     sources = [src_vocab.encode(line) for line in lines]

@@ -26,6 +26,10 @@ def cost_series(log_path: str | Path) -> tuple[list[int], list[float]]:
 
 def plot_cost(logs: Sequence[str | Path], out_png: str | Path, names: Sequence[str] | None = None,
               window: int = 5, title: str = "") -> None:
+    if window < 1:
+        raise InputError(f"plot-cost: --smooth is a window of logged minibatches, at least 1 (got {window})")
+    if names and len(names) != len(logs):
+        raise InputError(f"plot-cost: {len(names)} --name for {len(logs)} logs; give one name per log or none")
     import matplotlib
 
     matplotlib.use("Agg")

@@ -6,6 +6,7 @@ Saved atomically (a killed job leaves the previous checkpoint intact) and loaded
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from rnmt.data.vocab import Vocab
 from rnmt.io import DiskFullError, InputError, atomic_writer
 from rnmt.models import Seq2Seq, build_model
 from rnmt.train.outputs import keep_path
+from rnmt.train.settings import BUDGET_FIELDS, TrainSettings
 
 
 def save(path: str | Path, model: Seq2Seq, model_config: dict[str, Any], src_vocab: Vocab,
@@ -109,3 +111,32 @@ def check_fits(path: str | Path, model: torch.nn.Module, state: dict[str, torch.
         raise InputError(f"{path}: the weights do not fit the architecture {model_config} with its vocabularies: "
                          f"{'; '.join(problems[:3])}{more}. The checkpoint comes from another architecture, other "
                          "sizes or another vocabulary: retrain, or give the settings it was trained with")
+
+
+def _comparable(settings: dict[str, Any]) -> dict[str, Any]:
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in settings.items() if k not in BUDGET_FIELDS}
+
+
+def differences(ckpt: dict[str, Any], model_config: dict[str, Any], src_vocab: Vocab, tgt_vocab: Vocab,
+                label_vocab: Vocab | None, settings: dict[str, Any]) -> list[str]:
+    """What in a saved state differs from a run (the model, a vocabulary, non-budget settings)."""
+    out = []
+    if ckpt.get("model_config") != model_config:
+        old = ckpt.get("model_config") or {}
+        keys = sorted(k for k in set(old) | set(model_config) if old.get(k) != model_config.get(k))
+        out.append("model " + ", ".join(f"{k}: {old.get(k)!r} → {model_config.get(k)!r}" for k in keys))
+    for side, key, vocab in (("source", "src_vocab", src_vocab), ("target", "tgt_vocab", tgt_vocab)):
+        saved = ckpt.get(key)
+        if saved != vocab.itos:
+            out.append(f"{side} vocabulary ({len(saved or [])} → {len(vocab)} entries)")
+    labels = label_vocab.itos if label_vocab else None
+    if ckpt.get("src_label_vocab") != labels:
+        out.append(f"source labels ({len(ckpt.get('src_label_vocab') or [])} → {len(labels or [])} entries)")
+    old_s, new_s = _comparable(ckpt.get("settings", {})), _comparable(settings)
+    defaults = _comparable(asdict(TrainSettings()))
+    # a setting added since the state was saved counts as unchanged while it keeps its default
+    keys = sorted(k for k in set(old_s) | set(new_s) if old_s.get(k) != new_s.get(k)
+                  and not (k not in old_s and new_s.get(k) == defaults.get(k)))
+    if keys:
+        out.append("settings " + ", ".join(f"{k}: {old_s.get(k)!r} → {new_s.get(k)!r}" for k in keys))
+    return out

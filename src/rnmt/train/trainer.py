@@ -39,7 +39,7 @@ from rnmt.models import build_model, factors
 from rnmt.models.pretrained import load_pretrained
 from rnmt.train import checkpoint, distributed, outputs, schedules
 from rnmt.train.optim import initialise, make_optimizer
-from rnmt.train.settings import BUDGET_FIELDS, TrainSettings
+from rnmt.train.settings import TrainSettings
 from rnmt.train.validation import dev_bleu, dev_loss
 
 log = logging.getLogger(__name__)
@@ -167,38 +167,13 @@ class Trainer:
                              "the model afresh")
         outputs.restore(self.out_dir / "train.jsonl", outputs.check_log_copy, fresh)
 
-    def _comparable(self, settings: dict[str, Any]) -> dict[str, Any]:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in settings.items() if k not in BUDGET_FIELDS}
-
-    def _differences(self, ckpt: dict[str, Any]) -> list[str]:
-        """What in a saved state differs from this run (the model, a vocabulary, non-budget settings)."""
-        out = []
-        if ckpt.get("model_config") != self.model_config:
-            old = ckpt.get("model_config") or {}
-            keys = sorted(k for k in set(old) | set(self.model_config) if old.get(k) != self.model_config.get(k))
-            out.append("model " + ", ".join(f"{k}: {old.get(k)!r} → {self.model_config.get(k)!r}" for k in keys))
-        for side, key, vocab in (("source", "src_vocab", self.src_vocab), ("target", "tgt_vocab", self.tgt_vocab)):
-            saved = ckpt.get(key)
-            if saved != vocab.itos:
-                out.append(f"{side} vocabulary ({len(saved or [])} → {len(vocab)} entries)")
-        labels = self.label_vocab.itos if self.label_vocab else None
-        if ckpt.get("src_label_vocab") != labels:
-            out.append(f"source labels ({len(ckpt.get('src_label_vocab') or [])} → {len(labels or [])} entries)")
-        old_s, new_s = self._comparable(ckpt.get("settings", {})), self._comparable(asdict(self.s))
-        defaults = self._comparable(asdict(TrainSettings()))
-        # a setting added since the state was saved counts as unchanged while it keeps its default
-        keys = sorted(k for k in set(old_s) | set(new_s) if old_s.get(k) != new_s.get(k)
-                      and not (k not in old_s and new_s.get(k) == defaults.get(k)))
-        if keys:
-            out.append("settings " + ", ".join(f"{k}: {old_s.get(k)!r} → {new_s.get(k)!r}" for k in keys))
-        return out
-
     def _maybe_resume(self) -> None:
         path = self.out_dir / "last.pt"
         if not (self.s.resume and path.is_file()):
             return
         ckpt = checkpoint.load(path, self.device)
-        differences = self._differences(ckpt)
+        differences = checkpoint.differences(ckpt, self.model_config, self.src_vocab, self.tgt_vocab,
+                                             self.label_vocab, asdict(self.s))
         if differences:
             stale = path.with_name(f"last.{int(time.time())}.pt")
             path.rename(stale)
