@@ -8,6 +8,7 @@
 
 import shlex
 import sys
+import threading
 from pathlib import Path
 
 from snakemake.settings.types import DeploymentMethod
@@ -70,6 +71,22 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/decode.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/tables.smk"
+
+
+def cancel_rescheduling_timers():
+    """Snakemake's job rate limiter leaves a timer armed after the last job (profiles/default explains
+    why its timespan is 10 s there); Python waits for it at exit, so a finished run would linger."""
+    for thread in threading.enumerate():
+        if isinstance(thread, threading.Timer):
+            thread.cancel()
+
+
+onsuccess:
+    cancel_rescheduling_timers()
+
+
+onerror:
+    cancel_rescheduling_timers()
 
 
 rule all:

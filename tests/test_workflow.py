@@ -60,6 +60,7 @@ def test_a_data_target_needs_no_training(workdir: Path) -> None:
 def test_table_target_runs_for_real_and_rerun_does_nothing(workdir: Path) -> None:
     r = run_snakemake([TABLE, "--cores", "2", "--configfile", "tiny.yaml"], workdir)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "Using workflow specific profile profiles/default" in r.stderr    # picked up with no flag
     df = pd.read_csv(workdir / TABLE)
     exp = yaml.safe_load((Path(__file__).parents[1] / "workflow/experiments/demo-rnnsearch.yaml").read_text())
     assert list(df.metric) == exp["metrics"] * len(exp["rows"])      # every row has every metric
@@ -102,3 +103,15 @@ def test_table_target_runs_for_real_and_rerun_does_nothing(workdir: Path) -> Non
 
     again = run_snakemake([TABLE, "-n", "--configfile", "tiny.yaml"], workdir)
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+
+
+def test_every_profile_paces_the_scheduler_alike(root: Path) -> None:
+    """The rate limiter's timespan (profiles/default says why it is 10 s) is set in each profile, and to
+    the same value; Snakemake accepts it."""
+    from snakemake.settings.types import MaxJobsPerTimespan
+
+    files = [root / "profiles/default/config.v8+.yaml", *sorted(root.glob("workflow/profiles/*/config.v8+.yaml"))]
+    values = {f.parent.name: yaml.safe_load(f.read_text()).get("max-jobs-per-timespan") for f in files}
+    assert set(values) == {"default", "local", "slurm"}
+    assert len(set(values.values())) == 1, values
+    assert MaxJobsPerTimespan.parse_choice(values["default"]).timespan >= 10
