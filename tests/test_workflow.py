@@ -60,7 +60,7 @@ def test_a_data_target_needs_no_training(workdir: Path) -> None:
 def test_table_target_runs_for_real_and_rerun_does_nothing(workdir: Path) -> None:
     r = run_snakemake([TABLE, "--cores", "2", "--configfile", "tiny.yaml"], workdir)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    assert "Using workflow specific profile profiles/default" in r.stderr    # picked up with no flag
+    assert "profiles/default for setting default command line arguments" in r.stderr   # read with no flag
     df = pd.read_csv(workdir / TABLE)
     exp = yaml.safe_load((Path(__file__).parents[1] / "workflow/experiments/demo-rnnsearch.yaml").read_text())
     assert list(df.metric) == exp["metrics"] * len(exp["rows"])      # every row has every metric
