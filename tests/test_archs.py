@@ -108,11 +108,11 @@ def test_beam_scores_are_the_models_own_and_batching_changes_nothing(key: str) -
         torch.nn.init.normal_(p, 0, 0.8)
     src, mask = source(key)
     limits = torch.tensor([9, 3, 6])
-    batched = beam_search(model, src, mask, beam=3, max_len=limits, penalty="none", greedy_floor=False)
+    batched = beam_search(model, src, mask, beam=3, max_len=limits, penalty="none")
     with torch.no_grad():
         for b, (hyp, score) in enumerate(batched):
-            alone = beam_search(model, src[b:b + 1], mask[b:b + 1], beam=3, max_len=int(limits[b]), penalty="none",
-                                greedy_floor=False)[0]
+            alone = beam_search(model, src[b:b + 1], mask[b:b + 1], beam=3, max_len=int(limits[b]),
+                                penalty="none")[0]
             assert alone[0] == hyp
             assert score == pytest.approx(own_score(model, src[b:b + 1], mask[b:b + 1], hyp, int(limits[b])),
                                           rel=1e-4, abs=1e-4)

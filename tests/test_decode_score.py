@@ -40,13 +40,13 @@ def sequence_logprob(m, src, mask, hyp: list[int], max_len: int) -> float:
 
 
 @pytest.mark.parametrize("penalty", ["none", "average", "gnmt"])
-def test_beam_never_scores_below_greedy(penalty: str) -> None:
+def test_the_greedy_floor_never_scores_below_greedy(penalty: str) -> None:
     for seed in range(4):
         m = model(seed)
         for s in SOURCES:
             src, mask = pad([s], eos=True)
             greedy, _ = beam_search(m, src, mask, beam=1, max_len=12, penalty=penalty)[0]
-            best, _ = beam_search(m, src, mask, beam=6, max_len=12, penalty=penalty)[0]
+            best, _ = beam_search(m, src, mask, beam=6, max_len=12, penalty=penalty, greedy_floor=True)[0]
             g = normalise(sequence_logprob(m, src, mask, greedy, 12), min(len(greedy) + 1, 12), penalty, 0.6)
             b = normalise(sequence_logprob(m, src, mask, best, 12), min(len(best) + 1, 12), penalty, 0.6)
             assert b >= g - 1e-5
@@ -67,13 +67,57 @@ def test_greedy_floor_in_the_same_batch_equals_a_separate_greedy_pass() -> None:
         src, mask = pad_source([[rng.randrange(4, 30) for _ in range(rng.randint(2, 8))] for _ in range(20)])
         for penalty in ("average", "none", "gnmt"):
             greedy = beam_search(m, src, mask, 1, 10, penalty)
-            plain = beam_search(m, src, mask, 2, 10, penalty, greedy_floor=False)
-            floored = beam_search(m, src, mask, 2, 10, penalty)
+            plain = beam_search(m, src, mask, 2, 10, penalty, )
+            floored = beam_search(m, src, mask, 2, 10, penalty, greedy_floor=True)
             for g, b, f in zip(greedy, plain, floored, strict=True):
                 expected = g if g[1] > b[1] else b
                 greedy_won += g[1] > b[1]
                 assert f[0] == expected[0] and f[1] == pytest.approx(expected[1], abs=1e-5)
     assert greedy_won > 5                              # the floor really decided some sentences
+
+
+def test_plain_beam_is_the_default_and_never_swaps_in_the_greedy_hypothesis() -> None:
+    """Every paper decodes with plain beam search: where greedy search happens to score higher than the
+    beam's best, the beam's own hypothesis is still what comes out (the floor is an option)."""
+    from rnmt.data.batching import pad_source
+
+    greedy_higher = 0
+    for seed in range(3):
+        torch.manual_seed(seed)
+        m = build_model("rnnsearch", 30, 12, emb=8, hidden=12, cell="gru").eval()
+        sources = [[(7 * i + 3 * j + seed) % 26 + 4 for j in range(2 + i % 7)] for i in range(20)]
+        src, mask = pad_source(sources)
+        greedy = beam_search(m, src, mask, 1, 10, "average")
+        default = beam_search(m, src, mask, 2, 10, "average")
+        floored = beam_search(m, src, mask, 2, 10, "average", greedy_floor=True)
+        for g, d, f in zip(greedy, default, floored, strict=True):
+            if g[1] > d[1] + 1e-6:
+                greedy_higher += 1
+                assert d[0] != g[0] and f[0] == g[0]
+    assert greedy_higher > 2                           # the case the default must not change happened
+
+
+def test_each_paper_decodes_as_it_did() -> None:
+    """At paper scale: ATR normalises by length, DTMT uses GNMT's penalty with α 0.6, SR-NMT's
+    OpenNMT-py beam has no length normalisation, and no table turns the greedy floor on."""
+    import yaml
+
+    from conftest import ROOT
+    from rnmt.plan import Plan
+
+    config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    tables = [p.stem for p in sorted((ROOT / "workflow/experiments").glob("*.yaml"))]
+    plan = Plan({**config, "scale": "paper", "tables": tables}, ROOT)
+    want = {"atr-": ("average", None), "dtmt-": ("gnmt", 0.6), "srnmt-": ("none", None)}
+    seen = set()
+    for (_, name), v in plan.variants.items():
+        assert v.decode["greedy_floor"] is False, name
+        for prefix, (penalty, alpha) in want.items():
+            if name.startswith(prefix):
+                seen.add(prefix)
+                assert v.decode["length_penalty"] == penalty, name
+                assert alpha is None or v.decode["alpha"] == alpha, name
+    assert seen == set(want)
 
 
 def test_length_penalties_follow_their_formulas() -> None:

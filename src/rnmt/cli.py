@@ -115,6 +115,7 @@ def cmd_translate(a: argparse.Namespace) -> None:
     m = translate_file(a.model, a.input, a.output, hardware.pick_device(a.device), beam=a.beam,
                        batch_size=a.batch_size, max_len_ratio=a.max_len_ratio, max_len_extra=a.max_len_extra,
                        length_penalty=a.length_penalty, alpha=a.alpha, src_labels=a.src_labels,
+                       greedy_floor=a.greedy_floor,
                        speed_beams=a.speed_beams if a.metrics else ())
     log.info("translated %d sentences in %.1f s (beam %d, %d model(s))", m["sentences"], m["decode_seconds"],
              a.beam, len(a.model))
@@ -300,6 +301,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--alpha", type=float, default=0.6)
     s.add_argument("--max-len-ratio", type=float, default=2.0)
     s.add_argument("--max-len-extra", type=int, default=10)
+    s.add_argument("--greedy-floor", action="store_true",
+                   help="return greedy search's hypothesis where it scores higher than the beam's (no paper does)")
     s.add_argument("--threads", type=int, default=0)
     s.add_argument("--device", default="auto")
     s.add_argument("--metrics", help="write decoding speed here (JSON)")

@@ -19,6 +19,7 @@ rule translate:
         speed=R + "/translations/{corpus}/{variant}/{member}/{testset}.speed.json",
     params:
         d=lambda wc: variant_of(wc).decode,
+        floor=lambda wc: ["--greedy-floor"] if variant_of(wc).decode.get("greedy_floor") else [],
         labels=lambda wc, input: ["--src-labels", input.labels] if "labels" in input.keys() else [],
     threads: lambda wc: DECODE_RES.get("threads") or variant_of(wc).decode.get("threads") or 1
     resources:
@@ -32,7 +33,7 @@ rule translate:
     shell:
         "{RNMT} translate --model {input.models:q} --beam {params.d[beam]:q} --batch-size {params.d[batch_size]:q} "
         "--length-penalty {params.d[length_penalty]:q} --alpha {params.d[alpha]:q} "
-        "--max-len-ratio {params.d[max_len_ratio]:q} --max-len-extra {params.d[max_len_extra]:q} {params.labels:q} "
+        "--max-len-ratio {params.d[max_len_ratio]:q} --max-len-extra {params.d[max_len_extra]:q} {params.labels:q} {params.floor:q} "
         "--threads {threads:q} --metrics {output.speed:q} {input.src:q} {output.bpe:q} 2> {log:q}"
 
 

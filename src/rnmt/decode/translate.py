@@ -20,7 +20,7 @@ from rnmt.models.base import Seq2Seq
 def translate_ids(model: Seq2Seq, sources: Sequence[Sequence[int]], beam: int = 10, batch_size: int = 64,
                   max_len_ratio: float = 2.0, max_len_extra: int = 10, penalty: str = "average",
                   alpha: float = 0.6, device: torch.device | str = "cpu", progress: bool = False,
-                  labels: Sequence[Sequence[int]] | None = None) -> list[list[int]]:
+                  labels: Sequence[Sequence[int]] | None = None, greedy_floor: bool = False) -> list[list[int]]:
     """Token ids in, token ids out (without </s>); at most ratio·|source| + extra target tokens each.
 
     `labels`: one label id per source token (factored models), aligned with `sources`.
@@ -35,7 +35,8 @@ def translate_ids(model: Seq2Seq, sources: Sequence[Sequence[int]], beam: int = 
         src, mask = pad_source([sources[i] for i in idx], [labels[i] for i in idx] if labels is not None else None)
         src, mask = src.to(device), mask.to(device)
         limits = (mask.sum(1).float() * max_len_ratio + max_len_extra).long()
-        for i, (hyp, _) in zip(idx, beam_search(model, src, mask, beam, limits, penalty, alpha), strict=True):
+        found = beam_search(model, src, mask, beam, limits, penalty, alpha, greedy_floor)
+        for i, (hyp, _) in zip(idx, found, strict=True):
             out[i] = hyp
         bar.update(len(idx))
     bar.close()
@@ -46,7 +47,7 @@ def translate_ids(model: Seq2Seq, sources: Sequence[Sequence[int]], beam: int = 
 def translate_file(models: Sequence[str], input: str, output: str, device: torch.device, beam: int = 10,
                    batch_size: int = 64, max_len_ratio: float = 2.0, max_len_extra: int = 10,
                    length_penalty: str = "average", alpha: float = 0.6, src_labels: str | None = None,
-                   speed_beams: Sequence[int] = ()) -> dict[str, Any]:
+                   speed_beams: Sequence[int] = (), greedy_floor: bool = False) -> dict[str, Any]:
     """Translate a segmented source file with one model or an ensemble of `models` into `output`.
 
     Returns the decoding's metrics: settings, and the speed at `beam` and at each of `speed_beams`
@@ -67,7 +68,7 @@ def translate_file(models: Sequence[str], input: str, output: str, device: torch
         t0 = time.perf_counter()
         hyps = translate_ids(model, sources, beam=beam, batch_size=batch_size, max_len_ratio=max_len_ratio,
                              max_len_extra=max_len_extra, penalty=length_penalty, alpha=alpha, device=device,
-                             progress=progress, labels=labels)
+                             progress=progress, labels=labels, greedy_floor=greedy_floor)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         seconds = time.perf_counter() - t0
@@ -80,7 +81,8 @@ def translate_file(models: Sequence[str], input: str, output: str, device: torch
     out, speed = timed(beam, progress=True)
     write_lines(output, out)
     metrics: dict[str, Any] = {"beam": beam, "batch_size": batch_size, "length_penalty": length_penalty,
-                               "alpha": alpha, "models": len(models), "sentences": len(lines), **speed}
+                               "alpha": alpha, "greedy_floor": greedy_floor, "models": len(models),
+                               "sentences": len(lines), **speed}
     for k in speed_beams:
         extra = speed if k == beam else timed(k, progress=False)[1]
         metrics.update({f"{name}_beam{k}": v for name, v in extra.items() if name.startswith("decode_")})
