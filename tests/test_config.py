@@ -152,3 +152,29 @@ def test_every_scale_budgets_training_in_steps_and_the_demo_sizes_them_per_archi
     config["scales"]["demo"]["arch_train"]["dtmt"]["max_stpes"] = 5
     with pytest.raises(ConfigError, match="max_stpes' \\(did you mean 'max_steps'"):
         Plan(config, ROOT)
+
+
+def test_each_paper_selects_and_stops_as_it_did(config: dict) -> None:
+    """At paper scale DTMT validates every 2K steps and keeps and stops by dev BLEU, on the paper's
+    effective batch (its GPUs' worth of 4,096-token batches an update); SR-NMT keeps the best dev
+    perplexity; the UD paper's Figure 2 records every minibatch's cost over the paper's 215 minibatches
+    of 40, and every scale of that figure logs each minibatch."""
+    tables = [p.stem for p in sorted((ROOT / "workflow/experiments").glob("*.yaml"))]
+    plan = Plan({**config, "scale": "paper", "tables": tables}, ROOT)
+    seen = set()
+    for (_, name), v in plan.variants.items():
+        t = v.train
+        if name.startswith("dtmt-"):
+            seen.add("dtmt")
+            assert (t["select_by"], t["valid_every"], t["valid_bleu"]) == ("bleu", 2000, True), name
+            assert t["max_steps"] == t["decay_end"] and t["replicas"] in (2, 8) and t["batch_tokens"] == 4096
+        elif name.startswith("srnmt-"):
+            seen.add("srnmt")
+            assert t.get("select_by", "loss") == "loss" and t["patience"] == 5, name
+    assert seen == {"dtmt", "srnmt"}
+    for scale in config["scales"]:
+        figure = Plan({**config, "scale": scale, "tables": ["ud-figure2"]}, ROOT)
+        for v in figure.variants.values():
+            assert v.train["log_every"] == 1, (scale, v.name)
+            if scale == "paper":
+                assert (v.train["max_steps"], v.train["batch_size"]) == (215, 40), v.name

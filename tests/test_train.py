@@ -23,11 +23,11 @@ from rnmt.train.trainer import Trainer, TrainingDiverged, TrainSettings
 from tinytrain import MODEL, assert_same_weights
 
 
-def trainer(corpus: dict[str, Path], out: Path, **settings) -> Trainer:
+def trainer(corpus: dict[str, Path], out: Path, model: dict | None = None, **settings) -> Trainer:
     s = TrainSettings.from_dict({"batch_size": 8, "lr": 0.003, "valid_every": 5, "valid_bleu": False,
                                  "log_every": 1, "threads": 1, **settings})
     c = corpus
-    return Trainer(MODEL, s, c["train_src"], c["train_tgt"], c["dev_src"], c["dev_tgt"], c["src_vocab"],
+    return Trainer(model or MODEL, s, c["train_src"], c["train_tgt"], c["dev_src"], c["dev_tgt"], c["src_vocab"],
                    c["tgt_vocab"], out)
 
 
@@ -93,6 +93,78 @@ def test_a_step_budget_gives_the_same_model_on_a_busy_machine(corpus: dict[str, 
 
     assert valid("idle") == valid("busy") and len(valid("idle")) == 3
     assert json.loads((tmp_path / "busy/train.json").read_text())["stop_reason"] == "max_steps"
+
+
+# ---- the paper's batch and model selection ------------------------------------------------------------
+def test_accumulated_batches_give_the_gradient_of_one_batch_k_times_larger(corpus: dict[str, Path],
+                                                                          tmp_path: Path) -> None:
+    """DTMT's batch is 4,096 tokens on each of n GPUs: one process that sums k batches into an update
+    computes the gradient of one batch k times larger, normalised by all its target tokens."""
+    from tqdm import tqdm
+
+    model = {**MODEL, "dropout": 0.0}
+    steps = {}
+    for name, k, groups in (("accumulated", 3, [[0, 1, 2], [3, 4, 5], [6, 7, 8]]), ("joint", 1, [list(range(9))])):
+        t = trainer(corpus, tmp_path / name, model=model, accumulate=k, clip=0.0, log_every=100)
+        t.bar = tqdm(disable=True)
+        t._train_step(groups)
+        steps[name] = t
+    a, j = steps["accumulated"].model, steps["joint"].model
+    for (name, pa), pj in zip(a.named_parameters(), j.parameters(), strict=True):
+        torch.testing.assert_close(pa.grad, pj.grad, atol=1e-6, rtol=1e-5, msg=name)
+    assert steps["accumulated"].p.tgt_tokens == steps["joint"].p.tgt_tokens > 0
+
+
+def test_replicas_make_each_update_the_papers_batch(corpus: dict[str, Path], tmp_path: Path) -> None:
+    """replicas: 4 on one process is 4 batches an update: an epoch of 9 batches is 3 updates (4, 4, 1),
+    and the metrics say how many target tokens an update saw."""
+    t = trainer(corpus, tmp_path, replicas=4, schedule="rnmt_plus", warmup_steps=2, decay_start=0, decay_end=10,
+                max_steps=3, max_epochs=5)
+    metrics = t.run()
+    assert metrics["accumulate"] == 4 and metrics["steps"] == 3 and (t.p.epoch, t.p.batch_in_epoch) == (0, 9)
+    sv, tv = Vocab.load(corpus["src_vocab"]), Vocab.load(corpus["tgt_vocab"])
+    data = load_parallel(corpus["train_src"], corpus["train_tgt"], sv, tv, 80)
+    epoch_tokens = make_batch(data, list(range(len(data)))).tgt_tokens
+    assert metrics["tokens_per_update"] == pytest.approx(epoch_tokens / 3)
+    recs = [json.loads(x) for x in (tmp_path / "train.jsonl").read_text().splitlines()]
+    assert sum(r["tokens_per_update"] for r in recs if r["kind"] == "train") == epoch_tokens
+
+
+def test_replicas_that_do_not_divide_over_the_processes_say_what_to_set() -> None:
+    from rnmt.io import InputError
+    from rnmt.train.settings import accumulation
+
+    assert accumulation(TrainSettings(replicas=8), 2) == 4
+    assert accumulation(TrainSettings(replicas=2), 4) == 1
+    assert accumulation(TrainSettings(replicas=8, accumulate=3), 1) == 3
+    with pytest.raises(InputError, match="replicas 8 .* cannot be split evenly over 3 .* set accumulate"):
+        accumulation(TrainSettings(replicas=8), 3)
+
+
+@pytest.mark.parametrize("select_by", ["loss", "bleu"])
+def test_the_kept_checkpoint_is_the_best_by_the_selection_metric(corpus: dict[str, Path], tmp_path: Path,
+                                                                  select_by: str) -> None:
+    """DTMT keeps the checkpoint with the best dev BLEU, SR-NMT the one with the best dev perplexity;
+    patience counts validations without improvement of the same metric."""
+    from rnmt.train import checkpoint
+
+    metrics = trainer(corpus, tmp_path, max_steps=40, valid_every=4, valid_bleu=True, select_by=select_by,
+                      lr=0.01).run()
+    valid = [json.loads(x) for x in (tmp_path / "train.jsonl").read_text().splitlines()]
+    valid = [r for r in valid if r["kind"] == "valid"]
+    by_loss = min(valid, key=lambda r: r["dev_loss"])["step"]
+    by_bleu = max(valid, key=lambda r: (r["dev_bleu"], -r["step"]))["step"]
+    assert by_loss != by_bleu                         # the two metrics disagree on this run
+    want = by_bleu if select_by == "bleu" else by_loss
+    assert checkpoint.load(tmp_path / "model.pt")["step"] == metrics["best_step"] == want
+    assert metrics["select_by"] == select_by
+
+
+def test_select_by_bleu_without_dev_bleu_is_refused() -> None:
+    from rnmt.io import InputError
+
+    with pytest.raises(InputError, match="select_by: bleu needs .* valid_bleu: true"):
+        TrainSettings.from_dict({"select_by": "bleu", "valid_bleu": False})
 
 
 # ---- resume -----------------------------------------------------------------------------------------

@@ -14,6 +14,20 @@ BUDGET_FIELDS = {"max_epochs", "max_steps", "max_minutes", "patience", "log_ever
                  "device", "resume", "valid_bleu"}
 
 
+def accumulation(settings: TrainSettings, world: int) -> int:
+    """Batches per update: `accumulate` where set, else the paper's GPUs over the processes running, so
+    that each update sees the paper's effective batch (DTMT: 4,096 tokens on each of n GPUs, eq. 17's n)."""
+    if settings.accumulate:
+        return settings.accumulate
+    if world >= settings.replicas:                 # as many processes as the paper's GPUs, or more
+        return 1
+    if settings.replicas % world:
+        raise InputError(f"replicas {settings.replicas} (the paper's GPUs) cannot be split evenly over {world} "
+                         f"training processes; run {settings.replicas} or a divisor of it, or set accumulate "
+                         "(batches per update and process) yourself")
+    return settings.replicas // world
+
+
 @dataclass
 class TrainSettings:
     seed: int = 1
@@ -30,7 +44,8 @@ class TrainSettings:
     warmup_steps: int = 500            # rnmt_plus p
     decay_start: int = 8000            # rnmt_plus s
     decay_end: int = 64000             # rnmt_plus e
-    replicas: int = 1                  # rnmt_plus n
+    replicas: int = 1                  # the paper's GPUs (rnmt_plus n): each update sees replicas × one batch
+    accumulate: int = 0                # batches summed into one update; 0: replicas / processes (the paper's batch)
     plateau_retrains: int = 0          # SR-NMT: when patience runs out, restart from the best checkpoint ...
     plateau_factor: float = 0.5        # ... at this fraction of the rate, this many times
     label_smoothing: float = 0.0
@@ -41,7 +56,8 @@ class TrainSettings:
     max_minutes: float = 0.0           # 0: no limit; training time only (validation excluded)
     valid_every: int = 500             # steps
     valid_bleu: bool = True            # greedy dev BLEU at each validation
-    patience: int = 0                  # validations without dev-loss improvement before stopping; 0: off
+    select_by: str = "loss"            # loss | bleu: what picks the kept checkpoint (model.pt) and drives patience
+    patience: int = 0                  # validations without improvement (by select_by) before stopping; 0: off
     nan_policy: str = "stop"           # stop | skip (a batch with a NaN/inf loss)
     log_every: int = 50
     checkpoint_every: int = 0          # steps between last.pt saves besides validations; 0: validations only
@@ -73,4 +89,12 @@ class TrainSettings:
         s = cls(**d)
         if s.nan_policy not in ("stop", "skip"):
             raise InputError(f"nan_policy must be 'stop' or 'skip', not {s.nan_policy!r}")
+        if s.select_by not in ("loss", "bleu"):
+            raise InputError(f"select_by must be 'loss' (dev loss) or 'bleu' (greedy dev BLEU), not {s.select_by!r}")
+        if s.select_by == "bleu" and not s.valid_bleu:
+            raise InputError("select_by: bleu needs the dev BLEU of every validation: set valid_bleu: true, or "
+                             "select_by: loss")
+        if s.accumulate < 0 or s.replicas < 1:
+            raise InputError(f"accumulate must be >= 0 (0: replicas / processes) and replicas >= 1, not "
+                             f"accumulate {s.accumulate}, replicas {s.replicas}")
         return s

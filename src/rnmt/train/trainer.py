@@ -1,11 +1,16 @@
 """The training loop: batches, optimiser, schedule, validation, checkpoints, logs and metrics.
 
 Writes into `out_dir`:
-  model.pt      the checkpoint with the best dev loss (the file later stages read)
+  model.pt      the checkpoint with the best dev loss, or dev BLEU with `select_by: bleu` (the file later
+                stages read)
   last.pt       the latest full training state (model, optimiser, progress, RNG streams, data position),
                 from which an interrupted run resumes and ends with the same weights as an uninterrupted one
-  train.jsonl   one record per logged step (loss, lr, tokens/s, memory) and per validation (dev loss, BLEU)
+  train.jsonl   one record per logged step (loss, lr, tokens per update, tokens/s, memory) and per
+                validation (dev loss, BLEU)
   train.json    the run's metrics (parameters, steps, time, words/s, best dev scores, hardware)
+
+An update sums the gradients of `accumulate` batches (by default the paper's GPUs over the processes
+running: `replicas` 8 on one process is 8 batches an update, as DTMT's 8 GPUs had).
 
 SIGTERM or SIGUSR1 (a cluster's warning before its time limit) saves last.pt at the next step boundary
 and stops with TrainingInterrupted; rerunning the same command resumes, and a run that had already
@@ -39,7 +44,7 @@ from rnmt.models import build_model, factors
 from rnmt.models.pretrained import load_pretrained
 from rnmt.train import checkpoint, distributed, outputs, schedules
 from rnmt.train.optim import initialise, make_optimizer
-from rnmt.train.settings import TrainSettings
+from rnmt.train.settings import TrainSettings, accumulation
 from rnmt.train.validation import dev_bleu, dev_loss
 
 log = logging.getLogger(__name__)
@@ -93,6 +98,7 @@ class Trainer:
         if settings.threads > 0:
             torch.set_num_threads(settings.threads)
         self.rank, self.world = distributed.rank_and_world()
+        self.accumulate = accumulation(settings, self.world)
         self.device = hardware.pick_device(settings.device, self.rank)
         random.seed(settings.seed)
         torch.manual_seed(settings.seed)
@@ -216,6 +222,9 @@ class Trainer:
         s = self.s
         self._maybe_resume()
         self.model.train()
+        if self.rank == 0 and self.accumulate * self.world > 1:
+            log.info("each update sums %d batch(es) on each of %d process(es) (replicas %d)", self.accumulate,
+                     self.world, s.replicas)
         old_handlers = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGUSR1)}
         self.bar = tqdm(total=s.max_steps or None, initial=self.p.step, desc="train", unit="step",
                         mininterval=5.0, disable=None if self.rank == 0 else True)
@@ -251,10 +260,11 @@ class Trainer:
                 p.epoch_rng_state = self.rng.getstate()
             else:                                     # resumed mid-epoch: the same batch order again
                 self.rng.setstate(p.epoch_rng_state)
-            batches = self._batches()
-            for idx in batches[p.batch_in_epoch:]:
-                self._train_step(idx)
-                p.batch_in_epoch += 1
+            batches = self._batches()[p.batch_in_epoch:]
+            for first in range(0, len(batches), self.accumulate):
+                group = batches[first:first + self.accumulate]
+                self._train_step(group)
+                p.batch_in_epoch += len(group)
                 stop = self._limit_reached()
                 if (stop or p.step % s.valid_every == 0) and self._validate() and not stop:
                     stop = "patience"
@@ -276,27 +286,35 @@ class Trainer:
             self.logf.write(json.dumps(rec) + "\n")
             self.logf.flush()
 
-    def _train_step(self, idx: list[int]) -> None:
+    def _train_step(self, group: list[list[int]]) -> None:
+        """One update from a group of batches (`accumulate` of them): the gradient of their summed loss over
+        all their target tokens, which is the gradient of one batch as large as the group."""
         s, p, model = self.s, self.p, self.model
         t0 = time.perf_counter()
         lr = s.lr * p.lr_factor * self.schedule(p.step, p.epoch)
         for g in self.opt.param_groups:
             g["lr"] = lr
-        b = make_batch(self.train_data, idx[self.rank::self.world]).to(self.device)
-        tokens = distributed.global_sum(b.tgt_tokens, self.world, self.device)
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.device.type == "cuda" and s.amp):
-            logits = model(b.src, b.src_mask, b.tgt_in)
-        loss = F.cross_entropy(logits.flatten(0, 1).float(), b.tgt_out.flatten(), ignore_index=PAD_ID,
-                               label_smoothing=s.label_smoothing, reduction="sum") / tokens
+        parts = [make_batch(self.train_data, idx[self.rank::self.world]) for idx in group]
+        tokens = distributed.global_sum(sum(b.tgt_tokens for b in parts), self.world, self.device)
         self.opt.zero_grad(set_to_none=True)
-        if not torch.isfinite(loss):
-            if s.nan_policy == "skip":
-                p.skipped_batches += 1
-                log.warning("step %d: loss is %s, batch skipped (%d so far)", p.step, loss.item(), p.skipped_batches)
-                return
-            raise TrainingDiverged(f"step {p.step}: the training loss is {loss.item()}; {self._last_good()}. Lower "
-                                   "lr or clip, or set nan_policy: skip")
-        loss.backward()
+        total = 0.0
+        for b in parts:
+            b = b.to(self.device)
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.device.type == "cuda" and s.amp):
+                logits = model(b.src, b.src_mask, b.tgt_in)
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), b.tgt_out.flatten(), ignore_index=PAD_ID,
+                                   label_smoothing=s.label_smoothing, reduction="sum") / tokens
+            if not torch.isfinite(loss):
+                if s.nan_policy == "skip":
+                    self.opt.zero_grad(set_to_none=True)
+                    p.skipped_batches += 1
+                    log.warning("step %d: loss is %s, batch skipped (%d so far)", p.step, loss.item(),
+                                p.skipped_batches)
+                    return
+                raise TrainingDiverged(f"step {p.step}: the training loss is {loss.item()}; {self._last_good()}. "
+                                       "Lower lr or clip, or set nan_policy: skip")
+            loss.backward()
+            total += loss.item()
         distributed.sum_gradients(model, self.world)
         if s.clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), s.clip)
@@ -306,17 +324,18 @@ class Trainer:
         dt = time.perf_counter() - t0
         p.step += 1
         p.train_seconds += dt
-        p.src_words += b.src_words * self.world
-        p.tgt_words += b.tgt_words * self.world
+        p.src_words += sum(b.src_words for b in parts) * self.world
+        p.tgt_words += sum(b.tgt_words for b in parts) * self.world
         p.tgt_tokens += tokens
         self.bar.update(1)
         if p.step % s.log_every == 0:
-            value = loss.item() * self.world
+            value = total * self.world
             self.bar.set_postfix(loss=f"{value:.3f}", epoch=p.epoch)
             if self.bar.disable and self.rank == 0:
                 log.info("step %d epoch %d loss %.3f lr %.2g %.0f target tokens/s", p.step, p.epoch, value, lr,
                          tokens / dt)
             self._record({"kind": "train", "step": p.step, "epoch": p.epoch, "loss": value, "lr": lr,
+                          "tokens_per_update": tokens,
                           "train_seconds": round(p.train_seconds, 3), "tgt_tokens_per_s": tokens / dt,
                           "memory_mb": round(hardware.peak_memory_mb(self.device), 1)})
 
@@ -345,9 +364,10 @@ class Trainer:
         p.curve.append(rec)
         log.info("validation at step %d: dev ppl %.3f%s", p.step, rec["dev_ppl"],
                  f", greedy dev BLEU {rec['dev_bleu']:.2f}" if "dev_bleu" in rec else "")
-        if rec["dev_loss"] < p.best.get("dev_loss", math.inf):
+        if self._improves(rec):
             p.best, p.stale = rec, 0
-            self._save("model.pt", {"step": p.step, "dev_loss": rec["dev_loss"]})
+            self._save("model.pt", {"step": p.step, "dev_loss": rec["dev_loss"], "dev_bleu": rec.get("dev_bleu"),
+                                    "select_by": s.select_by})
             self._keep("model.pt")
         else:
             p.stale += 1
@@ -356,9 +376,17 @@ class Trainer:
         self._save_state()
         return self._patience_exhausted() is not None
 
+    def _improves(self, rec: dict[str, Any]) -> bool:
+        """Whether a validation beats the kept checkpoint: lower dev loss, or with `select_by: bleu` higher
+        greedy dev BLEU (DTMT selects and stops by dev BLEU); ties keep the earlier checkpoint."""
+        best = self.p.best
+        if self.s.select_by == "bleu":
+            return not best or rec["dev_bleu"] > best["dev_bleu"]
+        return rec["dev_loss"] < best.get("dev_loss", math.inf)
+
     def _retrain_from_best(self) -> None:
-        """SR-NMT section 4: at convergence, continue from the best checkpoint (by dev perplexity) at a
-        lower rate (3e-4 → 1.5e-4), with a fresh optimiser."""
+        """SR-NMT section 4: at convergence, continue from the best checkpoint (by dev perplexity, its
+        `select_by: loss`) at a lower rate (3e-4 → 1.5e-4), with a fresh optimiser."""
         p = self.p
         best = checkpoint.load(self.out_dir / "model.pt", self.device)
         self.model.load_state_dict(best["state_dict"])
@@ -367,8 +395,8 @@ class Trainer:
         p.retrains_done += 1
         p.stale = 0
         self._record({"kind": "retrain", "step": p.step, "from_step": best.get("step"), "lr_factor": p.lr_factor})
-        log.info("dev perplexity stopped improving: restarting from step %s at %.3g × lr", best.get("step"),
-                 p.lr_factor)
+        log.info("the dev %s stopped improving: restarting from step %s at %.3g × lr", self.s.select_by,
+                 best.get("step"), p.lr_factor)
 
     def _metrics(self, stop_reason: str | None) -> dict[str, Any]:
         p, secs = self.p, self.p.train_seconds
@@ -388,6 +416,9 @@ class Trainer:
             "best_dev_loss": p.best.get("dev_loss"),
             "best_dev_ppl": p.best.get("dev_ppl"),
             "best_dev_bleu_greedy": p.best.get("dev_bleu"),
+            "select_by": self.s.select_by,
+            "accumulate": self.accumulate,
+            "tokens_per_update": p.tgt_tokens / p.step if p.step else 0.0,
             "world_size": self.world,
             "peak_memory_mb": round(hardware.peak_memory_mb(self.device), 1),
             "model_config": self.model_config,
