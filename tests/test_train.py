@@ -130,15 +130,12 @@ def test_replicas_make_each_update_the_papers_batch(corpus: dict[str, Path], tmp
     assert sum(r["tokens_per_update"] for r in recs if r["kind"] == "train") == epoch_tokens
 
 
-def test_replicas_that_do_not_divide_over_the_processes_say_what_to_set() -> None:
-    from rnmt.io import InputError
+def test_accumulate_defaults_to_the_papers_gpu_count() -> None:
     from rnmt.train.settings import accumulation
 
-    assert accumulation(TrainSettings(replicas=8), 2) == 4
-    assert accumulation(TrainSettings(replicas=2), 4) == 1
-    assert accumulation(TrainSettings(replicas=8, accumulate=3), 1) == 3
-    with pytest.raises(InputError, match="replicas 8 .* cannot be split evenly over 3 .* set accumulate"):
-        accumulation(TrainSettings(replicas=8), 3)
+    assert accumulation(TrainSettings(replicas=8)) == 8
+    assert accumulation(TrainSettings(replicas=8, accumulate=3)) == 3
+    assert accumulation(TrainSettings()) == 1
 
 
 @pytest.mark.parametrize("select_by", ["loss", "bleu"])
@@ -304,3 +301,17 @@ def test_two_gloo_processes_give_the_joint_batch_gradient(corpus: dict[str, Path
     parallel = torch.load(out, weights_only=True)
     for name, p in model.named_parameters():
         torch.testing.assert_close(parallel[name], p.grad, atol=1e-6, rtol=1e-5)
+
+
+def test_the_length_limit_counts_words_or_subwords(tmp_path: Path) -> None:
+    """ATR limits training pairs to 80 words, before BPE: a 3-word sentence split into 6 subwords
+    stays under a limit of 4 words and is skipped under a limit of 4 subwords."""
+    src, tgt = tmp_path / "train.src", tmp_path / "train.tgt"
+    src.write_text("a@@ b@@ c d@@ e f\nshort one\n")
+    tgt.write_text("x y z\nkurz eins\n")
+    sv = Vocab.build(src.read_text().splitlines())
+    tv = Vocab.build(tgt.read_text().splitlines())
+    assert len(load_parallel(src, tgt, sv, tv, 4, max_len_unit="words")) == 2
+    assert len(load_parallel(src, tgt, sv, tv, 4)) == 1
+    with pytest.raises(Exception, match="max_len_unit must be 'subwords' or 'words'"):
+        TrainSettings.from_dict({"max_len_unit": "tokens"})

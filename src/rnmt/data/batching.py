@@ -46,8 +46,10 @@ def load_labels(labels_path: str | Path, src_path: str | Path, src_lines: Sequen
 
 def load_parallel(src_path: str | Path, tgt_path: str | Path, src_vocab: Vocab, tgt_vocab: Vocab,
                   max_len: int | None = None, src_labels: str | Path | None = None,
-                  label_vocab: Vocab | None = None) -> ParallelData:
-    """Read segmented parallel files; pairs with an empty side or longer than `max_len` subwords are skipped.
+                  label_vocab: Vocab | None = None, max_len_unit: str = "subwords") -> ParallelData:
+    """Read segmented parallel files; pairs with an empty side or a side longer than `max_len` are skipped,
+    counted in subwords or, with `max_len_unit="words"`, in the words before BPE (ATR section 4.1's
+    "maximum length of training instances to 80 words").
 
     With `src_labels` (a label file aligned with the source) each source subword also gets a label id.
     """
@@ -61,7 +63,8 @@ def load_parallel(src_path: str | Path, tgt_path: str | Path, src_vocab: Vocab, 
         if not si or not ti:
             empty += 1
             continue
-        if max_len is not None and max(len(si), len(ti)) > max_len:
+        lengths = (count_words(s), count_words(t)) if max_len_unit == "words" else (len(si), len(ti))
+        if max_len is not None and max(lengths) > max_len:
             long += 1
             continue
         if labels is not None and data.src_labels is not None:
@@ -71,8 +74,8 @@ def load_parallel(src_path: str | Path, tgt_path: str | Path, src_vocab: Vocab, 
         data.src_words.append(count_words(s))
         data.tgt_words.append(count_words(t))
     if empty or long:
-        log.info("%s / %s: %d pairs with an empty side and %d longer than max_len=%s skipped, %d kept", src_path,
-                 tgt_path, empty, long, max_len, len(data.src))
+        log.info("%s / %s: %d pairs with an empty side and %d longer than max_len=%s %s skipped, %d kept",
+                 src_path, tgt_path, empty, long, max_len, max_len_unit, len(data.src))
     if not data.src:
         raise InputError(f"{src_path} / {tgt_path}: no sentence pair left ({len(src_lines)} lines: {empty} with an "
                          f"empty side, {long} longer than max_len={max_len}); check the files, or raise max_len")

@@ -14,18 +14,11 @@ BUDGET_FIELDS = {"max_epochs", "max_steps", "max_minutes", "patience", "log_ever
                  "device", "resume", "valid_bleu"}
 
 
-def accumulation(settings: TrainSettings, world: int) -> int:
-    """Batches per update: `accumulate` where set, else the paper's GPUs over the processes running, so
-    that each update sees the paper's effective batch (DTMT: 4,096 tokens on each of n GPUs, eq. 17's n)."""
-    if settings.accumulate:
-        return settings.accumulate
-    if world >= settings.replicas:                 # as many processes as the paper's GPUs, or more
-        return 1
-    if settings.replicas % world:
-        raise InputError(f"replicas {settings.replicas} (the paper's GPUs) cannot be split evenly over {world} "
-                         f"training processes; run {settings.replicas} or a divisor of it, or set accumulate "
-                         "(batches per update and process) yourself")
-    return settings.replicas // world
+def accumulation(settings: TrainSettings) -> int:
+    """Batches per update: `accumulate` where set, else the paper's GPU count (`replicas`). The processes
+    of a data-parallel run share each batch (rnmt.train.distributed), so an update holds replicas
+    batches on any number of processes: DTMT's 4,096 tokens on each of n GPUs (eq. 17's n)."""
+    return settings.accumulate or settings.replicas
 
 
 @dataclass
@@ -33,7 +26,8 @@ class TrainSettings:
     seed: int = 1
     batch_size: int = 80               # sentences per batch (ATR 80, SR-NMT 64) ...
     batch_tokens: int = 0              # ... or, when > 0, padded tokens per batch and side (DTMT 4096)
-    max_len: int = 80                  # subwords per side; longer training pairs are skipped
+    max_len: int = 80                  # per side; longer training pairs are skipped ...
+    max_len_unit: str = "subwords"     # ... counted in subwords, or in words before BPE (ATR: 80 words)
     optimizer: str = "adam"
     lr: float = 5e-4
     betas: tuple[float, float] = (0.9, 0.999)
@@ -45,7 +39,7 @@ class TrainSettings:
     decay_start: int = 8000            # rnmt_plus s
     decay_end: int = 64000             # rnmt_plus e
     replicas: int = 1                  # the paper's GPUs (rnmt_plus n): each update sees replicas × one batch
-    accumulate: int = 0                # batches summed into one update; 0: replicas / processes (the paper's batch)
+    accumulate: int = 0                # batches summed into one update; 0: replicas (the paper's batch)
     plateau_retrains: int = 0          # SR-NMT: when patience runs out, restart from the best checkpoint ...
     plateau_factor: float = 0.5        # ... at this fraction of the rate, this many times
     label_smoothing: float = 0.0
@@ -89,12 +83,14 @@ class TrainSettings:
         s = cls(**d)
         if s.nan_policy not in ("stop", "skip"):
             raise InputError(f"nan_policy must be 'stop' or 'skip', not {s.nan_policy!r}")
+        if s.max_len_unit not in ("subwords", "words"):
+            raise InputError(f"max_len_unit must be 'subwords' or 'words', not {s.max_len_unit!r}")
         if s.select_by not in ("loss", "bleu"):
             raise InputError(f"select_by must be 'loss' (dev loss) or 'bleu' (greedy dev BLEU), not {s.select_by!r}")
         if s.select_by == "bleu" and not s.valid_bleu:
             raise InputError("select_by: bleu needs the dev BLEU of every validation: set valid_bleu: true, or "
                              "select_by: loss")
         if s.accumulate < 0 or s.replicas < 1:
-            raise InputError(f"accumulate must be >= 0 (0: replicas / processes) and replicas >= 1, not "
+            raise InputError(f"accumulate must be >= 0 (0: replicas) and replicas >= 1, not "
                              f"accumulate {s.accumulate}, replicas {s.replicas}")
         return s

@@ -9,8 +9,8 @@ Writes into `out_dir`:
                 validation (dev loss, BLEU)
   train.json    the run's metrics (parameters, steps, time, words/s, best dev scores, hardware)
 
-An update sums the gradients of `accumulate` batches (by default the paper's GPUs over the processes
-running: `replicas` 8 on one process is 8 batches an update, as DTMT's 8 GPUs had).
+An update sums the gradients of `accumulate` batches (by default `replicas`, the paper's GPUs: DTMT's
+8 GPUs of 4,096 tokens are 8 batches of 4,096 an update, on one process or shared by several).
 
 SIGTERM or SIGUSR1 (a cluster's warning before its time limit) saves last.pt at the next step boundary
 and stops with TrainingInterrupted; rerunning the same command resumes, and a run that had already
@@ -98,14 +98,14 @@ class Trainer:
         if settings.threads > 0:
             torch.set_num_threads(settings.threads)
         self.rank, self.world = distributed.rank_and_world()
-        self.accumulate = accumulation(settings, self.world)
+        self.accumulate = accumulation(settings)
         self.device = hardware.pick_device(settings.device, self.rank)
         random.seed(settings.seed)
         torch.manual_seed(settings.seed)
         self.rng = random.Random(settings.seed)
         self.src_vocab, self.tgt_vocab = Vocab.load(src_vocab), Vocab.load(tgt_vocab)
         self.train_data = load_parallel(train_src, train_tgt, self.src_vocab, self.tgt_vocab, settings.max_len,
-                                        train_src_labels, self.label_vocab)
+                                        train_src_labels, self.label_vocab, settings.max_len_unit)
         self.dev_data = load_parallel(dev_src, dev_tgt, self.src_vocab, self.tgt_vocab, None, dev_src_labels,
                                       self.label_vocab)
         cfg = dict(self.model_config)
@@ -222,9 +222,9 @@ class Trainer:
         s = self.s
         self._maybe_resume()
         self.model.train()
-        if self.rank == 0 and self.accumulate * self.world > 1:
-            log.info("each update sums %d batch(es) on each of %d process(es) (replicas %d)", self.accumulate,
-                     self.world, s.replicas)
+        if self.rank == 0 and self.accumulate > 1:
+            log.info("each update sums %d batches (replicas %d), shared by %d process(es)", self.accumulate,
+                     s.replicas, self.world)
         old_handlers = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGUSR1)}
         self.bar = tqdm(total=s.max_steps or None, initial=self.p.step, desc="train", unit="step",
                         mininterval=5.0, disable=None if self.rank == 0 else True)
