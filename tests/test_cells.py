@@ -24,8 +24,8 @@ def ln(x, norm):
 
 # ---- references written from the papers' equations, one timestep each -------------------------
 def ref_atr(c, x, h, state_tanh=False, twin="add"):
-    p = x @ c.weight_ih.T + c.bias_ih
-    q = h @ c.weight_hh.T + c.bias_hh
+    p = x @ c.weight_ih.T + (c.bias_ih if c.bias_ih is not None else 0)      # eq. 6 has no biases
+    q = h @ c.weight_hh.T + (c.bias_hh if c.bias_hh is not None else 0)
     f = torch.sigmoid(p - q)
     i = 1 - f if twin == "one_minus" else torch.sigmoid(p + q)
     out = i * p + f * h
@@ -38,6 +38,24 @@ def ref_ran(c, x, cstate):
     h = torch.tanh(cstate)
     gates = torch.sigmoid(x @ c.weight_ih.T + h @ c.weight_hh.T + c.bias)
     return gates[:, :H] * content + gates[:, H:] * cstate
+
+
+def ref_gru_atr_eq4(c, x, h):  # ATR eqs. 2-5: the reset gate inside the product, U_h (r ⊙ h)
+    H = c.hidden_size
+    Wx, Wh, bx, bh = c.weight_ih, c.weight_hh, c.bias_ih, c.bias_hh
+    r = torch.sigmoid(x @ Wx[:H].T + bx[:H] + h @ Wh[:H].T + bh[:H])
+    z = torch.sigmoid(x @ Wx[H:2 * H].T + bx[H:2 * H] + h @ Wh[H:2 * H].T + bh[H:2 * H])
+    n = torch.tanh(x @ Wx[2 * H:].T + bx[2 * H:] + (r * h) @ Wh[2 * H:].T + bh[2 * H:])
+    return z * h + (1 - z) * n
+
+
+def ref_gru_dtmt_eq7(c, x, h):  # DTMT eqs. 6-9: the reset gate outside the product, r ⊙ (W_hh h)
+    H = c.hidden_size
+    Wx, Wh, bx, bh = c.weight_ih, c.weight_hh, c.bias_ih, c.bias_hh
+    r = torch.sigmoid(x @ Wx[:H].T + bx[:H] + h @ Wh[:H].T + bh[:H])
+    z = torch.sigmoid(x @ Wx[H:2 * H].T + bx[H:2 * H] + h @ Wh[H:2 * H].T + bh[H:2 * H])
+    n = torch.tanh(x @ Wx[2 * H:].T + bx[2 * H:] + r * (h @ Wh[2 * H:].T + bh[2 * H:]))
+    return (1 - z) * n + z * h
 
 
 def ref_gru_ln(c, x, h):
@@ -80,6 +98,9 @@ CASES = {
     "atr-tanh": (lambda: build_cell("atr", 3, 4, state_tanh=True), lambda c, x, h: ref_atr(c, x, h, state_tanh=True)),
     "atr-one-minus": (lambda: build_cell("atr", 3, 4, twin="one_minus"),
                       lambda c, x, h: ref_atr(c, x, h, twin="one_minus")),
+    "atr-no-bias": (lambda: build_cell("atr", 3, 4, bias=False), ref_atr),
+    "gru-reset-before": (lambda: build_cell("gru", 3, 4, reset="before"), ref_gru_atr_eq4),
+    "gru-reset-after": (lambda: build_cell("gru", 3, 4), ref_gru_dtmt_eq7),
     "ran": (lambda: build_cell("ran", 3, 4), ref_ran),
     "ran-simplest": (lambda: build_cell("ran", 4, 4), ref_ran),
     "gru-gate-norm": (lambda: build_cell("gru", 3, 4, gate_norm=True), ref_gru_ln),
@@ -133,12 +154,13 @@ def test_two_input_cell_runs_lower_then_higher() -> None:
     torch.testing.assert_close(cell.step(cell.project_inputs(torch.cat([a, b], -1)), h), expect)
 
 
-GRADCHECK = ["gru", "lstm", "ran", "atr", "lgru", "lau"]
+GRADCHECK = {"gru": {}, "gru-reset-before": {"reset": "before"}, "lstm": {}, "ran": {}, "atr": {},
+             "atr-no-bias": {"bias": False}, "lgru": {}, "lau": {}}
 
 
-@pytest.mark.parametrize("name", GRADCHECK)
+@pytest.mark.parametrize("name", sorted(GRADCHECK))
 def test_gradcheck(name: str) -> None:
-    cell = randomise(build_cell(name, 2, 3))
+    cell = randomise(build_cell(name.split("-")[0], 2, 3, **GRADCHECK[name]))
     x = torch.randn(2, 3, 2, requires_grad=True)
     mask = torch.tensor([[True, True, True], [True, True, False]])
     assert torch.autograd.gradcheck(lambda inp: run(cell, inp, mask, reverse=True)[0], (x,))
@@ -160,6 +182,17 @@ def test_padding_never_changes_real_positions(name: str, reverse: bool) -> None:
     torch.testing.assert_close(final[1], alone_final[0])
 
 
+def test_the_reset_gates_two_places_are_two_cells_with_the_same_parameters() -> None:
+    """ATR's eq. 4 (U(r ⊙ h)) and DTMT's eq. 7 (r ⊙ (U h)) give different states from the same weights;
+    ATR's eq. 6 without biases has 2·H fewer parameters than the reference code's ATR."""
+    before, after = randomise(build_cell("gru", 3, 4, reset="before")), randomise(build_cell("gru", 3, 4))
+    assert [p.shape for p in before.parameters()] == [p.shape for p in after.parameters()]
+    x, h = torch.randn(2, 3), torch.randn(2, 4)
+    assert not torch.allclose(before.step(before.project_inputs(x), h), after.step(after.project_inputs(x), h))
+    with_bias, without = build_cell("atr", 3, 4), build_cell("atr", 3, 4, bias=False)
+    assert sum(p.numel() for p in with_bias.parameters()) - sum(p.numel() for p in without.parameters()) == 8
+
+
 def test_weight_matrix_counts_of_atr_table1() -> None:
     """ATR paper Table 1: LSTM 8, GRU 6, RAN 4 (its simplest version), ATR 2, counted from the code."""
     counts = {name: build_cell(name, 8, 8).weight_matrix_count for name in ("lstm", "gru", "ran", "atr")}
@@ -169,6 +202,8 @@ def test_weight_matrix_counts_of_atr_table1() -> None:
 def test_option_errors_are_clear() -> None:
     with pytest.raises(InputError, match="twin must be 'add'"):
         build_cell("atr", 2, 2, twin="sub")
+    with pytest.raises(InputError, match="reset must be 'after' .* or 'before'"):
+        build_cell("gru", 2, 2, reset="inside")
     with pytest.raises(InputError, match="content_projection: true"):
         build_cell("ran", 3, 4, content_projection=False)
     with pytest.raises(InputError, match="tgru reads no input"):

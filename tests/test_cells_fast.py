@@ -10,16 +10,19 @@ from rnmt.cells.scan import linear_scan
 from rnmt.cells.srnmt import DecoderUnit, EncoderUnit
 from rnmt.models import build_model
 
-FAST = ["atr", "gru", "sru", "srnmt"]
+# each cell with a whole-sequence path, with the options that have their own
+FAST = {"atr": ("atr", {}), "atr-no-bias": ("atr", {"bias": False}), "gru": ("gru", {}),
+        "gru-reset-before": ("gru", {"reset": "before"}), "sru": ("sru", {}), "srnmt": ("srnmt", {})}
 
 
-@pytest.mark.parametrize("name", FAST)
+@pytest.mark.parametrize("name", sorted(FAST))
 @pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize("padded", [False, True])
 @pytest.mark.parametrize("input_size", [5, 6])
 def test_sequence_path_equals_step_loop(name: str, reverse: bool, padded: bool, input_size: int) -> None:
     torch.manual_seed(0)
-    cell = build_cell(name, input_size, 6)
+    kind, options = FAST[name]
+    cell = build_cell(kind, input_size, 6, **options)
     x = torch.randn(3, 7, input_size, requires_grad=True)
     mask = torch.ones(3, 7, dtype=torch.bool)
     if padded:
@@ -97,13 +100,14 @@ def test_models_train_the_same_with_either_path(arch: str, settings: dict) -> No
         torch.testing.assert_close(b, a)
 
 
-@pytest.mark.parametrize("name", FAST)
+@pytest.mark.parametrize("name", sorted(FAST))
 def test_sequence_path_runs_in_float32_under_autocast(name: str) -> None:
     """CUDA training's bfloat16 autocast keeps the whole-sequence path: the recurrence runs in float32 on
     the autocast input projection, so it equals a float32 run on that projection."""
     torch.set_default_dtype(torch.float32)
     torch.manual_seed(0)
-    cell = build_cell(name, 16, 16)
+    kind, options = FAST[name]
+    cell = build_cell(kind, 16, 16, **options)
     x = torch.randn(3, 9, 16, requires_grad=True)
     mask = torch.ones(3, 9, dtype=torch.bool)
     mask[2, 5:] = False

@@ -112,6 +112,19 @@ def test_experiment_errors_name_the_file(config: dict, tmp_path: Path) -> None:
     assert "unknown key 'rows.0(RNNSearch + GRU).seed' (did you mean 'seeds'?)" in str(e.value)
 
 
+def test_a_key_written_twice_in_an_experiment_row_is_refused(config: dict, tmp_path: Path) -> None:
+    """YAML keeps the last of two equal keys: a row with two `model:` entries would lose the first's
+    settings (a cell option) without a word."""
+    root = tmp_path / "repo"
+    (root / "workflow/experiments").mkdir(parents=True)
+    (root / "workflow/schemas").symlink_to(ROOT / "workflow/schemas")
+    text = (ROOT / "workflow/experiments/demo-rnnsearch.yaml").read_text()
+    text = text.replace("    cell: gru\n", "    cell: gru\n    model: {hidden: 32}\n    model: {emb: 32}\n", 1)
+    (root / "workflow/experiments/demo-rnnsearch.yaml").write_text(text)
+    with pytest.raises(ConfigError, match=r"demo-rnnsearch.yaml: line \d+: key 'model' appears twice"):
+        Plan({**config, "tables": ["demo-rnnsearch"]}, root)
+
+
 def test_snakemake_stops_before_any_job(tmp_path: Path) -> None:
     (tmp_path / "bad.yaml").write_text("train:\n  lr: fast\n")
     r = run_snakemake(["-n", "--configfile", "bad.yaml"], tmp_path)
@@ -178,3 +191,22 @@ def test_each_paper_selects_and_stops_as_it_did(config: dict) -> None:
             assert v.train["log_every"] == 1, (scale, v.name)
             if scale == "paper":
                 assert (v.train["max_steps"], v.train["batch_size"]) == (215, 40), v.name
+
+
+def test_each_table_trains_its_papers_cells(config: dict) -> None:
+    """ATR's tables train ATR as its eq. 6 (no biases) and the GRU as its eq. 4 (U(r ⊙ h)) on pairs up
+    to 80 words; DTMT's GRUs keep the reset gate outside the product (its eq. 7)."""
+    tables = [p.stem for p in sorted((ROOT / "workflow/experiments").glob("*.yaml"))]
+    plan = Plan({**config, "scale": "paper", "tables": tables}, ROOT)
+    cells = set()
+    for key, v in plan.variants.items():
+        name, paper = v.name, Path(plan.owner[key]).name.split("-")[0]
+        cell, options = v.model.get("cell"), v.model.get("cell_options") or {}
+        if paper == "atr" and cell in ("atr", "gru"):
+            cells.add(("atr", cell))
+            assert options == ({"bias": False} if cell == "atr" else {"reset": "before"}), name
+            assert (v.train["max_len"], v.train["max_len_unit"]) == (80, "words"), name
+        elif paper == "dtmt" and cell == "gru":
+            cells.add(("dtmt", cell))
+            assert options.get("reset", "after") == "after", name
+    assert cells == {("atr", "atr"), ("atr", "gru"), ("dtmt", "gru")}

@@ -21,13 +21,36 @@ class ConfigError(InputError):
     """The configuration does not match its schema."""
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key written twice in one mapping (YAML keeps the last silently, so
+    a row's second `model:` would drop the first's settings)."""
+
+
+def _unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":      # `<<: *anchor` entries may be overridden
+            continue
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise ConfigError(f"line {key_node.start_mark.line + 1}: key {key!r} appears twice in one mapping; "
+                              "merge the two into one entry")
+        seen.add(key)
+    return yaml.SafeLoader.construct_mapping(loader, node, deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
+
+
 def load_yaml(path: str | Path) -> Any:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: file not found")
     try:
         with open(path, encoding="utf-8") as f:
-            return yaml.safe_load(f)
+            return yaml.load(f, _UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from None
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: not valid YAML: {e}") from None
 

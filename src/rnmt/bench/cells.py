@@ -25,7 +25,7 @@ from rnmt.cells.triton import uses_triton
 log = logging.getLogger(__name__)
 BATCH, LENGTH = 80, 50
 FULL_HIDDEN, QUICK_HIDDEN = (256, 512, 1000), (256,)
-REFERENCES = ("nn.GRU", "nn.LSTM")
+BASELINES = ("nn.GRU", "nn.LSTM")   # torch's own layers, timed beside every cell (cuDNN on CUDA)
 
 
 def matmul_flops_per_token(module: nn.Module) -> int:
@@ -47,7 +47,7 @@ def sequence_path(cell: RecurrentCell, device: torch.device) -> str | None:
 
 def _layer(name: str, hidden: int, device: torch.device,
            use_sequence: bool) -> tuple[nn.Module, Callable[[Tensor], Tensor]]:
-    if name in REFERENCES:
+    if name in BASELINES:
         ref = (nn.GRU if name == "nn.GRU" else nn.LSTM)(hidden, hidden, batch_first=True).to(device)
         return ref, lambda x: ref(x)[0]
     cell = build_cell(name, input_size(name, hidden), hidden).to(device)
@@ -73,7 +73,7 @@ def measure_layer(name: str, hidden: int, device: torch.device, batch: int, leng
     log.info("%s hidden %d%s: %.0f tokens/s", name, hidden, "" if use_sequence else " (step loop)",
              batch * length / t.median)
     tokens = batch * length
-    path = "cuDNN" if name in REFERENCES and device.type == "cuda" else "torch" if name in REFERENCES else (
+    path = "cuDNN" if name in BASELINES and device.type == "cuda" else "torch" if name in BASELINES else (
         (sequence_path(module, device) if use_sequence else None) or "step loop")
     return {"cell": name, "path": path, "hidden": hidden, "batch": batch, "length": length,
             "seconds": t.median, "tokens_per_s": tokens / t.median,
@@ -94,7 +94,7 @@ def bench(device: torch.device, quick: bool = False, hidden: tuple[int, ...] | N
     rows = []
     for h in hidden or (QUICK_HIDDEN if quick else FULL_HIDDEN):
         group = []
-        for n in (*REFERENCES, *names):
+        for n in (*BASELINES, *names):
             group.append(measure_layer(n, h, device, batch, length, warmup, reps))
             peak.sample(quick=True)
         if not quick:
@@ -102,7 +102,7 @@ def bench(device: torch.device, quick: bool = False, hidden: tuple[int, ...] | N
                 if r["path"] in ("sequence", "triton"):
                     group.append(measure_layer(r["cell"], h, device, batch, length, warmup, reps, use_sequence=False))
                     peak.sample(quick=True)
-        ref = {r["cell"]: r["tokens_per_s"] for r in group if r["cell"] in REFERENCES}
+        ref = {r["cell"]: r["tokens_per_s"] for r in group if r["cell"] in BASELINES}
         for r in group:
             r["ratio_to_nn_gru"] = r["tokens_per_s"] / ref["nn.GRU"]
             r["ratio_to_nn_lstm"] = r["tokens_per_s"] / ref["nn.LSTM"]

@@ -6,7 +6,9 @@
     h' = i ⊙ p + f ⊙ h                                     (eq. 9)
 
 Options from the reference code: `state_tanh` gives h' = tanh(i ⊙ p + f ⊙ h); `twin="one_minus"`
-uses i = 1 − f instead of eq. 7. Two weight matrices (Table 1); p of all timesteps is one product.
+uses i = 1 − f instead of eq. 7. `bias=False` is eq. 6 as printed, p = W_x x and q = W_h h (the ATR
+tables' setting); the reference code adds the biases. Two weight matrices (Table 1); p of all
+timesteps is one product.
 """
 
 from __future__ import annotations
@@ -25,15 +27,18 @@ from rnmt.matmul import linear
 
 @register_cell("atr")
 class ATR(RecurrentCell):
-    def __init__(self, input_size: int, hidden_size: int, state_tanh: bool = False, twin: str = "add") -> None:
+    def __init__(self, input_size: int, hidden_size: int, state_tanh: bool = False, twin: str = "add",
+                 bias: bool = True) -> None:
         super().__init__(input_size, hidden_size)
         if twin not in ("add", "one_minus"):
             raise InputError(f"atr: twin must be 'add' (i = σ(p + q)) or 'one_minus' (i = 1 − f), not {twin!r}")
         self.state_tanh, self.twin = state_tanh, twin
         self.weight_ih = nn.Parameter(torch.empty(hidden_size, input_size))
         self.weight_hh = nn.Parameter(torch.empty(hidden_size, hidden_size))
-        self.bias_ih = nn.Parameter(torch.empty(hidden_size))
-        self.bias_hh = nn.Parameter(torch.empty(hidden_size))
+        self.bias_ih = nn.Parameter(torch.empty(hidden_size)) if bias else None
+        self.bias_hh = nn.Parameter(torch.empty(hidden_size)) if bias else None
+        # the kernels take a bias: without one they add this constant zero (no parameter, no gradient kept)
+        self.register_buffer("no_bias", None if bias else torch.zeros(hidden_size), persistent=False)
         for p in self.parameters():
             nn.init.uniform_(p, -0.08, 0.08)        # the reference LM code's init (zero biases gave NaNs)
 
@@ -60,7 +65,7 @@ class ATR(RecurrentCell):
         """The step for composite cells' chained loops (cells/fused_atr.py); the default options only."""
         if self.state_tanh or self.twin != "add":
             return None
-        return ATRKernel(self.weight_hh, self.bias_hh)
+        return ATRKernel(self.weight_hh, self._recurrent_bias())
 
     def sequence(self, projected: Tensor, mask: Tensor | None, state: Tensor) -> Tensor | None:
         """Eqs. 6-9 over all steps in one fused loop (cells/fused.py; Triton kernels on CUDA, cells/triton);
@@ -70,4 +75,7 @@ class ATR(RecurrentCell):
         p, m = time_major(projected, mask)
         kernels = triton_path(p)
         sequence = kernels.TritonATR if kernels else ATRSequence
-        return sequence.apply(p, m, state.contiguous(), self.weight_hh, self.bias_hh).transpose(0, 1)
+        return sequence.apply(p, m, state.contiguous(), self.weight_hh, self._recurrent_bias()).transpose(0, 1)
+
+    def _recurrent_bias(self) -> Tensor:
+        return self.bias_hh if self.bias_hh is not None else self.no_bias
