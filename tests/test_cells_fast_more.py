@@ -127,7 +127,8 @@ def test_options_without_a_kernel_use_the_step_loop() -> None:
 
 
 DTMT = [("dtmt", {"depth": 2}), ("dtmt", {"cell": "lau", "depth": 1}), ("dtmt", {"cell": "gru", "depth": 1}),
-        ("shallow-rnmt", {})]
+        ("shallow-rnmt", {}), ("dtmt", {"cell": "gru", "depth": 2, "gate_norm": False}),
+        ("dtmt", {"depth": 2, "modules": {"query": {"cell": "gru", "depth": 0}}})]
 MODELS = [("rnnsearch", {"cell": "lstm"}), ("rnnsearch", {"cell": "ran"}), ("rnnsearch-ca", {"cell": "lstm"}),
           ("rnnsearch-ca", {"cell": "atr"}),
           ("rnnsearch-ca", {"cell": "gru"}),

@@ -148,3 +148,23 @@ def test_attention_is_the_tanh_formula(heads: int) -> None:
         torch.testing.assert_close(ours, literal)
     with torch.no_grad():                          # the in-place inference path gives the same
         torch.testing.assert_close(att(query, keys, memory, mask)[0], c)
+
+
+def test_dtmt_ablations_build_the_papers_systems() -> None:
+    """DTMT Table 4: a module "replaced with the corresponding part of the conventional shallow RNMT" is
+    a GRU without T-GRUs while the others keep theirs; Table 5's "− Advanced Techniques" has no layer
+    norm in any cell, T-GRUs included."""
+    from rnmt.cells.gru import GRU
+    from rnmt.cells.lgru import LGRU
+
+    m = build_model("dtmt", 20, 20, emb=8, hidden=8, heads=2, depth=3, modules={"query": {"cell": "gru", "depth": 0}})
+    assert isinstance(m.query.bottom, GRU) and len(m.query.transitions) == 0 and m.query.bottom.gate_norm
+    for kept in (m.enc_fwd, m.enc_bwd, m.decoder):
+        assert isinstance(kept.bottom, LGRU) and len(kept.transitions) == 3
+    full = build_model("dtmt", 20, 20, emb=8, hidden=8, heads=2, depth=3, cell="gru")
+    plain = build_model("dtmt", 20, 20, emb=8, hidden=8, heads=2, depth=3, cell="gru", gate_norm=False)
+    assert any(isinstance(x, torch.nn.LayerNorm) for x in full.modules())
+    assert not any(isinstance(x, torch.nn.LayerNorm) for x in plain.modules())
+    assert all(not t.gate_norm for t in plain.decoder.transitions)
+    with pytest.raises(InputError, match="unknown modules entries attention, query.layers"):
+        build_model("dtmt", 20, 20, emb=8, hidden=8, heads=2, modules={"attention": {}, "query": {"layers": 2}})

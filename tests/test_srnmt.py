@@ -395,3 +395,36 @@ def test_srnmt_starts_from_the_reference_initialisation() -> None:
     w = model.decoder[0].proj.linear.weight.detach()   # Xavier-normal: std √(2 / (fan_in + fan_out))
     assert abs(float(w.std()) / math.sqrt(2 / (64 + 192)) - 1) < 0.1
     assert torch.all(model.src_emb.weight[0] == 0) and torch.all(model.tgt_emb.weight[0] == 0)
+
+
+def test_figure3_plots_training_and_validation_perplexity_against_time(tmp_path, monkeypatch) -> None:
+    """SR-NMT Figure 3: per system, the training perplexity of its logged minibatches (smoothed) and the
+    dev perplexity of its validations, both against training minutes."""
+    import json
+    from pathlib import Path
+
+    from rnmt.plan import load_table
+    from rnmt.report import figures
+
+    root = Path(__file__).resolve().parents[1]
+    table = load_table(root / "workflow/experiments/srnmt-figure3.yaml", "c")
+    logs = []
+    for variant, losses in (("srnmt-sru-3l", [3.0, 2.0, 1.0]), ("srnmt-3l", [2.5, 1.5, 0.5])):
+        log = tmp_path / "models/c" / variant / "seed1/train.jsonl"
+        log.parent.mkdir(parents=True)
+        records = [{"kind": "train", "step": i + 1, "loss": v, "train_seconds": 60.0 * (i + 1)}
+                   for i, v in enumerate(losses)]
+        records.append({"kind": "valid", "step": 3, "dev_ppl": 7.0, "train_seconds": 180.0})
+        log.write_text("".join(json.dumps(r) + "\n" for r in records))
+        logs.append(log)
+    saved = []
+    monkeypatch.setattr(figures, "_save", lambda fig, out: saved.append(fig))
+    figures.draw(table, tmp_path / "f.png", logs=logs)
+    lines = {line.get_label(): line for line in saved[0].axes[0].get_lines()}
+    sru = lines["SRU 3L: training"]
+    assert list(sru.get_xdata()) == [1.0, 2.0, 3.0]
+    smoothed = [3.0, 2.5, 2.0]                                      # 5-minibatch trailing mean
+    assert list(sru.get_ydata()) == pytest.approx([math.exp(v) for v in smoothed])
+    assert list(lines["SR-NMT 3L: validation"].get_ydata()) == [7.0]
+    with pytest.raises(InputError, match="no training log with training and validation records"):
+        figures.draw(table, tmp_path / "g.png", logs=[])

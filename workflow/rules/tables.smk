@@ -25,13 +25,15 @@ rule table:
 
 
 rule figure:
-    """ATR Figure 3 (gates by position), DTMT Figure 3 (BLEU by source length), UD Figure 2 (cost)."""
+    """ATR Figure 3 (gates by position), DTMT Figure 3 (BLEU by source length), UD Figure 2 (cost),
+    SR-NMT Figure 3 (perplexity against time)."""
     input:
         experiment=EXPERIMENTS / "{table}.yaml",
         csv=R + "/tables/{table}.csv",
         metrics=lambda wc: PLAN.metrics_paths(wc.table),
         gates=lambda wc: PLAN.gates_paths(wc.table),
-        logs=lambda wc: PLAN.train_logs(wc.table) if (PLAN.table(wc.table).figure or {}).get("kind") == "cost" else [],
+        logs=lambda wc: PLAN.train_logs(wc.table)
+        if (PLAN.table(wc.table).figure or {}).get("kind") in ("cost", "perplexity") else [],
     output:
         report(R + "/figures/{table}.png", category="Figures", labels={"figure": "{table}"}),
     params:

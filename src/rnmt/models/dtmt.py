@@ -10,6 +10,11 @@ by N T-GRUs inside one timestep (cells/composite.py TransitionCell):
 Decoder init (reference code): s_0 = tanh(W mean_j(C_j) + b). Embeddings have a bias vector and
 sinusoidal positions scaled by 1/√d ("Advanced Techniques"); dropout on embeddings, before the
 prediction and on candidate activations. N = 0 is ShallowRNMT.
+
+`modules` sets one module's own bottom cell and depth, e.g. {"query": {"cell": "gru", "depth": 0}}:
+Table 4's ablation replaces one transition module with "the corresponding part of the conventional
+shallow RNMT" (a GRU, no T-GRUs). `gate_norm=False` drops the per-gate layer normalisation of every
+cell, T-GRUs included (Table 5's "− Advanced Techniques").
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from torch import Tensor, nn
 from rnmt.cells import build_cell, run
 from rnmt.cells.composite import TransitionCell
 from rnmt.data.vocab import PAD_ID
+from rnmt.io import InputError
 from rnmt.matmul import Linear
 from rnmt.models.attention import MultiHeadAdditiveAttention
 from rnmt.models.base import DecoderState, Seq2Seq
@@ -46,16 +52,24 @@ class DTMT(Seq2Seq):
     def __init__(self, src_vocab_size: int, tgt_vocab_size: int, cell: str = "lgru", emb: int = 1024,
                  hidden: int = 1024, depth: int = 1, heads: int = 16, dropout: float = 0.3,
                  rnn_dropout: float = 0.1, positional: bool = True, cell_options: dict[str, Any] | None = None,
-                 factors: dict[str, Any] | None = None) -> None:
+                 factors: dict[str, Any] | None = None, gate_norm: bool = True,
+                 modules: dict[str, dict[str, Any]] | None = None) -> None:
         super().__init__()
         f = factors or {}
-        opts = {"candidate_dropout": rnn_dropout, **({"gate_norm": True} if cell in ("gru", "lgru", "lau") else {}),
-                **(cell_options or {})}
-        t_opts = {"candidate_dropout": rnn_dropout}
+        own = modules or {}
+        unknown = sorted(set(own) - {"encoder", "query", "decoder"}) + sorted(
+            f"{m}.{k}" for m, o in own.items() for k in o if k not in ("cell", "depth"))
+        if unknown:
+            raise InputError(f"dtmt: unknown modules entries {', '.join(unknown)}; modules takes encoder, query and "
+                             "decoder, each with cell and depth (e.g. {query: {cell: gru, depth: 0}})")
 
-        def module(input_size: int) -> TransitionCell:
-            return TransitionCell(build_cell(cell, input_size, hidden, **opts),
-                                  [build_cell("tgru", 0, hidden, **t_opts) for _ in range(depth)])
+        def module(name: str, input_size: int) -> TransitionCell:
+            kind, n = own.get(name, {}).get("cell", cell), own.get(name, {}).get("depth", depth)
+            opts = {"candidate_dropout": rnn_dropout, **({"gate_norm": gate_norm} if kind in ("gru", "lgru", "lau")
+                                                         else {}), **(cell_options or {})}
+            return TransitionCell(build_cell(kind, input_size, hidden, **opts),
+                                  [build_cell("tgru", 0, hidden, candidate_dropout=rnn_dropout, gate_norm=gate_norm)
+                                   for _ in range(n)])
 
         self.src_emb = FactoredEmbedding(src_vocab_size, emb, tuple(f.get("vocab_sizes", ())),
                                           tuple(f.get("dims", ())), f.get("combine", "concat"))
@@ -63,11 +77,11 @@ class DTMT(Seq2Seq):
         self.src_bias = nn.Parameter(torch.zeros(self.src_emb.dim))
         self.tgt_bias = nn.Parameter(torch.zeros(emb))
         self.positional = positional
-        self.enc_fwd, self.enc_bwd = module(self.src_emb.dim), module(self.src_emb.dim)
+        self.enc_fwd, self.enc_bwd = module("encoder", self.src_emb.dim), module("encoder", self.src_emb.dim)
         self.init_proj = Linear(2 * hidden, hidden)
-        self.query = module(emb)
+        self.query = module("query", emb)
         self.attention = MultiHeadAdditiveAttention(hidden, 2 * hidden, hidden, heads)
-        self.decoder = module(2 * hidden)
+        self.decoder = module("decoder", 2 * hidden)
         self.readout = Linear(emb + hidden + 2 * hidden, hidden)
         self.output = Linear(hidden, tgt_vocab_size)
         self.drop = nn.Dropout(dropout)

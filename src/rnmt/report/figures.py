@@ -3,7 +3,9 @@
 - `gates` (ATR Figure 3): mean input and forget gate of the decoder's ATR units by target position,
   averaged over the test sentences, with Pearson's r of the two in the legend;
 - `length` (DTMT Figure 3): BLEU by source-sentence length, one line per system;
-- `cost` (UD Figure 2): training cost per minibatch, slightly smoothed, one line per system.
+- `cost` (UD Figure 2): training cost per minibatch, slightly smoothed, one line per system;
+- `perplexity` (SR-NMT Figure 3): training and dev perplexity against training time, one colour per
+  system (training: every logged minibatch, smoothed; dev: every validation).
 """
 
 from __future__ import annotations
@@ -67,12 +69,13 @@ def gates(table: Table, gate_files: Sequence[str | Path], out_png: str | Path) -
 
 
 def length(table: Table, metrics_files: Sequence[str | Path], out_png: str | Path) -> None:
-    """BLEU against source length over the table's bleu_len@ metrics, one line per system."""
-    from rnmt.report.tables import label, metric_value
+    """BLEU against source length over the table's bleu_len@ (or tokenized tok_bleu_len@) metrics, one
+    line per system."""
+    from rnmt.report.tables import label, metric_value, tokenized
 
-    lengths = [m for m in table.metrics if m.startswith("bleu_len@")]
+    lengths = [m for m in table.metrics if tokenized(m)[1].startswith("bleu_len@")]
     if not lengths:
-        raise InputError(f"{table.path}: a length figure needs bleu_len@<a>-<b> metrics")
+        raise InputError(f"{table.path}: a length figure needs bleu_len@<a>-<b> or tok_bleu_len@<a>-<b> metrics")
     fig, ax = _axes(table.title)
     plotted = 0
     for system, files in _systems(table, metrics_files, 2).items():
@@ -83,9 +86,9 @@ def length(table: Table, metrics_files: Sequence[str | Path], out_png: str | Pat
             plotted += 1
     if not plotted:
         raise InputError(f"{table.name}: the metrics have no BLEU by source length (score with --src)")
-    ax.set_xticks(range(len(lengths)), [label(m).replace("len ", "") for m in lengths])
+    ax.set_xticks(range(len(lengths)), [label(tokenized(m)[1]).replace("len ", "") for m in lengths])
     ax.set_xlabel("source length (words)")
-    ax.set_ylabel("BLEU")
+    ax.set_ylabel("BLEU (tokenized, multi-bleu)" if all(tokenized(m)[0] for m in lengths) else "BLEU")
     ax.legend(fontsize=7)
     _save(fig, out_png)
 
@@ -109,6 +112,33 @@ def cost(table: Table, logs: Sequence[str | Path], out_png: str | Path, window: 
             ax.plot([r["step"] for r in train], smooth([r["loss"] for r in train], window), label=system)
     ax.set_xlabel("minibatch")
     ax.set_ylabel("training cost (cross-entropy per token)")
+    ax.legend(fontsize=7)
+    _save(fig, out_png)
+
+
+def perplexity(table: Table, logs: Sequence[str | Path], out_png: str | Path, window: int = 5) -> None:
+    import math
+
+    fig, ax = _axes(table.title)
+    plotted = 0
+    for system, files in _systems(table, logs, 2).items():
+        records = read_log(files[0])
+        train = [r for r in records if r["kind"] == "train"]
+        valid = [r for r in records if r["kind"] == "valid"]
+        if not train or not valid:
+            continue
+        line = ax.plot([r["train_seconds"] / 60 for r in train],
+                       [math.exp(min(v, 50.0)) for v in smooth([r["loss"] for r in train], window)], lw=1,
+                       label=f"{system}: training")[0]
+        ax.plot([r["train_seconds"] / 60 for r in valid], [r["dev_ppl"] for r in valid], "o--", ms=3,
+                color=line.get_color(), label=f"{system}: validation")
+        plotted += 1
+    if not plotted:
+        raise InputError(f"{table.name}: no training log with training and validation records to plot")
+    ax.set_yscale("log")
+    ax.set_xlabel("training minutes")
+    ax.set_ylabel("perplexity")
+    ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     _save(fig, out_png)
 
@@ -147,5 +177,7 @@ def draw(table: Table, out_png: str | Path, metrics: Sequence[str | Path] = (), 
         length(table, metrics, out_png)
     elif kind == "cost":
         cost(table, logs, out_png)
+    elif kind == "perplexity":
+        perplexity(table, logs, out_png)
     else:
-        raise InputError(f"{table.path}: no figure to draw (give figure: {{kind: gates|length|cost}})")
+        raise InputError(f"{table.path}: no figure to draw (give figure: {{kind: gates|length|cost|perplexity}})")
