@@ -1,4 +1,5 @@
-# Scoring: sacrebleu against the raw reference(s), tokenized BLEU against the tokenized reference;
+# Scoring: sacrebleu against the raw reference(s), multi-bleu against the tokenized ones (the extra
+# references <file>.refN beside each file: NIST's 4, written by assemble and prepare-text on both sides);
 # one metrics.json per (corpus, variant, member, test set) with the training and decoding metrics
 # beside. Lower-cased corpora (NIST Zh-En) are scored case-insensitively; a test split merged from
 # several test sets (NIST MT02..MT08) also gets BLEU per test set.

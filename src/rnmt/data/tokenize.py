@@ -6,6 +6,8 @@ from functools import lru_cache
 
 from sacremoses import MosesDetokenizer, MosesPunctNormalizer, MosesTokenizer
 
+DASH_SPLIT = " @-@ "      # how aggressive dash splitting writes the hyphen inside a word ("Test @-@ Fall")
+
 
 @lru_cache(maxsize=8)
 def _tokenizer(lang: str) -> MosesTokenizer:
@@ -33,5 +35,5 @@ def tokenize(line: str, lang: str, escape: bool = True, normalize: bool = True,
 
 def detokenize(line: str, lang: str, unescape: bool = True) -> str:
     """Undo Moses tokenization (including its escapes and the aggressive-dash `@-@` marks)."""
-    tokens = line.replace(" @-@ ", "-").split()
+    tokens = line.replace(DASH_SPLIT, "-").split()
     return _detokenizer(lang).detokenize(tokens, unescape=unescape)

@@ -54,7 +54,8 @@ def write_metrics(output: str, hyp: str, refs: Sequence[str], hyp_tok: str | Non
                   refs_tok: Sequence[str] | None = None, src: str | None = None, manifest: str | None = None,
                   lowercase: bool = False, meta: dict[str, Any] | None = None,
                   train: Sequence[str] = (), decode: str | None = None) -> dict[str, Any]:
-    """Score `hyp` against `refs` (each with its extra references) and write the metrics file."""
+    """Score `hyp` against `refs` and `hyp_tok` against `refs_tok` (each with its extra references: NIST's
+    4 on both sides) and write the metrics file."""
     from rnmt.plan import member_seeds
 
     refs = with_extra_references(refs)
@@ -63,7 +64,8 @@ def write_metrics(output: str, hyp: str, refs: Sequence[str], hyp_tok: str | Non
     scores = score(hyps, [read_lines(r) for r in refs], read_lines(hyp_tok) if hyp_tok else None,
                    [read_lines(r) for r in refs_tok] if refs_tok else None, lowercase=lowercase,
                    src_lengths=[len(line.split()) for line in read_lines(src)] if src else None,
-                   parts=test_parts(read_json(manifest)) if manifest else None, hyp_file=hyp, ref_files=refs)
+                   parts=test_parts(read_json(manifest)) if manifest else None, hyp_file=hyp, ref_files=refs,
+                   ref_tok_files=refs_tok or ())
     meta = dict(meta or {})
     if "member" in meta:
         meta["seeds"] = member_seeds(meta["member"])

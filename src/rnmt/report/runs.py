@@ -19,7 +19,8 @@ def write_runs(metrics_files: Sequence[str | Path], out_csv: str | Path) -> pd.D
     records = []
     for path in metrics_files:
         m = read_json(path)
-        m.get("scores", {}).pop("bleu_by_length", None)           # nested per-bucket dicts stay in the JSON
+        for key in ("bleu_by_length", "tok_bleu_by_length"):       # nested per-bucket dicts stay in the JSON
+            m.get("scores", {}).pop(key, None)
         m.pop("seeds", None)
         records.append({**m, "metrics_file": str(path)})
     df = pd.json_normalize(records) if records else pd.DataFrame(columns=FIRST)

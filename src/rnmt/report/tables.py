@@ -2,8 +2,9 @@
 
 The tidy CSV has one row per (system, metric): the paper's value, ours (the mean over seeds), the
 difference, the spread over seeds, why a cell is empty where it is, and where the number came from
-(run, scale, corpus, sacrebleu signature). The Markdown and LaTeX renderings put systems in rows and
-metrics in columns, as the papers lay out their tables.
+(run, scale, corpus, and the sacrebleu signature of the scorer behind that metric: 13a on detokenized
+text for `bleu*`, multi-bleu on tokenized text for `tok_bleu*`; see evaluate/score.py). The Markdown and
+LaTeX renderings put systems in rows and metrics in columns, as the papers lay out their tables.
 """
 
 from __future__ import annotations
@@ -16,13 +17,13 @@ from typing import Any
 
 import pandas as pd
 
-from rnmt.evaluate.score import bucket_name
+from rnmt.evaluate.score import TOKENIZED, bucket_name
 from rnmt.io import InputError, atomic_writer, read_json
 from rnmt.plan import Row, Table
 
 METRIC_LABELS = {
     "bleu": "BLEU",
-    "tok_bleu": "tok BLEU",
+    "tok_bleu_compound": "tok BLEU (compounds split)",
     "chrf": "chrF",
     "params_m": "#Params (M)",
     "train_tgt_words_per_s": "Train words/s",
@@ -44,7 +45,32 @@ COLUMNS = ["table", "system", "variant", "metric", "paper", "ours", "diff", "std
            "run", "corpus", "signature"]
 
 
+def _bleu_family(metric: str) -> bool:
+    """bleu and the metrics made of it: per test set (bleu@), per source length (bleu_len@), the sets' mean."""
+    return metric in ("bleu", "bleu_avg") or metric.startswith(("bleu@", "bleu_len@"))
+
+
+def tokenized(metric: str) -> tuple[str, str]:
+    """A metric split into the score-key prefix of its side and its name among the detokenized metrics:
+    "tok_bleu@nist-mt02" → ("tok_", "bleu@nist-mt02"), multi-bleu on tokenized text (the same for
+    tok_bleu, tok_bleu_avg and tok_bleu_len@); any other metric → ("", metric)."""
+    base = metric.removeprefix(TOKENIZED)
+    return (TOKENIZED, base) if base != metric and _bleu_family(base) else ("", metric)
+
+
+def signature_key(metric: str) -> str | None:
+    """The metrics.json key of the signature of the scorer that computed `metric`; None for a metric
+    that is no BLEU or chrF score."""
+    if metric in ("chrf", "tok_bleu_compound"):
+        return f"{metric}_signature"
+    prefix, base = tokenized(metric)
+    return f"{prefix}bleu_signature" if _bleu_family(base) else None
+
+
 def label(metric: str) -> str:
+    prefix, base = tokenized(metric)
+    if prefix:
+        return f"tok {label(base)}"
     if metric.startswith("bleu@"):
         return metric[5:].replace("nist-", "").upper()
     if metric.startswith("bleu_len@"):
@@ -69,19 +95,20 @@ def reported_unit(stats: dict[str, Any]) -> tuple[str, dict[str, Any]]:
 def metric_value(metrics: dict[str, Any], name: str) -> float | None:
     """Look one table metric up in a run's metrics.json (with its gate statistics under 'gates')."""
     scores, train, decode = metrics.get("scores", {}), metrics.get("train", {}), metrics.get("decode", {})
-    if name.startswith("bleu@"):
-        return (scores.get("bleu_by_part") or {}).get(name[5:])
-    if name.startswith("bleu_len@"):                # a-b: sources of a+1..b words; a-inf: longer than a
-        lo, hi = name[9:].split("-")
+    tok, base = tokenized(name)                     # tok_: the same score on tokenized text (multi-bleu)
+    if base.startswith("bleu@"):
+        return (scores.get(f"{tok}bleu_by_part") or {}).get(base[5:])
+    if base.startswith("bleu_len@"):                # a-b: sources of a+1..b words; a-inf: longer than a
+        lo, hi = base[9:].split("-")
         if hi == "inf":
-            return (scores.get("bleu_longer_than") or {}).get(lo)
-        bucket = (scores.get("bleu_by_length") or {}).get(bucket_name(int(lo), int(hi)))
+            return (scores.get(f"{tok}bleu_longer_than") or {}).get(lo)
+        bucket = (scores.get(f"{tok}bleu_by_length") or {}).get(bucket_name(int(lo), int(hi)))
         return bucket["bleu"] if bucket else None
     if name == "gate_pearson_r":
         gates = metrics.get("gates") or {}
         return reported_unit(gates)[1]["pearson_r"] if gates else None
-    if name == "bleu_avg":                          # the mean over the split's test sets; one set: its BLEU
-        return scores.get("bleu_avg", scores.get("bleu"))
+    if base == "bleu_avg":                          # the mean over the split's test sets; one set: its BLEU
+        return scores.get(f"{tok}bleu_avg", scores.get(f"{tok}bleu"))
     if name in scores:
         return scores[name]
     if name == "params_m":
@@ -96,9 +123,10 @@ def metric_value(metrics: dict[str, Any], name: str) -> float | None:
 
 
 def why_empty(metric: str, scale: str) -> str:
-    if metric.startswith("bleu@"):
+    base = tokenized(metric)[1]
+    if base.startswith("bleu@"):
         return f"the test split at scale {scale} is one test set, not the paper's several"
-    if metric.startswith("bleu_len@"):
+    if base.startswith("bleu_len@"):
         return "no test sentence of this source length"
     if metric == "gate_pearson_r":
         return "the model has no ATR decoder cells"
@@ -153,7 +181,6 @@ def tidy(table: Table, metrics: dict[tuple[str, str], dict[str, Any]], run: str,
     for row in table.rows:
         runs = _row_runs(table, row, metrics) if row.trained else []
         counts = cell_counts(row.cell) if table.kind == "cells" and row.cell else {}
-        signature = runs[0].get("scores", {}).get("bleu_signature", "") if runs else ""
         for metric in table.metrics:
             if table.kind == "cells":
                 values = [counts[metric]] if metric in counts else []
@@ -162,6 +189,8 @@ def tidy(table: Table, metrics: dict[tuple[str, str], dict[str, Any]], run: str,
             ours = statistics.fmean(values) if values else math.nan
             std = statistics.stdev(values) if len(values) > 1 else math.nan
             paper = row.paper.get(metric)
+            key = signature_key(metric)
+            signature = runs[0].get("scores", {}).get(key, "") if runs and key else ""
             reason = ""
             if not values:
                 unscored = next((r["scores"]["empty_output"] for r in runs if "empty_output" in r.get("scores", {})),
@@ -171,7 +200,7 @@ def tidy(table: Table, metrics: dict[tuple[str, str], dict[str, Any]], run: str,
             records.append({"table": table.name, "system": row.system, "variant": row.variant or "",
                             "metric": metric, "paper": math.nan if paper is None else float(paper), "ours": ours,
                             "std": std, "n_seeds": len(values), "why_empty": reason, "scale": scale, "run": run,
-                            "corpus": table.corpus or "", "signature": signature if "bleu" in metric else ""})
+                            "corpus": table.corpus or "", "signature": signature})
     df = pd.DataFrame.from_records(records, columns=[c for c in COLUMNS if c != "diff"])
     df = _ratios(table, df, metrics)
     df.insert(COLUMNS.index("diff"), "diff", df.ours - df.paper)
@@ -254,18 +283,29 @@ def _footer(table: Table, df: pd.DataFrame) -> list[str]:
     for reason in sorted(set(empty.why_empty) - {r.why_not for r in table.rows}):
         metrics = ", ".join(sorted(set(empty[empty.why_empty == reason].metric)))
         out.append(f"Empty ({metrics}): {reason}.")
-    per_set = df[df.metric.str.startswith("bleu@")]
-    if "bleu_avg" in table.metrics and (per_set.empty or per_set.ours.isna().all()) \
-            and df[df.metric == "bleu_avg"].ours.notna().any():
-        out.append(f"{label('bleu_avg')} (ours): BLEU of the one test set of scale `{scale}` (the paper averages its "
-                   "test sets).")
-    out += [f"BLEU signature: `{s}`" for s in sorted({s for s in df.signature if s})]
+    for avg in [m for m in table.metrics if tokenized(m)[1] == "bleu_avg"]:
+        per_set = df[df.metric.str.startswith(avg.removesuffix("_avg") + "@")]
+        if (per_set.empty or per_set.ours.isna().all()) and df[df.metric == avg].ours.notna().any():
+            out.append(f"{label(avg)} (ours): BLEU of the one test set of scale `{scale}` (the paper averages its "
+                       "test sets).")
+    out += signatures(table, df)
     if df.attrs.get("cut_short"):
         out.append("Stopped by the time cap (`max_minutes`) before their step budget, so their numbers depend on "
                    "the machine's speed: " + "; ".join(df.attrs["cut_short"]) + ".")
     if table.notes:
         out.append(table.notes.strip())
     return out
+
+
+def signatures(table: Table, df: pd.DataFrame) -> list[str]:
+    """One footnote per scorer signature naming the columns it computed, so that each BLEU column says
+    how it was scored (a tokenized column `tok:none`, a detokenized one `tok:13a`)."""
+    columns: dict[str, list[str]] = {}
+    for metric in table.metrics:
+        for s in dict.fromkeys(df[df.metric == metric].signature):
+            if s:
+                columns.setdefault(s, []).append(label(metric))
+    return [f"Signature of {', '.join(names)}: `{s}`" for s, names in columns.items()]
 
 
 def markdown(table: Table, df: pd.DataFrame) -> str:
