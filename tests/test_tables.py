@@ -230,3 +230,31 @@ def test_the_fidelity_register_covers_every_papers_experiment() -> None:
     missing = [p.name for p in sorted((ROOT / "workflow/experiments").glob("*.yaml"))
                if not p.name.startswith("demo-") and f"`{p.name}`" not in register]
     assert not missing, f"docs/fidelity.md names no {missing}"
+
+
+@pytest.mark.workflow
+def test_an_exported_bundle_translates_raw_text_as_the_pipeline_does(built: Path, tmp_path: Path) -> None:
+    """`results/<run>/bundles/...` holds a model with its BPE codes and preprocessing settings: raw text in
+    (a file or standard input), the pipeline's detokenized translation out, line for line."""
+    import subprocess
+    import sys
+
+    target = "results/tiny/bundles/synthetic-demo/atr-rnnsearch-atr/seed1/bundle.json"
+    r = run_snakemake(["--cores", "1", target, "--configfile", "tiny.yaml"], built)
+    assert r.returncode == 0, r.stderr[-3000:]
+    bundle = (built / target).parent
+    raw = built / "results/tiny/data/synthetic-demo/raw/test.src"
+    pipeline = (built / "results/tiny/translations/synthetic-demo/atr-rnnsearch-atr/seed1/test.txt").read_text()
+    rnmt = [sys.executable, "-m", "rnmt", "-q", "translate", "--bundle", str(bundle), "--threads", "1"]
+    from_file = subprocess.run([*rnmt, str(raw), str(tmp_path / "out.txt")], capture_output=True, text=True)
+    assert from_file.returncode == 0, from_file.stderr
+    assert (tmp_path / "out.txt").read_text() == pipeline
+    piped = subprocess.run(rnmt, input=raw.read_text(), capture_output=True, text=True)
+    assert piped.returncode == 0 and piped.stdout == pipeline
+    one = subprocess.run(rnmt, input="A sentence never seen.\n", capture_output=True, text=True)
+    assert one.returncode == 0 and len(one.stdout.splitlines()) == 1
+    both = subprocess.run([*rnmt, "--model", str(bundle / "model1.pt")], input="x\n", capture_output=True, text=True)
+    assert both.returncode == 2 and "give either --bundle DIR" in both.stderr
+    (bundle / "codes.src").unlink()
+    broken = subprocess.run(rnmt, input="x\n", capture_output=True, text=True)
+    assert broken.returncode == 2 and "codes.src listed in bundle.json but missing" in broken.stderr

@@ -19,6 +19,7 @@ rule translate:
         speed=R + "/translations/{corpus}/{variant}/{member}/{testset}.speed.json",
     params:
         d=lambda wc: variant_of(wc).decode,
+        models=lambda wc, input: [x for m in input.models for x in ("--model", m)],
         floor=lambda wc: ["--greedy-floor"] if variant_of(wc).decode.get("greedy_floor") else [],
         labels=lambda wc, input: ["--src-labels", input.labels] if "labels" in input.keys() else [],
     threads: lambda wc: DECODE_RES.get("threads") or variant_of(wc).decode.get("threads") or 1
@@ -31,7 +32,7 @@ rule translate:
     log:
         R + "/logs/translate/{corpus}/{variant}.{member}.{testset}.log",
     shell:
-        "{RNMT} translate --model {input.models:q} --beam {params.d[beam]:q} --batch-size {params.d[batch_size]:q} "
+        "{RNMT} translate {params.models:q} --beam {params.d[beam]:q} --batch-size {params.d[batch_size]:q} "
         "--length-penalty {params.d[length_penalty]:q} --alpha {params.d[alpha]:q} "
         "--max-len-ratio {params.d[max_len_ratio]:q} --max-len-extra {params.d[max_len_extra]:q} {params.labels:q} {params.floor:q} "
         "--threads {threads:q} --metrics {output.speed:q} {input.src:q} {output.bpe:q} 2> {log:q}"
@@ -52,3 +53,30 @@ rule postprocess:
         R + "/logs/postprocess/{corpus}/{variant}.{member}.{testset}.log",
     shell:
         "{RNMT} postprocess --lang {params.lang:q} {params.detruecase:q} --tok-output {output.tok:q} {input:q} {output.txt:q} 2> {log:q}"
+
+
+rule export:
+    """A translation bundle of one model or ensemble: checkpoints, source BPE codes and truecasing model,
+    preprocessing and decoding settings (`rnmt translate --bundle DIR` on raw text)."""
+    input:
+        models=lambda wc: [f"{R}/models/{wc.corpus}/{wc.variant}/seed{s}/model.pt" for s in member_seeds(wc.member)],
+        codes=lambda wc: bpe_codes(wc.corpus, "src"),
+        truecase=lambda wc: [f"{R}/data/{wc.corpus}/truecase.src"] if CORPORA[wc.corpus].preprocess.get("truecase")
+        else [],
+    output:
+        R + "/bundles/{corpus}/{variant}/{member}/bundle.json",
+    params:
+        out=lambda wc, output: str(Path(output[0]).parent),
+        models=lambda wc, input: [x for m in input.models for x in ("--model", m)],
+        codes=lambda wc, input: ["--codes", input.codes[0]] if input.codes else [],
+        truecase=lambda wc, input: ["--truecase-model", input.truecase[0], "--detruecase"] if input.truecase else [],
+        langs=lambda wc: ["--src-lang", CORPORA[wc.corpus].src_lang, "--tgt-lang", CORPORA[wc.corpus].tgt_lang],
+        preprocess=lambda wc: json.dumps(CORPORA[wc.corpus].preprocess, sort_keys=True),
+        decode=lambda wc: json.dumps(variant_of(wc).decode, sort_keys=True),
+    conda:
+        "../../envs/train.yaml"
+    log:
+        R + "/logs/export/{corpus}/{variant}.{member}.log",
+    shell:
+        "{RNMT} export {params.models:q} {params.codes:q} {params.truecase:q} {params.langs:q} "
+        "--preprocess {params.preprocess:q} --decode {params.decode:q} --out {params.out:q} 2> {log:q}"

@@ -1,0 +1,164 @@
+"""A translation bundle: one folder with everything that turns raw text into translations with a
+trained model or ensemble, as the pipeline's own rules do for a test set.
+
+    bundle.json      languages, the source's preprocessing settings (escaping, normalisation, case,
+                     segmentation), whether the output is detruecased, the decoding settings, the files
+    model<k>.pt      the checkpoints (an ensemble: several), with their vocabularies
+    codes.src        the source's BPE codes (absent at word level)
+    truecase.src     the source's Moses truecasing model (where the corpus truecases)
+
+Translating a line follows the pipeline: text fixes and `Preparer` (rules `tokenize`), truecasing
+(`truecase`), BPE (`apply_bpe`), beam search (`translate`), subword joining, detruecasing and
+detokenisation (`postprocess`), with the same functions, so a bundle gives the pipeline's output.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rnmt.io import InputError, atomic_writer
+
+MANIFEST = "bundle.json"
+FORMAT = 1
+DECODE_KEYS = ("beam", "batch_size", "length_penalty", "alpha", "max_len_ratio", "max_len_extra", "greedy_floor")
+
+
+def export(out_dir: str | Path, models: Sequence[str | Path], src_lang: str, tgt_lang: str,
+           preprocess: dict[str, Any], codes: str | Path | None = None, truecase_model: str | Path | None = None,
+           detruecase: bool = False, decode: dict[str, Any] | None = None) -> Path:
+    """Write a bundle into `out_dir` (created; files already there are replaced) → its manifest's path."""
+    import torch
+
+    from rnmt import __version__
+    from rnmt.train import checkpoint
+
+    if not models:
+        raise InputError("export needs at least one model (--model model.pt, repeated for an ensemble)")
+    for path in (*models, *(p for p in (codes, truecase_model) if p)):
+        if not Path(path).is_file():
+            raise InputError(f"{path}: file not found")
+    for path in models:
+        if checkpoint.load(path, torch.device("cpu")).get("src_label_vocab"):
+            raise InputError(f"{path} takes source dependency labels, which a bundle cannot produce from raw "
+                             "text (they come from a parser run over the whole test set); export a word-only model")
+    unknown = sorted(set(decode or {}) - set(DECODE_KEYS) - {"threads"})
+    if unknown:
+        raise InputError(f"unknown decoding setting(s) {', '.join(unknown)}; valid: {', '.join(DECODE_KEYS)}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    names = [f"model{k + 1}.pt" for k in range(len(models))]
+    for src, name in zip(models, names, strict=True):
+        shutil.copyfile(src, out / name)
+    for src, name in ((codes, "codes.src"), (truecase_model, "truecase.src")):
+        if src:
+            shutil.copyfile(src, out / name)
+        else:
+            (out / name).unlink(missing_ok=True)
+    manifest = {"format": FORMAT, "rnmt_version": __version__, "models": names, "src_lang": src_lang,
+                "tgt_lang": tgt_lang, "preprocess": preprocess, "codes": "codes.src" if codes else None,
+                "truecase": "truecase.src" if truecase_model else None, "detruecase": detruecase,
+                "decode": {k: v for k, v in (decode or {}).items() if k in DECODE_KEYS}}
+    with atomic_writer(out / MANIFEST) as f:
+        f.write(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return out / MANIFEST
+
+
+@dataclass
+class Bundle:
+    folder: Path
+    manifest: dict[str, Any]
+
+    @classmethod
+    def load(cls, folder: str | Path) -> Bundle:
+        folder = Path(folder)
+        path = folder / MANIFEST
+        if not path.is_file():
+            raise InputError(f"{folder}: not a bundle ({MANIFEST} is missing); make one with `rnmt export`, or "
+                             "build results/<run>/bundles/<corpus>/<variant>/<member>/bundle.json with snakemake")
+        try:
+            manifest = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise InputError(f"{path}: not valid JSON ({e}); export the bundle again") from None
+        missing = [k for k in ("format", "models", "src_lang", "tgt_lang", "preprocess") if k not in manifest]
+        if missing:
+            raise InputError(f"{path}: missing {', '.join(missing)}; export the bundle again")
+        if manifest["format"] != FORMAT:
+            raise InputError(f"{path}: bundle format {manifest['format']}, this rnmt reads format {FORMAT}; "
+                             "export the bundle again with this version")
+        files = [*manifest["models"], *(manifest.get(k) for k in ("codes", "truecase") if manifest.get(k))]
+        absent = [f for f in files if not (folder / f).is_file()]
+        if absent:
+            raise InputError(f"{folder}: {', '.join(absent)} listed in {MANIFEST} but missing; export the bundle "
+                             "again (or copy the whole folder)")
+        return cls(folder, manifest)
+
+    @property
+    def decode(self) -> dict[str, Any]:
+        return dict(self.manifest.get("decode") or {})
+
+    def preparer(self) -> Any:
+        """Raw line → the segmented line the model reads (text fixes, tokenisation, truecasing, BPE)."""
+        from rnmt.data.bpe import Segmenter
+        from rnmt.data.clean import Preparer, fix_text
+
+        prepare = Preparer.from_settings(self.manifest["src_lang"], self.manifest["preprocess"])
+        truecaser = None
+        if self.manifest.get("truecase"):
+            from sacremoses import MosesTruecaser
+
+            truecaser = MosesTruecaser(load_from=str(self.folder / self.manifest["truecase"]))
+        codes = self.manifest.get("codes")
+        segment = Segmenter(self.folder / codes if codes else None)
+
+        def run(line: str) -> str:
+            text = prepare(fix_text(line)[0])
+            if truecaser is not None:
+                text = truecaser.truecase(text, return_str=True)
+            return segment(text)
+
+        return run
+
+    def postprocess(self, segmented: str) -> str:
+        """A translation's subwords → detokenized text (rule `postprocess`)."""
+        from rnmt.data.bpe import undo
+        from rnmt.data.tokenize import detokenize
+
+        tok = undo(segmented)
+        if self.manifest.get("detruecase"):
+            from rnmt.data.detruecase import detruecase
+
+            tok = detruecase(tok)
+        return detokenize(tok, self.manifest["tgt_lang"])
+
+    def translate(self, lines: Iterable[str], device: Any = "cpu", **decode: Any) -> list[str]:
+        """Raw lines → translations, one each (an empty line gives an empty translation). `decode`
+        overrides the bundle's decoding settings (beam, batch_size, ...)."""
+        import torch
+
+        from rnmt.decode.ensemble import load_ensemble
+        from rnmt.decode.translate import translate_ids
+
+        settings = {**self.decode, **{k: v for k, v in decode.items() if v is not None}}
+        unknown = sorted(set(settings) - set(DECODE_KEYS))
+        if unknown:
+            raise InputError(f"unknown decoding setting(s) {', '.join(unknown)}; valid: {', '.join(DECODE_KEYS)}")
+        device = torch.device(device)
+        model, src_vocab, tgt_vocab = load_ensemble([self.folder / m for m in self.manifest["models"]], device)
+        prepare = self.preparer()
+        sources = [src_vocab.encode(prepare(line)) for line in lines]
+        keep = [i for i, s in enumerate(sources) if s]
+        hyps = translate_ids(model, [sources[i] for i in keep], beam=settings.get("beam", 10),
+                             batch_size=settings.get("batch_size", 64),
+                             max_len_ratio=settings.get("max_len_ratio", 2.0),
+                             max_len_extra=settings.get("max_len_extra", 10),
+                             penalty=settings.get("length_penalty", "average"), alpha=settings.get("alpha", 0.6),
+                             device=device, greedy_floor=settings.get("greedy_floor", False))
+        out = [""] * len(sources)
+        for i, h in zip(keep, hyps, strict=True):
+            out[i] = self.postprocess(tgt_vocab.decode(h))
+        return out
