@@ -19,6 +19,8 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 demo: setup
+	@echo "make demo: about 318 jobs (58 models on the synthetic pair), about 26 minutes on 2 CPU cores;"
+	@echo "the tables land in results/demo/tables, the figures in results/demo/figures"
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --cores $(CORES)
 
 test: setup
@@ -29,3 +31,6 @@ lint: setup
 
 dryrun: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake -n
+
+clean-demo:
+	rm -rf results/demo

@@ -48,3 +48,9 @@ def test_pyproject_tools_are_pinned_exactly() -> None:
     for name, spec in pyproject_specs().items():
         if name != "torch":       # a range, so cluster users keep their CUDA build
             assert "==" in spec, f"{spec} is not pinned"
+
+
+def test_the_license_file_is_the_license_pyproject_declares() -> None:
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["license"]
+    text = (ROOT / "LICENSE").read_text()
+    assert declared == "MIT" and text.startswith("MIT License") and "WITHOUT WARRANTY OF ANY KIND" in text

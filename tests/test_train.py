@@ -1,6 +1,7 @@
 """Training: schedules, exact resume, NaN handling, batching, data-parallel gradients (killed runs: tests/faults)."""
 
 import json
+import math
 import os
 import random
 import signal
@@ -315,3 +316,34 @@ def test_the_length_limit_counts_words_or_subwords(tmp_path: Path) -> None:
     assert len(load_parallel(src, tgt, sv, tv, 4)) == 1
     with pytest.raises(Exception, match="max_len_unit must be 'subwords' or 'words'"):
         TrainSettings.from_dict({"max_len_unit": "tokens"})
+
+
+def test_metrics_record_the_version_and_commit_that_made_them(corpus: dict[str, Path], tmp_path: Path) -> None:
+    import rnmt
+
+    metrics = trainer(corpus, tmp_path, max_steps=1).run()
+    head = subprocess.run(["git", "-C", str(Path(rnmt.__file__).resolve().parents[2]), "rev-parse", "HEAD"],
+                          capture_output=True, text=True)
+    assert metrics["rnmt_version"] == rnmt.__version__
+    assert metrics["git_commit"] == (head.stdout.strip() if head.returncode == 0 else None)
+    assert json.loads((tmp_path / "train.json").read_text())["git_commit"] == metrics["git_commit"]
+
+
+def test_the_job_log_says_where_training_stands(corpus: dict[str, Path], tmp_path: Path,
+                                                caplog: pytest.LogCaptureFixture) -> None:
+    """Off a terminal every log_every steps give one line: step of the budget, the loss and perplexity
+    over those steps, speed, training time and the time left."""
+    import logging
+    import re
+
+    with caplog.at_level(logging.INFO, logger="rnmt.train.trainer"):
+        trainer(corpus, tmp_path, max_steps=10, log_every=5, valid_every=10).run()
+    lines = [r.getMessage() for r in caplog.records if "target tokens/s" in r.getMessage()]
+    assert len(lines) == 2
+    assert re.match(r"step 5/10 \(50% of the budget\), epoch 0 \| loss \d+\.\d{3}, ppl \d+\.\d{2} over the last 5 "
+                    r"steps \| [\d,]+ target tokens/s \| lr 0\.003 \| [\d.]+ s training, about [\d.]+ s left$",
+                    lines[0]), lines[0]
+    loss = float(re.search(r"loss (\d+\.\d+)", lines[0]).group(1))
+    ppl = float(re.search(r"ppl (\d+\.\d+)", lines[0]).group(1))
+    assert ppl == pytest.approx(math.exp(loss), rel=2e-3)
+    assert lines[1].startswith("step 10/10 (100% of the budget)") and "about 0.0 s left" in lines[1]

@@ -34,7 +34,7 @@ def export(out_dir: str | Path, models: Sequence[str | Path], src_lang: str, tgt
     """Write a bundle into `out_dir` (created; files already there are replaced) → its manifest's path."""
     import torch
 
-    from rnmt import __version__
+    from rnmt.provenance import provenance
     from rnmt.train import checkpoint
 
     if not models:
@@ -59,7 +59,7 @@ def export(out_dir: str | Path, models: Sequence[str | Path], src_lang: str, tgt
             shutil.copyfile(src, out / name)
         else:
             (out / name).unlink(missing_ok=True)
-    manifest = {"format": FORMAT, "rnmt_version": __version__, "models": names, "src_lang": src_lang,
+    manifest = {"format": FORMAT, **provenance(), "models": names, "src_lang": src_lang,
                 "tgt_lang": tgt_lang, "preprocess": preprocess, "codes": "codes.src" if codes else None,
                 "truecase": "truecase.src" if truecase_model else None, "detruecase": detruecase,
                 "decode": {k: v for k, v in (decode or {}).items() if k in DECODE_KEYS}}

@@ -69,7 +69,10 @@ def write_metrics(output: str, hyp: str, refs: Sequence[str], hyp_tok: str | Non
     meta = dict(meta or {})
     if "member" in meta:
         meta["seeds"] = member_seeds(meta["member"])
-    out = {**meta, "scores": scores, "train": train_metrics(train), "decode": read_json(decode) if decode else {}}
+    from rnmt.provenance import provenance
+
+    out = {**meta, "scores": scores, "train": train_metrics(train), "decode": read_json(decode) if decode else {},
+           **provenance()}
     write_json(output, out)
     if "empty_output" in scores:
         log.warning("%s: not scored: %s (%d lines of %s)", output, scores["empty_output"], len(hyps), hyp)

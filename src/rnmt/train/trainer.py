@@ -42,12 +42,21 @@ from rnmt.data.vocab import PAD_ID, Vocab
 from rnmt.io import InputError, write_json, write_lines
 from rnmt.models import build_model, factors
 from rnmt.models.pretrained import load_pretrained
+from rnmt.provenance import provenance
 from rnmt.train import checkpoint, distributed, outputs, schedules
 from rnmt.train.optim import initialise, make_optimizer
 from rnmt.train.settings import TrainSettings, accumulation
 from rnmt.train.validation import dev_bleu, dev_loss
 
 log = logging.getLogger(__name__)
+
+
+def _clock(seconds: float) -> str:
+    """12.3 s, 4m05s or 2h03m."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    m, s = divmod(int(seconds), 60)
+    return f"{m}m{s:02d}s" if m < 60 else f"{m // 60}h{m % 60:02d}m"
 
 
 class TrainingInterrupted(Exception):
@@ -123,6 +132,8 @@ class Trainer:
                                       replicas=settings.replicas)
         self.p = Progress()
         self._signal: int | None = None
+        self._window: dict[str, float] = {"loss": 0.0, "tokens": 0, "seconds": 0.0}   # since the last log line
+        self._epoch_batches = 0
 
     def _optimizer(self) -> torch.optim.Optimizer:
         s = self.s
@@ -260,7 +271,9 @@ class Trainer:
                 p.epoch_rng_state = self.rng.getstate()
             else:                                     # resumed mid-epoch: the same batch order again
                 self.rng.setstate(p.epoch_rng_state)
-            batches = self._batches()[p.batch_in_epoch:]
+            batches = self._batches()
+            self._epoch_batches = len(batches)
+            batches = batches[p.batch_in_epoch:]
             for first in range(0, len(batches), self.accumulate):
                 group = batches[first:first + self.accumulate]
                 self._train_step(group)
@@ -328,16 +341,44 @@ class Trainer:
         p.tgt_words += sum(b.tgt_words for b in parts) * self.world
         p.tgt_tokens += tokens
         self.bar.update(1)
+        w = self._window
+        w["loss"] += total * self.world * tokens
+        w["tokens"] += tokens
+        w["seconds"] += dt
         if p.step % s.log_every == 0:
             value = total * self.world
-            self.bar.set_postfix(loss=f"{value:.3f}", epoch=p.epoch)
+            mean = w["loss"] / max(w["tokens"], 1)
+            self.bar.set_postfix(loss=f"{mean:.3f}", ppl=f"{math.exp(min(mean, 50.0)):.1f}", epoch=p.epoch)
             if self.bar.disable and self.rank == 0:
-                log.info("step %d epoch %d loss %.3f lr %.2g %.0f target tokens/s", p.step, p.epoch, value, lr,
-                         tokens / dt)
+                log.info("%s", self._progress_line(mean, w["tokens"] / max(w["seconds"], 1e-9), lr))
+            self._window = {"loss": 0.0, "tokens": 0, "seconds": 0.0}
             self._record({"kind": "train", "step": p.step, "epoch": p.epoch, "loss": value, "lr": lr,
                           "tokens_per_update": tokens,
                           "train_seconds": round(p.train_seconds, 3), "tgt_tokens_per_s": tokens / dt,
                           "memory_mb": round(hardware.peak_memory_mb(self.device), 1)})
+
+    def _budget_done(self) -> float | None:
+        """The share of the training budget done: steps, else minutes, else epochs (None: unknown)."""
+        s, p = self.s, self.p
+        if s.max_steps:
+            return min(p.step / s.max_steps, 1.0)
+        if s.max_minutes:
+            return min(p.train_seconds / (60 * s.max_minutes), 1.0)
+        if s.max_epochs and self._epoch_batches:
+            return min((p.epoch + p.batch_in_epoch / self._epoch_batches) / s.max_epochs, 1.0)
+        return None
+
+    def _progress_line(self, mean_loss: float, tokens_per_s: float, lr: float) -> str:
+        """One line for a job log: where training stands, the loss over the last `log_every` steps, speed,
+        time spent training and an estimate of the time left (both without validations)."""
+        p, done = self.p, self._budget_done()
+        where = f"step {p.step}" + (f"/{self.s.max_steps}" if self.s.max_steps else "")
+        if done is not None:
+            where += f" ({100 * done:.0f}% of the budget)"
+        eta = (p.train_seconds * (1 - done) / done) if done else None
+        return (f"{where}, epoch {p.epoch} | loss {mean_loss:.3f}, ppl {math.exp(min(mean_loss, 50.0)):.2f} over "
+                f"the last {self.s.log_every} steps | {tokens_per_s:,.0f} target tokens/s | lr {lr:.2g} | "
+                f"{_clock(p.train_seconds)} training" + (f", about {_clock(eta)} left" if eta is not None else ""))
 
     def _limit_reached(self) -> str | None:
         s, p = self.s, self.p
@@ -424,5 +465,6 @@ class Trainer:
             "model_config": self.model_config,
             "train_settings": asdict(self.s),
             "hardware": hardware.describe(self.device),
+            **provenance(),
         }
 
