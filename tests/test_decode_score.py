@@ -237,3 +237,18 @@ def test_score_command_uses_extra_references(tmp_path: Path) -> None:
                  "--output", str(tmp_path / "m.json")]) == 0
     s = json.loads((tmp_path / "m.json").read_text())["scores"]
     assert s["references"] == 2 and s["bleu"] == pytest.approx(score(HYPS, REFS, lowercase=True)["bleu"])
+
+
+def test_decoding_off_a_terminal_logs_its_progress(caplog: pytest.LogCaptureFixture) -> None:
+    """A job log gets a line at every tenth of the sentences (sentences done, rate), not a progress bar."""
+    import logging
+
+    from rnmt.decode.translate import translate_ids
+
+    m = model(1)
+    sources = [s for s in SOURCES for _ in range(10)]                  # 40 sentences in batches of 4
+    with caplog.at_level(logging.INFO, logger="rnmt.decode.translate"):
+        translate_ids(m, sources, beam=2, batch_size=4, progress=True)
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("decoded")]
+    assert len(lines) == 10 and lines[-1].startswith("decoded 40 of 40 sentences (100%)")
+    assert "sentences/s, beam 2" in lines[0]

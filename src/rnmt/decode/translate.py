@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -15,6 +16,8 @@ from rnmt.decode.beam import beam_search
 from rnmt.decode.ensemble import load_ensemble_with_labels
 from rnmt.io import InputError, read_lines, write_lines
 from rnmt.models.base import Seq2Seq
+
+log = logging.getLogger(__name__)
 
 
 def translate_ids(model: Seq2Seq, sources: Sequence[Sequence[int]], beam: int = 10, batch_size: int = 64,
@@ -30,6 +33,9 @@ def translate_ids(model: Seq2Seq, sources: Sequence[Sequence[int]], beam: int = 
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
     out: list[list[int]] = [[] for _ in sources]
     bar = tqdm(total=len(sources), desc="decode", unit="sent", disable=None if progress else True, mininterval=2.0)
+    # off a terminal (a job log) a line at every tenth of the sentences instead of the bar
+    log_lines = progress and bar.disable
+    t0, next_log = time.perf_counter(), len(sources) / 10
     for start in range(0, len(order), batch_size):
         idx = order[start:start + batch_size]
         src, mask = pad_source([sources[i] for i in idx], [labels[i] for i in idx] if labels is not None else None)
@@ -39,6 +45,12 @@ def translate_ids(model: Seq2Seq, sources: Sequence[Sequence[int]], beam: int = 
         for i, (hyp, _) in zip(idx, found, strict=True):
             out[i] = hyp
         bar.update(len(idx))
+        done = start + len(idx)
+        if log_lines and (done >= next_log or done == len(sources)):
+            seconds = time.perf_counter() - t0
+            log.info("decoded %d of %d sentences (%.0f%%), %.1f sentences/s, beam %d", done, len(sources),
+                     100 * done / len(sources), done / max(seconds, 1e-9), beam)
+            next_log = done + len(sources) / 10
     bar.close()
     model.train(was_training)
     return out
