@@ -210,3 +210,41 @@ def test_each_table_trains_its_papers_cells(config: dict) -> None:
             cells.add(("dtmt", cell))
             assert options.get("reset", "after") == "after", name
     assert cells == {("atr", "atr"), ("atr", "gru"), ("dtmt", "gru")}
+
+
+def readme_commands() -> list[str]:
+    """The commands of the README's bash blocks, comments dropped."""
+    readme = (ROOT / "README.md").read_text()
+    return [line.split(" #")[0].strip() for block in re.findall(r"```bash\n(.*?)```", readme, re.S)
+            for line in block.splitlines() if line.strip() and not line.strip().startswith("#")]
+
+
+def test_every_command_the_readme_shows_runs_as_written(tmp_path: Path) -> None:
+    """Snakemake lines plan (a dry run; the `--config` overrides have their own test, `--report`, which
+    needs a finished run, tests/test_tables.py), `rnmt` lines parse with their arguments, `make` targets
+    exist; shell set-up lines (source, cd, sha256sum) are left out."""
+    import shutil
+    import subprocess
+
+    from rnmt.cli import parser
+
+    commands = readme_commands()
+    snakemake = [c for c in commands if c.startswith("snakemake") and "--config" not in c]
+    targets = [a for c in snakemake for a in shlex.split(c)[1:] if a.startswith("results/")]
+    assert len(targets) >= 4
+    r = run_snakemake(["-n", *targets], tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert run_snakemake(["-n"], tmp_path).returncode == 0
+    for c in snakemake:
+        args = shlex.split(c)[1:]
+        if "--sdm" in args and shutil.which("conda") is None:
+            r = run_snakemake(["-n", *args], tmp_path)
+            assert "Is conda installed" in r.stdout + r.stderr       # the line needs conda, which says so
+    for c in commands:
+        part = c.split("|")[-1].strip()
+        if part.startswith("rnmt "):
+            parser().parse_args(shlex.split(part)[1:])                # exits on an unknown option
+        elif part.startswith("make "):
+            m = subprocess.run(["make", "-n", *shlex.split(part)[1:]], cwd=ROOT, capture_output=True, text=True)
+            assert m.returncode == 0, m.stderr
+    assert {c.split()[0] for c in commands} <= {"make", "source", "snakemake", "rnmt", "echo", "cd"}, commands

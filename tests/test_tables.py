@@ -258,3 +258,11 @@ def test_an_exported_bundle_translates_raw_text_as_the_pipeline_does(built: Path
     (bundle / "codes.src").unlink()
     broken = subprocess.run(rnmt, input="x\n", capture_output=True, text=True)
     assert broken.returncode == 2 and "codes.src listed in bundle.json but missing" in broken.stderr
+
+
+@pytest.mark.workflow
+def test_the_readmes_report_command_builds_a_report_of_a_finished_run(built: Path) -> None:
+    r = run_snakemake(["--report", "report.html", "--configfile", "tiny.yaml"], built)
+    assert r.returncode == 0, r.stderr[-3000:]
+    html = (built / "report.html").read_text(errors="replace")
+    assert "atr-table4" in html
