@@ -266,3 +266,10 @@ def test_the_readmes_report_command_builds_a_report_of_a_finished_run(built: Pat
     assert r.returncode == 0, r.stderr[-3000:]
     html = (built / "report.html").read_text(errors="replace")
     assert "atr-table4" in html
+
+
+def test_latex_escapes_what_latex_would_misprint() -> None:
+    """A sacrebleu signature's `|`, a metric's `_` and a `%` must print as themselves in the paper's LaTeX."""
+    from rnmt.report.tables import _tex
+
+    assert _tex("nrefs:4|case:lc 12% tok_bleu") == r"nrefs:4\textbar{}case:lc 12\% tok\_bleu"

@@ -327,7 +327,8 @@ _TEX_SPECIAL = re.compile(r"([&%$#_{}])")
 
 def _tex(s: str) -> str:
     s = _TEX_SPECIAL.sub(r"\\\1", s).replace("±", r"$\pm$").replace("×", r"$\times$").replace("–", "--")
-    return s.replace("~", r"\textasciitilde{}").replace("^", r"\textasciicircum{}")
+    s = s.replace("~", r"\textasciitilde{}").replace("^", r"\textasciicircum{}")
+    return s.replace("|", r"\textbar{}")      # a bare | prints as an em dash in LaTeX's default font encoding
 
 
 def latex(table: Table, df: pd.DataFrame) -> str:
