@@ -28,7 +28,7 @@ import os
 import random
 import signal
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -45,18 +45,11 @@ from rnmt.models.pretrained import load_pretrained
 from rnmt.provenance import provenance
 from rnmt.train import checkpoint, distributed, outputs, schedules
 from rnmt.train.optim import initialise, make_optimizer
+from rnmt.train.progress import LogWindow, Progress, budget_done
 from rnmt.train.settings import TrainSettings, accumulation
 from rnmt.train.validation import dev_bleu, dev_loss
 
 log = logging.getLogger(__name__)
-
-
-def _clock(seconds: float) -> str:
-    """12.3 s, 4m05s or 2h03m."""
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    m, s = divmod(int(seconds), 60)
-    return f"{m}m{s:02d}s" if m < 60 else f"{m // 60}h{m % 60:02d}m"
 
 
 class TrainingInterrupted(Exception):
@@ -69,26 +62,6 @@ class TrainingDiverged(Exception):
 
 def count_parameters(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
-
-
-@dataclass
-class Progress:
-    """Where training stands; saved in last.pt so that a resumed run continues exactly."""
-
-    step: int = 0
-    epoch: int = 0
-    batch_in_epoch: int = 0             # batches of the current epoch already trained on
-    epoch_rng_state: Any = None         # the batch-order RNG at the start of the current epoch
-    train_seconds: float = 0.0          # optimisation steps only (validation excluded)
-    src_words: int = 0
-    tgt_words: int = 0
-    tgt_tokens: int = 0
-    stale: int = 0                      # validations since the last improvement
-    lr_factor: float = 1.0              # SR-NMT retraining multiplies it by plateau_factor
-    retrains_done: int = 0
-    skipped_batches: int = 0            # NaN/inf losses skipped (nan_policy=skip)
-    best: dict[str, Any] = field(default_factory=dict)
-    curve: list[dict[str, Any]] = field(default_factory=list)
 
 
 class Trainer:
@@ -132,7 +105,7 @@ class Trainer:
                                       replicas=settings.replicas)
         self.p = Progress()
         self._signal: int | None = None
-        self._window: dict[str, float] = {"loss": 0.0, "tokens": 0, "seconds": 0.0}   # since the last log line
+        self._window = LogWindow()
         self._epoch_batches = 0
 
     def _optimizer(self) -> torch.optim.Optimizer:
@@ -310,24 +283,24 @@ class Trainer:
         parts = [make_batch(self.train_data, idx[self.rank::self.world]) for idx in group]
         tokens = distributed.global_sum(sum(b.tgt_tokens for b in parts), self.world, self.device)
         self.opt.zero_grad(set_to_none=True)
-        total = 0.0
+        summed = torch.zeros((), device=self.device)
         for b in parts:
             b = b.to(self.device)
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.device.type == "cuda" and s.amp):
                 logits = model(b.src, b.src_mask, b.tgt_in)
             loss = F.cross_entropy(logits.flatten(0, 1).float(), b.tgt_out.flatten(), ignore_index=PAD_ID,
                                    label_smoothing=s.label_smoothing, reduction="sum") / tokens
-            if not torch.isfinite(loss):
-                if s.nan_policy == "skip":
-                    self.opt.zero_grad(set_to_none=True)
-                    p.skipped_batches += 1
-                    log.warning("step %d: loss is %s, batch skipped (%d so far)", p.step, loss.item(),
-                                p.skipped_batches)
-                    return
-                raise TrainingDiverged(f"step {p.step}: the training loss is {loss.item()}; {self._last_good()}. "
-                                       "Lower lr or clip, or set nan_policy: skip")
             loss.backward()
-            total += loss.item()
+            summed += loss.detach()
+        total = summed.item()                        # the update's one device sync
+        if not math.isfinite(total):                 # a non-finite loss leaves non-finite gradients: none applied
+            if s.nan_policy == "skip":
+                self.opt.zero_grad(set_to_none=True)
+                p.skipped_batches += 1
+                log.warning("step %d: loss is %s, batch skipped (%d so far)", p.step, total, p.skipped_batches)
+                return
+            raise TrainingDiverged(f"step {p.step}: the training loss is {total}; {self._last_good()}. Lower lr or "
+                                   "clip, or set nan_policy: skip")
         distributed.sum_gradients(model, self.world)
         if s.clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), s.clip)
@@ -341,44 +314,19 @@ class Trainer:
         p.tgt_words += sum(b.tgt_words for b in parts) * self.world
         p.tgt_tokens += tokens
         self.bar.update(1)
-        w = self._window
-        w["loss"] += total * self.world * tokens
-        w["tokens"] += tokens
-        w["seconds"] += dt
+        value = total * self.world
+        self._window.add(value, tokens, dt)
         if p.step % s.log_every == 0:
-            value = total * self.world
-            mean = w["loss"] / max(w["tokens"], 1)
+            mean = self._window.mean_loss
             self.bar.set_postfix(loss=f"{mean:.3f}", ppl=f"{math.exp(min(mean, 50.0)):.1f}", epoch=p.epoch)
             if self.bar.disable and self.rank == 0:
-                log.info("%s", self._progress_line(mean, w["tokens"] / max(w["seconds"], 1e-9), lr))
-            self._window = {"loss": 0.0, "tokens": 0, "seconds": 0.0}
+                done = budget_done(s, p.step, p.train_seconds, p.epoch, p.batch_in_epoch, self._epoch_batches)
+                log.info("%s", self._window.line(s, p.step, p.epoch, p.train_seconds, done, lr))
+            self._window = LogWindow()
             self._record({"kind": "train", "step": p.step, "epoch": p.epoch, "loss": value, "lr": lr,
                           "tokens_per_update": tokens,
                           "train_seconds": round(p.train_seconds, 3), "tgt_tokens_per_s": tokens / dt,
                           "memory_mb": round(hardware.peak_memory_mb(self.device), 1)})
-
-    def _budget_done(self) -> float | None:
-        """The share of the training budget done: steps, else minutes, else epochs (None: unknown)."""
-        s, p = self.s, self.p
-        if s.max_steps:
-            return min(p.step / s.max_steps, 1.0)
-        if s.max_minutes:
-            return min(p.train_seconds / (60 * s.max_minutes), 1.0)
-        if s.max_epochs and self._epoch_batches:
-            return min((p.epoch + p.batch_in_epoch / self._epoch_batches) / s.max_epochs, 1.0)
-        return None
-
-    def _progress_line(self, mean_loss: float, tokens_per_s: float, lr: float) -> str:
-        """One line for a job log: where training stands, the loss over the last `log_every` steps, speed,
-        time spent training and an estimate of the time left (both without validations)."""
-        p, done = self.p, self._budget_done()
-        where = f"step {p.step}" + (f"/{self.s.max_steps}" if self.s.max_steps else "")
-        if done is not None:
-            where += f" ({100 * done:.0f}% of the budget)"
-        eta = (p.train_seconds * (1 - done) / done) if done else None
-        return (f"{where}, epoch {p.epoch} | loss {mean_loss:.3f}, ppl {math.exp(min(mean_loss, 50.0)):.2f} over "
-                f"the last {self.s.log_every} steps | {tokens_per_s:,.0f} target tokens/s | lr {lr:.2g} | "
-                f"{_clock(p.train_seconds)} training" + (f", about {_clock(eta)} left" if eta is not None else ""))
 
     def _limit_reached(self) -> str | None:
         s, p = self.s, self.p

@@ -1,0 +1,81 @@
+"""Where training stands (`Progress`, saved in last.pt) and what a job log says about it every
+`log_every` steps: the step against the budget, the loss and perplexity over those steps, speed,
+training time and the time left."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from rnmt.train.settings import TrainSettings
+
+
+@dataclass
+class Progress:
+    """Where training stands; saved in last.pt so that a resumed run continues exactly."""
+
+    step: int = 0
+    epoch: int = 0
+    batch_in_epoch: int = 0             # batches of the current epoch already trained on
+    epoch_rng_state: Any = None         # the batch-order RNG at the start of the current epoch
+    train_seconds: float = 0.0          # optimisation steps only (validation excluded)
+    src_words: int = 0
+    tgt_words: int = 0
+    tgt_tokens: int = 0
+    stale: int = 0                      # validations since the last improvement
+    lr_factor: float = 1.0              # SR-NMT retraining multiplies it by plateau_factor
+    retrains_done: int = 0
+    skipped_batches: int = 0            # NaN/inf losses skipped (nan_policy=skip)
+    best: dict[str, Any] = field(default_factory=dict)
+    curve: list[dict[str, Any]] = field(default_factory=list)
+
+
+def clock(seconds: float) -> str:
+    """12.3 s, 4m05s or 2h03m."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    m, s = divmod(int(seconds), 60)
+    return f"{m}m{s:02d}s" if m < 60 else f"{m // 60}h{m % 60:02d}m"
+
+
+def budget_done(s: TrainSettings, step: int, train_seconds: float, epoch: int, batch_in_epoch: int,
+                epoch_batches: int) -> float | None:
+    """The share of the training budget done: steps, else minutes, else epochs (None: unknown)."""
+    if s.max_steps:
+        return min(step / s.max_steps, 1.0)
+    if s.max_minutes:
+        return min(train_seconds / (60 * s.max_minutes), 1.0)
+    if s.max_epochs and epoch_batches:
+        return min((epoch + batch_in_epoch / epoch_batches) / s.max_epochs, 1.0)
+    return None
+
+
+@dataclass
+class LogWindow:
+    """The updates since the last log line: their token-weighted loss, target tokens and seconds."""
+
+    loss: float = 0.0
+    tokens: int = 0
+    seconds: float = 0.0
+
+    def add(self, mean_loss: float, tokens: int, seconds: float) -> None:
+        self.loss += mean_loss * tokens
+        self.tokens += tokens
+        self.seconds += seconds
+
+    @property
+    def mean_loss(self) -> float:
+        return self.loss / max(self.tokens, 1)
+
+    def line(self, s: TrainSettings, step: int, epoch: int, train_seconds: float, done: float | None,
+             lr: float) -> str:
+        """One line for a job log (times exclude validation)."""
+        where = f"step {step}" + (f"/{s.max_steps}" if s.max_steps else "")
+        if done is not None:
+            where += f" ({100 * done:.0f}% of the budget)"
+        eta = (train_seconds * (1 - done) / done) if done else None
+        mean = self.mean_loss
+        return (f"{where}, epoch {epoch} | loss {mean:.3f}, ppl {math.exp(min(mean, 50.0)):.2f} over the last "
+                f"{s.log_every} steps | {self.tokens / max(self.seconds, 1e-9):,.0f} target tokens/s | lr {lr:.2g} | "
+                f"{clock(train_seconds)} training" + (f", about {clock(eta)} left" if eta is not None else ""))
