@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rnmt.decode.translate import DECODE_KEYS
 from rnmt.io import InputError, atomic_writer
 
 MANIFEST = "bundle.json"
 FORMAT = 1
-DECODE_KEYS = ("beam", "batch_size", "length_penalty", "alpha", "max_len_ratio", "max_len_extra", "greedy_floor")
 
 
 def export(out_dir: str | Path, models: Sequence[str | Path], src_lang: str, tgt_lang: str,
@@ -125,15 +125,9 @@ class Bundle:
 
     def postprocess(self, segmented: str) -> str:
         """A translation's subwords → detokenized text (rule `postprocess`)."""
-        from rnmt.data.bpe import undo
-        from rnmt.data.tokenize import detokenize
+        from rnmt.data.tokenize import postprocess
 
-        tok = undo(segmented)
-        if self.manifest.get("detruecase"):
-            from rnmt.data.detruecase import detruecase
-
-            tok = detruecase(tok)
-        return detokenize(tok, self.manifest["tgt_lang"])
+        return postprocess(segmented, self.manifest["tgt_lang"], bool(self.manifest.get("detruecase")))[1]
 
     def translate(self, lines: Iterable[str], device: Any = "cpu", **decode: Any) -> list[str]:
         """Raw lines → translations, one each (an empty line gives an empty translation). `decode`
@@ -152,12 +146,8 @@ class Bundle:
         prepare = self.preparer()
         sources = [src_vocab.encode(prepare(line)) for line in lines]
         keep = [i for i, s in enumerate(sources) if s]
-        hyps = translate_ids(model, [sources[i] for i in keep], beam=settings.get("beam", 10),
-                             batch_size=settings.get("batch_size", 64),
-                             max_len_ratio=settings.get("max_len_ratio", 2.0),
-                             max_len_extra=settings.get("max_len_extra", 10),
-                             penalty=settings.get("length_penalty", "average"), alpha=settings.get("alpha", 0.6),
-                             device=device, greedy_floor=settings.get("greedy_floor", False))
+        options = {"penalty" if k == "length_penalty" else k: v for k, v in settings.items()}
+        hyps = translate_ids(model, [sources[i] for i in keep], device=device, **options)
         out = [""] * len(sources)
         for i, h in zip(keep, hyps, strict=True):
             out[i] = self.postprocess(tgt_vocab.decode(h))

@@ -8,11 +8,11 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from rnmt import allocator
 from rnmt.bench import BENCHMARKS
 from rnmt.data.commands import add_parsers as add_corpus_parsers
+from rnmt.decode.commands import add_parsers as add_decode_parsers
 from rnmt.io import InputError, report_error
 from rnmt.parse.commands import add_parsers as add_parse_parsers
 
@@ -102,92 +102,6 @@ def _train(a: argparse.Namespace) -> None:
     log.info("trained %d steps in %.0f s (%s); %.0f target words/s; best dev ppl %.3f at step %s",
              m["steps"], m["train_seconds"], m["stop_reason"], m["train_tgt_words_per_s"], m["best_dev_ppl"],
              m["best_step"])
-
-
-def cmd_translate(a: argparse.Namespace) -> None:
-    import torch
-
-    from rnmt import hardware
-    from rnmt.decode.translate import translate_file
-    from rnmt.io import write_json
-
-    if a.threads:
-        torch.set_num_threads(a.threads)
-    if bool(a.bundle) == bool(a.model):
-        raise InputError("give either --bundle DIR (raw text in, detokenized text out) or --model M.pt (segmented "
-                         "text in and out; repeat --model for an ensemble), not both or neither")
-    if a.bundle:
-        _translate_bundle(a, hardware.pick_device(a.device))
-        return
-    if a.input == "-" or a.output == "-":
-        raise InputError("with --model, translate reads and writes files (segmented text): give INPUT and OUTPUT; "
-                         "for raw text on standard input use --bundle (rnmt export makes one)")
-    for key, value in TRANSLATE_DEFAULTS.items():
-        if getattr(a, key) is None:
-            setattr(a, key, value)
-    m = translate_file(a.model, a.input, a.output, hardware.pick_device(a.device), beam=a.beam,
-                       batch_size=a.batch_size, max_len_ratio=a.max_len_ratio, max_len_extra=a.max_len_extra,
-                       length_penalty=a.length_penalty, alpha=a.alpha, src_labels=a.src_labels,
-                       greedy_floor=a.greedy_floor,
-                       speed_beams=a.speed_beams if a.metrics else ())
-    log.info("translated %d sentences in %.1f s (beam %d, %d model(s))", m["sentences"], m["decode_seconds"],
-             a.beam, len(a.model))
-    if a.metrics:
-        write_json(a.metrics, m)
-
-
-# `rnmt translate --model`'s decoding defaults; with --bundle the bundle's settings apply instead
-TRANSLATE_DEFAULTS = {"beam": 10, "batch_size": 64, "length_penalty": "average", "alpha": 0.6, "max_len_ratio": 2.0,
-                      "max_len_extra": 10}
-
-
-def _translate_bundle(a: argparse.Namespace, device: Any) -> None:
-    from rnmt.bundle import Bundle
-
-    bundle = Bundle.load(a.bundle)
-    if a.input == "-":
-        lines = [line.rstrip("\r\n") for line in sys.stdin]
-    else:
-        from rnmt.io import read_lines
-
-        lines = read_lines(a.input)
-    out = bundle.translate(lines, device, beam=a.beam, batch_size=a.batch_size, length_penalty=a.length_penalty,
-                           alpha=a.alpha, max_len_ratio=a.max_len_ratio, max_len_extra=a.max_len_extra,
-                           greedy_floor=a.greedy_floor or None)
-    if a.output == "-":
-        sys.stdout.write("".join(line + "\n" for line in out))
-        sys.stdout.flush()
-    else:
-        from rnmt.io import write_lines
-
-        write_lines(a.output, out)
-    log.info("translated %d lines with %s", len(out), a.bundle)
-
-
-def cmd_export(a: argparse.Namespace) -> None:
-    from rnmt.bundle import export
-
-    try:
-        preprocess, decode = json.loads(a.preprocess), json.loads(a.decode)
-    except json.JSONDecodeError as e:
-        raise InputError(f"--preprocess and --decode take JSON objects: {e}") from None
-    path = export(a.out, a.model, a.src_lang, a.tgt_lang, preprocess, a.codes, a.truecase_model, a.detruecase,
-                  decode)
-    log.info("bundle of %d model(s) in %s", len(a.model), path.parent)
-
-
-def cmd_postprocess(a: argparse.Namespace) -> None:
-    from rnmt.data.bpe import undo
-    from rnmt.data.tokenize import detokenize
-    from rnmt.io import read_lines, write_lines
-
-    tok = [undo(line) for line in read_lines(a.input)]
-    if a.detruecase:
-        from rnmt.data.detruecase import detruecase
-
-        tok = [detruecase(line) for line in tok]
-    write_lines(a.tok_output, tok)
-    write_lines(a.output, [detokenize(line, a.lang) for line in tok])
 
 
 def cmd_score(a: argparse.Namespace) -> None:
@@ -346,51 +260,8 @@ def parser() -> argparse.ArgumentParser:
                         "SLURM; more than 1 trains with that many torch.distributed processes (gloo on a CPU)")
     s.set_defaults(func=cmd_train)
 
-    s = sub.add_parser("translate", help="translate raw text with a bundle, or a segmented file with checkpoints",
-                       description="With --bundle (made by `rnmt export`): raw text from INPUT or standard input, "
-                                   "detokenized translations to OUTPUT or standard output, decoding as the bundle "
-                                   "says unless an option below overrides it. With --model: a BPE-segmented file "
-                                   "in, segmented translations out.")
-    s.add_argument("--bundle", help="a bundle folder (rnmt export; results/<run>/bundles/...)")
-    s.add_argument("--model", action="append", help="a checkpoint; repeat the option for an ensemble")
-    s.add_argument("--beam", type=int, help=f"default {TRANSLATE_DEFAULTS['beam']} (with --bundle: the bundle's)")
-    s.add_argument("--batch-size", type=int, help=f"default {TRANSLATE_DEFAULTS['batch_size']}")
-    s.add_argument("--length-penalty", choices=("average", "gnmt", "none"),
-                   help=f"default {TRANSLATE_DEFAULTS['length_penalty']}")
-    s.add_argument("--alpha", type=float, help=f"default {TRANSLATE_DEFAULTS['alpha']}")
-    s.add_argument("--max-len-ratio", type=float, help=f"default {TRANSLATE_DEFAULTS['max_len_ratio']}")
-    s.add_argument("--max-len-extra", type=int, help=f"default {TRANSLATE_DEFAULTS['max_len_extra']}")
-    s.add_argument("--greedy-floor", action="store_true",
-                   help="return greedy search's hypothesis where it scores higher than the beam's (no paper does)")
-    s.add_argument("--threads", type=int, default=0)
-    s.add_argument("--device", default="auto")
-    s.add_argument("--metrics", help="write decoding speed here (JSON)")
-    s.add_argument("--speed-beams", type=int, nargs="*", default=[1],
-                   help="also time decoding at these beams for the metrics (default: 1, ATR Table 4's setting)")
-    s.add_argument("--src-labels", help="source dependency labels of the input, one per subword (factored models)")
-    s.add_argument("input", nargs="?", default="-", help="default: standard input (with --bundle)")
-    s.add_argument("output", nargs="?", default="-", help="default: standard output (with --bundle)")
-    s.set_defaults(func=cmd_translate)
+    add_decode_parsers(sub)
 
-    s = sub.add_parser("export", help="bundle a model or ensemble with its BPE codes and preprocessing settings")
-    s.add_argument("--model", action="append", required=True, help="a checkpoint; repeat for an ensemble")
-    s.add_argument("--out", required=True, help="the bundle's folder")
-    s.add_argument("--src-lang", required=True)
-    s.add_argument("--tgt-lang", required=True)
-    s.add_argument("--preprocess", default="{}", help="the corpus' preprocess settings as JSON (config.yaml)")
-    s.add_argument("--codes", help="the source's BPE codes (omit at word level)")
-    s.add_argument("--truecase-model", help="the source's truecasing model, where the corpus truecases")
-    s.add_argument("--detruecase", action="store_true", help="detruecase the output (a truecasing corpus)")
-    s.add_argument("--decode", default="{}", help="decoding settings as JSON (beam, length_penalty, ...)")
-    s.set_defaults(func=cmd_export)
-
-    s = sub.add_parser("postprocess", help="remove BPE and detokenize")
-    s.add_argument("--lang", required=True)
-    s.add_argument("--tok-output", required=True, help="BPE removed, still tokenized")
-    s.add_argument("--detruecase", action="store_true", help="upper-case sentence-initial words (truecased corpora)")
-    s.add_argument("input")
-    s.add_argument("output")
-    s.set_defaults(func=cmd_postprocess)
 
     s = sub.add_parser("score", help="score a translation and write metrics.json")
     s.add_argument("--hyp", required=True)

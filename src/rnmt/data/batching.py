@@ -63,16 +63,16 @@ def load_parallel(src_path: str | Path, tgt_path: str | Path, src_vocab: Vocab, 
         if not si or not ti:
             empty += 1
             continue
-        lengths = (count_words(s), count_words(t)) if max_len_unit == "words" else (len(si), len(ti))
-        if max_len is not None and max(lengths) > max_len:
+        words = count_words(s), count_words(t)
+        if max_len is not None and max(words if max_len_unit == "words" else (len(si), len(ti))) > max_len:
             long += 1
             continue
         if labels is not None and data.src_labels is not None:
             data.src_labels.append(labels[k])
         data.src.append(si)
         data.tgt.append(ti)
-        data.src_words.append(count_words(s))
-        data.tgt_words.append(count_words(t))
+        data.src_words.append(words[0])
+        data.tgt_words.append(words[1])
     if empty or long:
         log.info("%s / %s: %d pairs with an empty side and %d longer than max_len=%s %s skipped, %d kept",
                  src_path, tgt_path, empty, long, max_len, max_len_unit, len(data.src))

@@ -37,3 +37,16 @@ def detokenize(line: str, lang: str, unescape: bool = True) -> str:
     """Undo Moses tokenization (including its escapes and the aggressive-dash `@-@` marks)."""
     tokens = line.replace(DASH_SPLIT, "-").split()
     return _detokenizer(lang).detokenize(tokens, unescape=unescape)
+
+
+def postprocess(segmented: str, lang: str, detruecase: bool = False) -> tuple[str, str]:
+    """A translation's subwords → (the tokenized words, detruecased where the corpus truecases; the
+    detokenized text): what the rule `postprocess` writes and a bundle prints."""
+    from rnmt.data.bpe import undo
+
+    tok = undo(segmented)
+    if detruecase:
+        from rnmt.data.detruecase import detruecase as restore_case
+
+        tok = restore_case(tok)
+    return tok, detokenize(tok, lang)

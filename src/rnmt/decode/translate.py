@@ -19,6 +19,10 @@ from rnmt.models.base import Seq2Seq
 
 log = logging.getLogger(__name__)
 
+# the decoding settings (translate_file's keyword arguments; translate_ids calls length_penalty `penalty`),
+# as a row's `decode:` block, a bundle's manifest and `rnmt translate`'s options name them
+DECODE_KEYS = ("beam", "batch_size", "length_penalty", "alpha", "max_len_ratio", "max_len_extra", "greedy_floor")
+
 
 def translate_ids(model: Seq2Seq, sources: Sequence[Sequence[int]], beam: int = 10, batch_size: int = 64,
                   max_len_ratio: float = 2.0, max_len_extra: int = 10, penalty: str = "average",
