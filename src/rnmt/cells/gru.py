@@ -64,31 +64,22 @@ class GRU(RecurrentCell):
         return linear(x, self.weight_ih, self.bias_ih)
 
     def step(self, p: Tensor, state: Tensor) -> Tensor:
+        H = self.hidden_size
         p_r, p_z, p_n = p.chunk(3, -1)
-        if self.reset == "before":
-            H = self.hidden_size
-            bias = self.bias_hh if not self.gate_norm else None
-            g_r, g_z = linear(state, self.weight_hh[:2 * H], None if bias is None else bias[:2 * H]).chunk(2, -1)
-            if self.gate_norm:
-                r, z = torch.sigmoid(self.norm_r(p_r + g_r)), torch.sigmoid(self.norm_z(p_z + g_z))
-                n = torch.tanh(p_n + linear(r * state, self.weight_hh[2 * H:], self.bias_hh))
-            else:
-                r, z = torch.sigmoid(p_r + g_r), torch.sigmoid(p_z + g_z)
-                n = torch.tanh(p_n + linear(r * state, self.weight_hh[2 * H:], self.bias_hh[2 * H:]))
-            if self.candidate_dropout:
-                n = F.dropout(n, self.candidate_dropout, self.training)
-            return n + z * (state - n)
+        rows = 2 * H if self.reset == "before" else 3 * H       # "before": U_n reads r ⊙ h, known only below
+        g = linear(state, self.weight_hh[:rows], None if self.gate_norm else self.bias_hh[:rows])
+        g_r, g_z = g[..., :H], g[..., H:2 * H]
         if self.gate_norm:
-            g = linear(state, self.weight_hh)
-            g_r, g_z, g_n = g.chunk(3, -1)
-            r = torch.sigmoid(self.norm_r(p_r + g_r))
-            z = torch.sigmoid(self.norm_z(p_z + g_z))
-            g_n = g_n + self.bias_hh
+            r, z = torch.sigmoid(self.norm_r(p_r + g_r)), torch.sigmoid(self.norm_z(p_z + g_z))
+            c = self.bias_hh                                      # the candidate's one bias
         else:
-            g_r, g_z, g_n = linear(state, self.weight_hh, self.bias_hh).chunk(3, -1)
-            r = torch.sigmoid(p_r + g_r)
-            z = torch.sigmoid(p_z + g_z)
-        n = torch.tanh(p_n + r * g_n)
+            r, z = torch.sigmoid(p_r + g_r), torch.sigmoid(p_z + g_z)
+            c = self.bias_hh[2 * H:]
+        if self.reset == "before":
+            n = torch.tanh(p_n + linear(r * state, self.weight_hh[2 * H:], c))
+        else:
+            g_n = g[..., 2 * H:]
+            n = torch.tanh(p_n + r * (g_n + c if self.gate_norm else g_n))
         if self.candidate_dropout:
             n = F.dropout(n, self.candidate_dropout, self.training)
         return n + z * (state - n)
