@@ -120,10 +120,12 @@ def cluster() -> object:
         subprocess.run([str(CLUSTER), "stop"], capture_output=True, timeout=120)
 
 
-def train_slurm_job() -> str | None:
-    for line in slurm("squeue", "-h", "-t", "running", "-o", "%i|%k").splitlines():
-        jobid, comment = line.split("|", 1)
-        if comment.startswith("rule_train_"):
+def train_slurm_job(workdir: Path) -> str | None:
+    """The running training job submitted from `workdir`; the cluster may hold other runs' jobs (a shared
+    cluster, or a job left running by an earlier, interrupted session)."""
+    for line in slurm("squeue", "-h", "-t", "running", "-o", "%i|%Z|%k").splitlines():
+        jobid, cwd, comment = line.split("|", 2)
+        if comment.startswith("rule_train_") and Path(cwd).resolve() == workdir.resolve():
             return jobid
     return None
 
@@ -155,7 +157,7 @@ def test_demo_dag_on_a_real_slurm_cluster_survives_a_cancelled_training_job(clus
             cancelled = None
             train_log = remote / model_dir / "train.jsonl"
             while run.poll() is None and time.time() - t0 < 400:
-                jobid = train_slurm_job()
+                jobid = train_slurm_job(remote)
                 if jobid and train_log.is_file() and len(train_log.read_text().splitlines()) >= 5:
                     slurm("scancel", jobid)                 # mid-run: at least 100 of 600 steps done
                     cancelled = jobid

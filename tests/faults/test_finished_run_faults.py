@@ -4,6 +4,7 @@ Snakemake deletes a failed job's outputs), the same job run again, two trainers 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -119,11 +120,17 @@ def test_snakemake_killed_mid_training_then_rerun(tmp_path: Path, record) -> Non
     env = {**ENV, "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}
     smk = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_for_step(d / "train.jsonl", 20, smk, timeout=300)
+    trainer = int((d / ".train.lock").read_text().split()[0])
+    # The orphan is paused while the user reruns, so that it is still running then on a machine of any
+    # speed (it holds its folder's lock while stopped, as it does while training).
+    os.kill(trainer, signal.SIGSTOP)
     smk.kill()                                            # SIGKILL to Snakemake alone: its trainer goes on
     smk.wait()
-    trainer = int((d / ".train.lock").read_text().split()[0])
-    run_snakemake([target, "--unlock", "--configfile", "k.yaml"], tmp_path)
-    got = run_snakemake([target, "--cores", "1", "--configfile", "k.yaml", "--rerun-incomplete"], tmp_path)
+    try:
+        run_snakemake([target, "--unlock", "--configfile", "k.yaml"], tmp_path)
+        got = run_snakemake([target, "--cores", "1", "--configfile", "k.yaml", "--rerun-incomplete"], tmp_path)
+    finally:
+        os.kill(trainer, signal.SIGCONT)
     assert got.returncode != 0, "the rerun must not train beside the running orphan"
     assert f"is being trained by process {trainer} (on " in got.stdout + got.stderr
     while Path(f"/proc/{trainer}").exists() and "zombie" not in Path(f"/proc/{trainer}/status").read_text().lower():
