@@ -115,3 +115,12 @@ def test_every_profile_paces_the_scheduler_alike(root: Path) -> None:
     assert set(values) == {"default", "local", "slurm"}
     assert len(set(values.values())) == 1, values
     assert MaxJobsPerTimespan.parse_choice(values["default"]).timespan >= 10
+
+
+@pytest.mark.workflow
+def test_snakemakes_linter_finds_nothing(workdir: Path) -> None:
+    """`snakemake --lint`: rules hold only rules, values reach shells as params, paths are relative."""
+    r = run_snakemake(["--lint", "--configfile", "tiny.yaml"], workdir)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    assert "Lints for" not in r.stdout + r.stderr
+

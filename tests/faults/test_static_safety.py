@@ -69,7 +69,6 @@ def test_files_are_written_atomically(record) -> None:
 
 SHELL = re.compile(r'shell:\s*\n((?:[ \t]+[rf]?"[^\n]*"[ \t]*\n)+)')
 PLACEHOLDER = re.compile(r"(?<!\{)\{([^{}]+)\}(?!\})")
-UNQUOTED_OK = {"RNMT": "the command prefix, quoted where the Snakefile builds it"}
 
 
 def test_rules_pass_values_to_the_shell_only_quoted(record) -> None:
@@ -80,5 +79,5 @@ def test_rules_pass_values_to_the_shell_only_quoted(record) -> None:
         for block in SHELL.findall(path.read_text()):
             for ph in PLACEHOLDER.findall(block):
                 checked += 1
-                assert ph.endswith(":q") or ph in UNQUOTED_OK, f"{path.name}: {{{ph}}} reaches the shell unquoted"
+                assert ph.endswith(":q"), f"{path.name}: {{{ph}}} reaches the shell unquoted"
     assert checked > 50

@@ -3,26 +3,6 @@
 # pairs over the corpus' subword limit), and build the vocabularies from the segmented training text.
 
 
-def text_file(corpus, split, side):
-    """The prepared text BPE starts from: truecased where the corpus truecases, else tokenized."""
-    stage = "tc" if CORPORA[corpus].preprocess.get("truecase") else "tok"
-    return f"{R}/data/{corpus}/{stage}/{split}.{side}"
-
-
-def bpe_codes(corpus, side):
-    """The codes file for one side ([] at word level, where no BPE is learned)."""
-    c = CORPORA[corpus]
-    if c.word_level:
-        return []
-    return [f"{R}/bpe/{corpus}/codes.{'joint' if c.bpe.get('joint') else side}"]
-
-
-def codes_flag(corpus, side, flag="--codes"):
-    """[flag, codes file] or [] at word level (a list: the rule quotes each item)."""
-    codes = bpe_codes(corpus, side)
-    return [flag, codes[0]] if codes else []
-
-
 rule learn_bpe:
     input:
         lambda wc: (
@@ -31,7 +11,7 @@ rule learn_bpe:
             else text_file(wc.corpus, "train", wc.codeside)
         ),
     output:
-        R + "/bpe/{corpus}/codes.{codeside}",
+        run_path("bpe/{corpus}/codes.{codeside}"),
     wildcard_constraints:
         codeside="src|tgt|joint",
     params:
@@ -42,9 +22,9 @@ rule learn_bpe:
     conda:
         "../../envs/data.yaml"
     log:
-        R + "/logs/learn_bpe/{corpus}.{codeside}.log",
+        run_path("logs/learn_bpe/{corpus}.{codeside}.log"),
     shell:
-        "{RNMT} bpe learn --merges {params.merges:q} --min-frequency {params.min_frequency:q} "
+        "rnmt bpe learn --merges {params.merges:q} --min-frequency {params.min_frequency:q} "
         "--codes {output:q} {input:q} 2> {log:q}"
 
 
@@ -54,7 +34,7 @@ rule apply_bpe:
         text=lambda wc: text_file(wc.corpus, wc.split, wc.side),
         codes=lambda wc: bpe_codes(wc.corpus, wc.side),
     output:
-        R + "/data/{corpus}/bpe/{split}.{side}",
+        run_path("data/{corpus}/bpe/{split}.{side}"),
     wildcard_constraints:
         split="dev|test",
     params:
@@ -62,9 +42,9 @@ rule apply_bpe:
     conda:
         "../../envs/data.yaml"
     log:
-        R + "/logs/apply_bpe/{corpus}.{split}.{side}.log",
+        run_path("logs/apply_bpe/{corpus}.{split}.{side}.log"),
     shell:
-        "{RNMT} bpe apply {params.codes:q} {input.text:q} {output:q} 2> {log:q}"
+        "rnmt bpe apply {params.codes:q} {input.text:q} {output:q} 2> {log:q}"
 
 
 rule apply_bpe_train:
@@ -75,9 +55,9 @@ rule apply_bpe_train:
         tgt=lambda wc: text_file(wc.corpus, "train", "tgt"),
         codes=lambda wc: sorted(set(bpe_codes(wc.corpus, "src") + bpe_codes(wc.corpus, "tgt"))),
     output:
-        src=R + "/data/{corpus}/bpe/train.src",
-        tgt=R + "/data/{corpus}/bpe/train.tgt",
-        report=R + "/data/{corpus}/bpe.json",
+        src=run_path("data/{corpus}/bpe/train.src"),
+        tgt=run_path("data/{corpus}/bpe/train.tgt"),
+        report=run_path("data/{corpus}/bpe.json"),
     params:
         codes=lambda wc: codes_flag(wc.corpus, "src", "--src-codes") + codes_flag(wc.corpus, "tgt", "--tgt-codes"),
         limit=lambda wc: (
@@ -89,24 +69,24 @@ rule apply_bpe_train:
     conda:
         "../../envs/data.yaml"
     log:
-        R + "/logs/apply_bpe_train/{corpus}.log",
+        run_path("logs/apply_bpe_train/{corpus}.log"),
     shell:
-        "{RNMT} corpus segment-train {params.codes:q} {params.limit:q} --workers {threads:q} "
+        "rnmt corpus segment-train {params.codes:q} {params.limit:q} --workers {threads:q} "
         "--out-src {output.src:q} --out-tgt {output.tgt:q} --report {output.report:q} "
         "{input.src:q} {input.tgt:q} 2> {log:q}"
 
 
 rule vocab:
     input:
-        R + "/data/{corpus}/bpe/train.{side}",
+        run_path("data/{corpus}/bpe/train.{side}"),
     output:
-        R + "/data/{corpus}/vocab.{side}",
+        run_path("data/{corpus}/vocab.{side}"),
     params:
         limits=lambda wc: ["--min-count", int(CORPORA[wc.corpus].vocab.get("min_count") or 1)]
         + (["--max-size", CORPORA[wc.corpus].vocab["max_size"]] if CORPORA[wc.corpus].vocab.get("max_size") else []),
     conda:
         "../../envs/data.yaml"
     log:
-        R + "/logs/vocab/{corpus}.{side}.log",
+        run_path("logs/vocab/{corpus}.{side}.log"),
     shell:
-        "{RNMT} vocab {params.limits:q} {input:q} {output:q} 2> {log:q}"
+        "rnmt vocab {params.limits:q} {input:q} {output:q} 2> {log:q}"

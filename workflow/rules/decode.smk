@@ -1,22 +1,15 @@
 # Decoding: beam search on the segmented test source with one model (member seed<N>) or an ensemble
 # (member ens<N>-<M>: the seeds' models together), then BPE removal and detokenization.
 
-DECODE_RES = PLAN.resources("translate")
-
-
-def test_label_input(wc):
-    v = variant_of(wc)
-    return {"labels": f"{R}/data/{wc.corpus}/labels/{v.labels}/{wc.testset}.bpe.lab"} if v.labels else {}
-
 
 rule translate:
     input:
         unpack(test_label_input),
         models=lambda wc: [f"{R}/models/{wc.corpus}/{wc.variant}/seed{s}/model.pt" for s in member_seeds(wc.member)],
-        src=R + "/data/{corpus}/bpe/{testset}.src",
+        src=run_path("data/{corpus}/bpe/{testset}.src"),
     output:
-        bpe=R + "/translations/{corpus}/{variant}/{member}/{testset}.bpe",
-        speed=R + "/translations/{corpus}/{variant}/{member}/{testset}.speed.json",
+        bpe=run_path("translations/{corpus}/{variant}/{member}/{testset}.bpe"),
+        speed=run_path("translations/{corpus}/{variant}/{member}/{testset}.speed.json"),
     params:
         d=lambda wc: variant_of(wc).decode,
         models=lambda wc, input: [x for m in input.models for x in ("--model", m)],
@@ -30,9 +23,9 @@ rule translate:
     conda:
         "../../envs/train.yaml"
     log:
-        R + "/logs/translate/{corpus}/{variant}.{member}.{testset}.log",
+        run_path("logs/translate/{corpus}/{variant}.{member}.{testset}.log"),
     shell:
-        "{RNMT} translate {params.models:q} --beam {params.d[beam]:q} --batch-size {params.d[batch_size]:q} "
+        "rnmt translate {params.models:q} --beam {params.d[beam]:q} --batch-size {params.d[batch_size]:q} "
         "--length-penalty {params.d[length_penalty]:q} --alpha {params.d[alpha]:q} "
         "--max-len-ratio {params.d[max_len_ratio]:q} --max-len-extra {params.d[max_len_extra]:q} {params.labels:q} {params.floor:q} "
         "--threads {threads:q} --metrics {output.speed:q} {input.src:q} {output.bpe:q} 2> {log:q}"
@@ -40,19 +33,19 @@ rule translate:
 
 rule postprocess:
     input:
-        R + "/translations/{corpus}/{variant}/{member}/{testset}.bpe",
+        run_path("translations/{corpus}/{variant}/{member}/{testset}.bpe"),
     output:
-        tok=R + "/translations/{corpus}/{variant}/{member}/{testset}.tok",
-        txt=R + "/translations/{corpus}/{variant}/{member}/{testset}.txt",
+        tok=run_path("translations/{corpus}/{variant}/{member}/{testset}.tok"),
+        txt=run_path("translations/{corpus}/{variant}/{member}/{testset}.txt"),
     params:
         lang=lambda wc: PLAN.corpus(wc.corpus)["tgt_lang"],
         detruecase=lambda wc: ["--detruecase"] if CORPORA[wc.corpus].preprocess.get("truecase") else [],
     conda:
         "../../envs/data.yaml"
     log:
-        R + "/logs/postprocess/{corpus}/{variant}.{member}.{testset}.log",
+        run_path("logs/postprocess/{corpus}/{variant}.{member}.{testset}.log"),
     shell:
-        "{RNMT} postprocess --lang {params.lang:q} {params.detruecase:q} --tok-output {output.tok:q} {input:q} {output.txt:q} 2> {log:q}"
+        "rnmt postprocess --lang {params.lang:q} {params.detruecase:q} --tok-output {output.tok:q} {input:q} {output.txt:q} 2> {log:q}"
 
 
 rule export:
@@ -64,7 +57,7 @@ rule export:
         truecase=lambda wc: [f"{R}/data/{wc.corpus}/truecase.src"] if CORPORA[wc.corpus].preprocess.get("truecase")
         else [],
     output:
-        R + "/bundles/{corpus}/{variant}/{member}/bundle.json",
+        run_path("bundles/{corpus}/{variant}/{member}/bundle.json"),
     params:
         out=lambda wc, output: str(Path(output[0]).parent),
         models=lambda wc, input: [x for m in input.models for x in ("--model", m)],
@@ -76,7 +69,7 @@ rule export:
     conda:
         "../../envs/train.yaml"
     log:
-        R + "/logs/export/{corpus}/{variant}.{member}.log",
+        run_path("logs/export/{corpus}/{variant}.{member}.log"),
     shell:
-        "{RNMT} export {params.models:q} {params.codes:q} {params.truecase:q} {params.langs:q} "
+        "rnmt export {params.models:q} {params.codes:q} {params.truecase:q} {params.langs:q} "
         "--preprocess {params.preprocess:q} --decode {params.decode:q} --out {params.out:q} 2> {log:q}"

@@ -8,18 +8,20 @@ rule table:
         metrics=lambda wc: PLAN.metrics_paths(wc.table),
         gates=lambda wc: PLAN.gates_paths(wc.table),
     output:
-        csv=report(R + "/tables/{table}.csv", category="Tables", labels={"table": "{table}", "format": "csv"}),
-        md=R + "/tables/{table}.md",
-        tex=R + "/tables/{table}.tex",
+        csv=report(run_path("tables/{table}.csv"), category="Tables", labels={"table": "{table}", "format": "csv"}),
+        md=run_path("tables/{table}.md"),
+        tex=run_path("tables/{table}.tex"),
     params:
         corpus=lambda wc: PLAN.table(wc.table).corpus or "",
         max_seeds=["--max-seeds", str(PLAN.max_seeds)] if PLAN.max_seeds else [],
+        run=PLAN.run,
+        scale=PLAN.scale,
     conda:
         "../../envs/data.yaml"
     log:
-        R + "/logs/table/{table}.log",
+        run_path("logs/table/{table}.log"),
     shell:
-        "{RNMT} table --experiment {input.experiment:q} --run {PLAN.run:q} --scale {PLAN.scale:q} "
+        "rnmt table --experiment {input.experiment:q} --run {params.run:q} --scale {params.scale:q} "
         "--corpus={params.corpus:q} {params.max_seeds:q} --csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} "
         "--gates {input.gates:q} -- {input.metrics:q} 2> {log:q}"
 
@@ -29,21 +31,22 @@ rule figure:
     SR-NMT Figure 3 (perplexity against time)."""
     input:
         experiment=EXPERIMENTS / "{table}.yaml",
-        csv=R + "/tables/{table}.csv",
+        csv=run_path("tables/{table}.csv"),
         metrics=lambda wc: PLAN.metrics_paths(wc.table),
         gates=lambda wc: PLAN.gates_paths(wc.table),
         logs=lambda wc: PLAN.train_logs(wc.table)
         if (PLAN.table(wc.table).figure or {}).get("kind") in ("cost", "perplexity") else [],
     output:
-        report(R + "/figures/{table}.png", category="Figures", labels={"figure": "{table}"}),
+        report(run_path("figures/{table}.png"), category="Figures", labels={"figure": "{table}"}),
     params:
         max_seeds=["--max-seeds", str(PLAN.max_seeds)] if PLAN.max_seeds else [],
+        scale=PLAN.scale,
     conda:
         "../../envs/data.yaml"
     log:
-        R + "/logs/figure/{table}.log",
+        run_path("logs/figure/{table}.log"),
     shell:
-        "{RNMT} figure --experiment {input.experiment:q} --scale {PLAN.scale:q} {params.max_seeds:q} --output {output:q} "
+        "rnmt figure --experiment {input.experiment:q} --scale {params.scale:q} {params.max_seeds:q} --output {output:q} "
         "--metrics {input.metrics:q} --gates {input.gates:q} --logs {input.logs:q} 2> {log:q}"
 
 
@@ -52,13 +55,13 @@ rule runs:
     input:
         PLAN.all_metrics_paths(),
     output:
-        report(R + "/runs.csv", category="Runs"),
+        report(run_path("runs.csv"), category="Runs"),
     conda:
         "../../envs/data.yaml"
     log:
-        R + "/logs/runs.log",
+        run_path("logs/runs.log"),
     shell:
-        "{RNMT} runs --output {output:q} {input:q} 2> {log:q}"
+        "rnmt runs --output {output:q} {input:q} 2> {log:q}"
 
 
 rule table_curves:
@@ -67,29 +70,29 @@ rule table_curves:
         experiment=EXPERIMENTS / "{table}.yaml",
         logs=lambda wc: PLAN.train_logs(wc.table),
     output:
-        report(R + "/plots/{table}.curves.png", category="Learning curves", labels={"table": "{table}"}),
+        report(run_path("plots/{table}.curves.png"), category="Learning curves", labels={"table": "{table}"}),
     params:
         max_seeds=["--max-seeds", str(PLAN.max_seeds)] if PLAN.max_seeds else [],
     conda:
         "../../envs/data.yaml"
     log:
-        R + "/logs/table_curves/{table}.log",
+        run_path("logs/table_curves/{table}.log"),
     shell:
-        "{RNMT} figure --curves --experiment {input.experiment:q} {params.max_seeds:q} --output {output:q} "
+        "rnmt figure --curves --experiment {input.experiment:q} {params.max_seeds:q} --output {output:q} "
         "--logs {input.logs:q} 2> {log:q}"
 
 
 rule learning_curve:
     """One model's learning curve (a target on demand: results/<run>/plots/<corpus>/<variant>/seed<N>/curve.png)."""
     input:
-        R + "/models/{corpus}/{variant}/seed{seed}/train.jsonl",
+        run_path("models/{corpus}/{variant}/seed{seed}/train.jsonl"),
     output:
-        R + "/plots/{corpus}/{variant}/seed{seed}/curve.png",
+        run_path("plots/{corpus}/{variant}/seed{seed}/curve.png"),
     conda:
         "../../envs/data.yaml"
     params:
         title=lambda wc: f"{wc.variant} seed {wc.seed}",
     log:
-        R + "/logs/learning_curve/{corpus}/{variant}.seed{seed}.log",
+        run_path("logs/learning_curve/{corpus}/{variant}.seed{seed}.log"),
     shell:
-        "{RNMT} plot-curve --title {params.title:q} {input:q} {output:q} 2> {log:q}"
+        "rnmt plot-curve --title {params.title:q} {input:q} {output:q} 2> {log:q}"

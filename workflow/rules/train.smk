@@ -2,42 +2,19 @@
 # experiment file's row (rnmt.plan); they are params, so editing a row reruns that row's jobs only.
 
 
-def variant_of(wc):
-    return PLAN.variant(wc.corpus, wc.variant)
-
-
-def label_inputs(wc):
-    """Source dependency labels for rows with `labels:` (gold or stanza-predicted)."""
-    v = variant_of(wc)
-    if not v.labels:
-        return {}
-    d = f"{R}/data/{wc.corpus}/labels/{v.labels}"
-    return {"train_labels": f"{d}/train.bpe.lab", "dev_labels": f"{d}/dev.bpe.lab", "label_vocab": f"{d}/vocab.lab"}
-
-
-def label_flags(wc, input):
-    if not variant_of(wc).labels:
-        return []
-    return ["--train-src-labels", input.train_labels, "--dev-src-labels", input.dev_labels,
-            "--src-label-vocab", input.label_vocab]
-
-
-TRAIN_RES = PLAN.resources("train")
-
-
 rule train:
     input:
         unpack(label_inputs),
-        train_src=R + "/data/{corpus}/bpe/train.src",
-        train_tgt=R + "/data/{corpus}/bpe/train.tgt",
-        dev_src=R + "/data/{corpus}/bpe/dev.src",
-        dev_tgt=R + "/data/{corpus}/bpe/dev.tgt",
-        src_vocab=R + "/data/{corpus}/vocab.src",
-        tgt_vocab=R + "/data/{corpus}/vocab.tgt",
+        train_src=run_path("data/{corpus}/bpe/train.src"),
+        train_tgt=run_path("data/{corpus}/bpe/train.tgt"),
+        dev_src=run_path("data/{corpus}/bpe/dev.src"),
+        dev_tgt=run_path("data/{corpus}/bpe/dev.tgt"),
+        src_vocab=run_path("data/{corpus}/vocab.src"),
+        tgt_vocab=run_path("data/{corpus}/vocab.tgt"),
     output:
-        model=R + "/models/{corpus}/{variant}/seed{seed}/model.pt",
-        metrics=R + "/models/{corpus}/{variant}/seed{seed}/train.json",
-        log=R + "/models/{corpus}/{variant}/seed{seed}/train.jsonl",
+        model=run_path("models/{corpus}/{variant}/seed{seed}/model.pt"),
+        metrics=run_path("models/{corpus}/{variant}/seed{seed}/train.json"),
+        log=run_path("models/{corpus}/{variant}/seed{seed}/train.jsonl"),
     params:
         model=lambda wc: variant_of(wc).model_settings(),
         settings=lambda wc: variant_of(wc).train_settings(int(wc.seed)),
@@ -51,11 +28,11 @@ rule train:
     conda:
         "../../envs/train.yaml"
     log:
-        R + "/logs/train/{corpus}/{variant}.seed{seed}.log",
+        run_path("logs/train/{corpus}/{variant}.seed{seed}.log"),
     shell:
         # exec: SLURM signals every process of the job step; a shell in between would die of SIGTERM
         # and take the checkpointing trainer down with it.
-        "exec {RNMT} train --gpus {resources.gpu:q} --model {params.model:q} --settings {params.settings:q} "
+        "exec \"$RNMT_PYTHON\" -m rnmt train --gpus {resources.gpu:q} --model {params.model:q} --settings {params.settings:q} "
         "--train-src {input.train_src:q} --train-tgt {input.train_tgt:q} "
         "--dev-src {input.dev_src:q} --dev-tgt {input.dev_tgt:q} "
         "--src-vocab {input.src_vocab:q} --tgt-vocab {input.tgt_vocab:q} {params.labels:q} "

@@ -1,0 +1,256 @@
+# What the rules share: the plan of this run (rnmt.plan: config, scale and experiment files resolved and
+# checked), the shell every rule's command runs in, where the run's files live, and the functions the
+# rules call to find their inputs and arguments. The rule files hold only rules (Snakemake's layout,
+# which `snakemake --lint` checks).
+
+import json
+import os
+import shlex
+import sys
+import threading
+from pathlib import Path
+
+from snakemake.settings.types import DeploymentMethod
+from snakemake.utils import update_config
+
+from rnmt.config import typed_overrides
+from rnmt.data.registry import DOWNLOADS, SOURCES, Corpora, Registry, registry_file
+from rnmt.data.sources import manual_paths, missing_manual_message
+from rnmt.io import InputError
+from rnmt.parse.models import manifest_path
+from rnmt.plan import SIDES, SPLITS, Plan, member_seeds
+
+# `--config key='{nested: 1}'` reaches Snakemake's config with its nested values as strings.
+update_config(config, typed_overrides(workflow.config_settings.config))
+
+# Validates config.yaml (and --config/--configfile overrides), the experiment files and every row's
+# settings before any job starts; a bad key or value stops here with a message naming it. The main
+# process also builds every variant's model on PyTorch's meta device (no memory), so settings that no
+# architecture accepts together stop here too rather than in a training job.
+try:
+    PLAN = Plan(config, Path(workflow.basedir))
+    if workflow.is_main_process:
+        PLAN.check_models()
+except InputError as e:
+    sys.exit(f"rnmt: error: {e}")
+R = PLAN.results
+EXPERIMENTS = PLAN.experiments_dir
+
+
+def run_path(path):
+    """`path` inside this run's results folder (results/<run>/path), its wildcards left to Snakemake."""
+    return f"{R}/{path}"
+
+
+# Every command runs `rnmt` from this checkout's src/ with the Python of the environment it runs in:
+# the job's conda environment under --sdm conda, otherwise the Python running Snakemake. `rnmt` is a
+# shell function, so a command reads as a user would type it; the trainer is started with exec (see
+# the train rule), which needs the interpreter itself, $RNMT_PYTHON.
+if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method:
+    PYTHON = "python"
+else:
+    PYTHON = shlex.quote(sys.executable)
+SRC = shlex.quote(str(Path(workflow.basedir) / "src"))
+# (braces doubled twice: once for this f-string, once for Snakemake's formatting of shell commands)
+shell.prefix(
+    f"set -euo pipefail; export PYTHONPATH={SRC}${{{{PYTHONPATH:+:$PYTHONPATH}}}}; "
+    f'RNMT_PYTHON={PYTHON}; rnmt() {{{{ "$RNMT_PYTHON" -m rnmt "$@"; }}}}; '
+)
+
+
+def cancel_rescheduling_timers():
+    """Snakemake's job rate limiter leaves a timer armed after the last job (profiles/default explains
+    why its timespan is 10 s there); Python waits for it at exit, so a finished run would linger."""
+    for thread in threading.enumerate():
+        if isinstance(thread, threading.Timer):
+            thread.cancel()
+
+
+# ---- Corpora (data.smk) -----------------------------------------------------------------------------
+# RNMT_REGISTRY points to another registry (a site's mirror of the corpora, or the tests' local server).
+REGISTRY_FILE = str(registry_file(workflow.basedir))
+REGISTRY = Registry(REGISTRY_FILE)
+CORPORA = Corpora({**config, "corpora": PLAN.corpora_config}, REGISTRY)   # with the corpora the scale implies
+NO_MATCH = "(?!x)x"
+
+
+def corpus_names(kind=None, not_kind=None):
+    return "|".join(CORPORA.names(kind, not_kind)) or NO_MATCH
+
+
+def corpus_lang(wc):
+    c = CORPORA[wc.corpus]
+    return c.src_lang if wc.side == "src" else c.tgt_lang
+
+
+def preprocess_settings(wc):
+    return json.dumps(CORPORA[wc.corpus].preprocess, sort_keys=True)
+
+
+def manual_dir_for(source):
+    """The corpora that use `source` (comma-separated) and the first one's manual_dir (they normally agree)."""
+    users = [c for c in CORPORA.corpora.values() if any(source in ids for ids in c.sources.values())]
+    return ", ".join(c.name for c in users), (users[0].manual_dir if users else Path("data/ldc"))
+
+
+def fetch_inputs(wc):
+    src = REGISTRY.source(wc.source)
+    if src.kind == "url":
+        return [f"{DOWNLOADS}/{name}" for name, _ in src.downloads()]
+    if src.kind == "manual":
+        corpus, manual_dir = manual_dir_for(src.id)
+        msg = missing_manual_message(src, manual_dir, corpus)
+        if msg:
+            raise InputError(msg)
+        return [str(p) for ps in manual_paths(src, manual_dir).values() for p in ps]
+    return []
+
+
+def assemble_args(wc):
+    """The arguments as a list, each quoted by the shell command (params.args with :q)."""
+    c = CORPORA[wc.corpus]
+    args = [x for s, t in c.split_parts(wc.split) for x in ("--src", s, "--tgt", t)]
+    if c.holdout and wc.split not in (set(c.parts) - {"train"}):
+        args += ["--holdout-slice", "--holdout", json.dumps(c.holdout)]
+    return args
+
+
+def chunk_files(wc):
+    n = int(CORPORA[wc.corpus].preprocess["chunks"])
+    return [f"{R}/data/{wc.corpus}/chunks/{i}.{ext}" for i in range(n) for ext in ("src", "tgt", "json")]
+
+
+# ---- Subwords (bpe.smk) -----------------------------------------------------------------------------
+
+def text_file(corpus, split, side):
+    """The prepared text BPE starts from: truecased where the corpus truecases, else tokenized."""
+    stage = "tc" if CORPORA[corpus].preprocess.get("truecase") else "tok"
+    return f"{R}/data/{corpus}/{stage}/{split}.{side}"
+
+
+def bpe_codes(corpus, side):
+    """The codes file for one side ([] at word level, where no BPE is learned)."""
+    c = CORPORA[corpus]
+    if c.word_level:
+        return []
+    return [f"{R}/bpe/{corpus}/codes.{'joint' if c.bpe.get('joint') else side}"]
+
+
+def codes_flag(corpus, side, flag="--codes"):
+    """[flag, codes file] or [] at word level (a list: the rule quotes each item)."""
+    codes = bpe_codes(corpus, side)
+    return [flag, codes[0]] if codes else []
+
+
+# ---- Dependency labels (parse.smk) ------------------------------------------------------------------
+PARSE = {
+    "models": "local",
+    "model_dir": None,
+    "package": "default",
+    "resources_url": None,
+    "lang": None,
+    "chunks": 2,
+    "batch_size": 1000,
+    "device": "cpu",
+    "subtypes": False,
+    "train_corpus": None,
+    "train_steps_pos": 100,
+    "train_steps_depparse": 80,
+    **(config.get("parse") or {}),
+    **(PLAN.scale_settings.get("parse") or {}),        # e.g. small/paper: stanza's real English models
+}
+PARSE["model_dir"] = PARSE["model_dir"] or f"{R}/stanza"      # null: results/<run>/stanza
+
+
+def parse_lang(corpus):
+    return PARSE["lang"] or CORPORA[corpus].src_lang
+
+
+def gold_conllu(corpus, split):
+    """The gold tree files of a corpus split (the generator's, or the corpus entry's `conllu:`)."""
+    if CORPORA[corpus].kind == "synthetic":
+        return [f"{R}/data/{corpus}/raw/{split}.src.conllu"]
+    entry = PLAN.corpora_config.get(corpus, {}).get("conllu") or {}
+    files = entry.get(split)
+    if not files:
+        raise InputError(
+            f"config corpora.{corpus}: gold labels need the split's parsed source as `conllu: {{{split}: "
+            f"<file.conllu>}}` (CoNLL-U or CoNLL-X), or use the stanza label source"
+        )
+    files = [files] if isinstance(files, str) else list(files)
+    source = PLAN.corpora_config.get(corpus, {}).get("source", "")
+    folder = Path(source[len("local:"):]) if source.startswith("local:") else Path(".")
+    return [str(folder / f) for f in files]
+
+
+def parse_models(wc):
+    """The model manifest a parse job waits for ([] for parse.models: local, checked when the job runs)."""
+    if PARSE["models"] == "local":
+        return []
+    return [str(manifest_path(PARSE["model_dir"], parse_lang(wc.corpus)))]
+
+
+def stanza_models_inputs(wc):
+    """The gold trees that train the models (parse.models: train); nothing to download from."""
+    if PARSE["models"] != "train":
+        return {}
+    if not PARSE["train_corpus"]:
+        raise InputError("config parse.models: train needs parse.train_corpus, a corpus of this config with gold trees")
+    return {
+        "train": gold_conllu(PARSE["train_corpus"], "train"),
+        "dev": gold_conllu(PARSE["train_corpus"], "dev"),
+    }
+
+
+def stanza_models_command(wc, input):
+    """The `rnmt parse ...` arguments (a list: the rule quotes each)."""
+    d = str(PARSE["model_dir"])
+    if PARSE["models"] == "download":
+        mirror = ["--resources-url", PARSE["resources_url"]] if PARSE["resources_url"] else []
+        return ["parse", "download", "--lang", wc.lang, "--package", PARSE["package"], "--model-dir", d, *mirror]
+    return [
+        "parse", "train-models", "--lang", wc.lang, "--train", input.train[0], "--dev", input.dev[0],
+        "--model-dir", d, "--steps-pos", str(PARSE["train_steps_pos"]),
+        "--steps-depparse", str(PARSE["train_steps_depparse"]),
+    ]
+
+
+# ---- Training (train.smk) ---------------------------------------------------------------------------
+
+def variant_of(wc):
+    return PLAN.variant(wc.corpus, wc.variant)
+
+
+def label_inputs(wc):
+    """Source dependency labels for rows with `labels:` (gold or stanza-predicted)."""
+    v = variant_of(wc)
+    if not v.labels:
+        return {}
+    d = f"{R}/data/{wc.corpus}/labels/{v.labels}"
+    return {"train_labels": f"{d}/train.bpe.lab", "dev_labels": f"{d}/dev.bpe.lab", "label_vocab": f"{d}/vocab.lab"}
+
+
+def label_flags(wc, input):
+    if not variant_of(wc).labels:
+        return []
+    return ["--train-src-labels", input.train_labels, "--dev-src-labels", input.dev_labels,
+            "--src-label-vocab", input.label_vocab]
+
+
+TRAIN_RES = PLAN.resources("train")
+
+
+# ---- Decoding (decode.smk) --------------------------------------------------------------------------
+
+DECODE_RES = PLAN.resources("translate")
+
+
+def test_label_input(wc):
+    v = variant_of(wc)
+    return {"labels": f"{R}/data/{wc.corpus}/labels/{v.labels}/{wc.testset}.bpe.lab"} if v.labels else {}
+
+
+# ---- Scoring (evaluate.smk) -------------------------------------------------------------------------
+
+def test_manifest(wc):
+    return {} if CORPORA[wc.corpus].kind == "synthetic" else {"manifest": f"{R}/data/{wc.corpus}/raw/{wc.testset}.json"}
