@@ -65,6 +65,10 @@ def test_table_target_runs_for_real_and_rerun_does_nothing(workdir: Path) -> Non
     exp = yaml.safe_load((Path(__file__).parents[1] / "workflow/experiments/demo-rnnsearch.yaml").read_text())
     assert list(df.metric) == exp["metrics"] * len(exp["rows"])      # every row has every metric
     assert list(dict.fromkeys(df.system)) == [r["system"] for r in exp["rows"]]
+    # the paper's row order and what each row's numbers come from (rnmt compare pairs systems by these)
+    assert list(dict.fromkeys(zip(df.row, df.system, df.members, strict=True))) == [
+        (1, "RNNSearch + GRU", "seed1"), (2, "RNNSearch + ATR", "seed1;seed2"),
+        (3, "RNNSearch + ATR (ensemble of 2)", "ens1-2")]
     assert set(df.run) == {"tiny"} and set(df.scale) == {"demo"}
     assert df.ours.map(math.isfinite).all()
     ours = df[df.system == "RNNSearch + GRU"].set_index("metric").ours

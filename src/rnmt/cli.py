@@ -151,6 +151,14 @@ def cmd_runs(a: argparse.Namespace) -> None:
     log.info("%d runs → %s", len(df), a.output)
 
 
+def cmd_compare(a: argparse.Namespace) -> None:
+    from rnmt.evaluate.compare import compare, markdown, write
+
+    df = compare(a.run_a, a.run_b, a.table, a.test, a.samples)
+    write(df, a.output, a.md)
+    print(markdown(df), end="")
+
+
 def cmd_plot_curve(a: argparse.Namespace) -> None:
     from rnmt.report.curves import plot
 
@@ -313,6 +321,19 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--output", required=True)
     s.add_argument("metrics", nargs="*")
     s.set_defaults(func=cmd_runs)
+
+    s = sub.add_parser("compare", help="two runs' common systems side by side, with paired significance tests "
+                                       "of BLEU and chrF (sacrebleu)")
+    s.add_argument("run_a", metavar="RUN_A", help="the baseline: results/<run> or a run name")
+    s.add_argument("run_b", metavar="RUN_B", help="the run compared with it")
+    s.add_argument("--table", help="only this table's rows, named and ordered as in the table")
+    s.add_argument("--test", choices=["bs", "ar"], default="bs",
+                   help="paired bootstrap resampling (bs, with 95%% CIs) or approximate randomization (ar)")
+    s.add_argument("--samples", type=int, default=0,
+                   help="resamples (bs) or trials (ar); 0: sacrebleu's default, 1000 or 10000")
+    s.add_argument("--output", help="CSV, one row per system and metric")
+    s.add_argument("--md", help="Markdown (also printed)")
+    s.set_defaults(func=cmd_compare)
 
     s = sub.add_parser("plot-curve", help="plot a training log's learning curve")
     s.add_argument("--title", default="")

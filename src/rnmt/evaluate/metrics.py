@@ -4,6 +4,7 @@ runs and the decoding that produced it; tables and runs.csv are built from these
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,17 @@ def with_extra_references(paths: Sequence[str]) -> list[str]:
             out.append(f"{p}.ref{k}")
             k += 1
     return out
+
+
+def scored_files(output: str, hyp: str, refs: Sequence[str], lowercase: bool) -> dict[str, Any]:
+    """What was scored, for `rnmt compare`: the translation and every reference, as paths relative to the
+    metrics file's folder (so a run's folder can be moved or copied whole), and the casing."""
+    here = Path(output).absolute().parent
+
+    def rel(p: str) -> str:
+        return os.path.relpath(Path(p).absolute(), here)
+
+    return {"hyp": rel(hyp), "refs": [rel(r) for r in refs], "lowercase": lowercase}
 
 
 def test_parts(manifest: dict[str, Any]) -> list[tuple[str, int, int]] | None:
@@ -72,7 +84,7 @@ def write_metrics(output: str, hyp: str, refs: Sequence[str], hyp_tok: str | Non
     from rnmt.provenance import provenance
 
     out = {**meta, "scores": scores, "train": train_metrics(train), "decode": read_json(decode) if decode else {},
-           **provenance()}
+           "files": scored_files(output, hyp, refs, lowercase), **provenance()}
     write_json(output, out)
     if "empty_output" in scores:
         log.warning("%s: not scored: %s (%d lines of %s)", output, scores["empty_output"], len(hyps), hyp)

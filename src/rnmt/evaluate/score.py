@@ -53,6 +53,11 @@ def detok_scorer(lowercase: bool = False) -> BLEU:
     return BLEU(lowercase=lowercase)
 
 
+def chrf_scorer(lowercase: bool = False) -> CHRF:
+    """sacrebleu's chrF (character 6-grams, beta 2), case-insensitive with `lowercase`."""
+    return CHRF(lowercase=lowercase)
+
+
 def tok_scorer(lowercase: bool = False) -> BLEU:
     """multi-bleu.perl's BLEU on tokenized text (`-lc` with `lowercase`); see the module docstring."""
     return BLEU(tokenize="none", lowercase=lowercase, smooth_method="none", force=True)
@@ -171,7 +176,7 @@ def score(hyps: Sequence[str], refs: Sequence[Sequence[str]], hyps_tok: Sequence
         return {"empty_output": EMPTY_OUTPUT, "sentences": len(hyps), "references": len(refs)}
     bleu = detok_scorer(lowercase)
     b = bleu.corpus_score(list(hyps), [list(r) for r in refs])
-    chrf = CHRF(lowercase=lowercase)
+    chrf = chrf_scorer(lowercase)
     c = chrf.corpus_score(list(hyps), [list(r) for r in refs])
     out: dict[str, Any] = {
         "bleu": b.score,

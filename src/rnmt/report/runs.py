@@ -22,6 +22,7 @@ def write_runs(metrics_files: Sequence[str | Path], out_csv: str | Path) -> pd.D
         for key in ("bleu_by_length", "tok_bleu_by_length"):       # nested per-bucket dicts stay in the JSON
             m.get("scores", {}).pop(key, None)
         m.pop("seeds", None)
+        m.pop("files", None)                                     # what was scored: for rnmt compare
         records.append({**m, "metrics_file": str(path)})
     df = pd.json_normalize(records) if records else pd.DataFrame(columns=FIRST)
     df = df[[c for c in FIRST if c in df.columns] + sorted(c for c in df.columns if c not in FIRST)]

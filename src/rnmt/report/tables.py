@@ -41,8 +41,9 @@ METRIC_LABELS = {
     "best_dev_ppl": "Dev ppl",
     "bleu_avg": "Avg",
 }
-COLUMNS = ["table", "system", "variant", "metric", "paper", "ours", "diff", "std", "n_seeds", "why_empty", "scale",
-           "run", "corpus", "signature"]
+# `row`: the paper's row order; `members`: what a row's numbers come from (seeds, or one ensemble)
+COLUMNS = ["table", "row", "system", "variant", "members", "metric", "paper", "ours", "diff", "std", "n_seeds",
+           "why_empty", "scale", "run", "corpus", "signature"]
 
 
 def _bleu_family(metric: str) -> bool:
@@ -178,7 +179,7 @@ def cut_short(table: Table, metrics: dict[tuple[str, str], dict[str, Any]]) -> l
 def tidy(table: Table, metrics: dict[tuple[str, str], dict[str, Any]], run: str, scale: str) -> pd.DataFrame:
     """`metrics` maps (variant, member) to a metrics.json; a row reads its members' files."""
     records = []
-    for row in table.rows:
+    for number, row in enumerate(table.rows, 1):
         runs = _row_runs(table, row, metrics) if row.trained else []
         counts = cell_counts(row.cell) if table.kind == "cells" and row.cell else {}
         for metric in table.metrics:
@@ -197,9 +198,10 @@ def tidy(table: Table, metrics: dict[tuple[str, str], dict[str, Any]], run: str,
                                 None)
                 reason = (row.why_not if not row.trained and table.kind != "cells"
                           else unscored or why_empty(metric, scale))
-            records.append({"table": table.name, "system": row.system, "variant": row.variant or "",
-                            "metric": metric, "paper": math.nan if paper is None else float(paper), "ours": ours,
-                            "std": std, "n_seeds": len(values), "why_empty": reason, "scale": scale, "run": run,
+            records.append({"table": table.name, "row": number, "system": row.system,
+                            "variant": row.variant or "", "members": ";".join(row.members()), "metric": metric,
+                            "paper": math.nan if paper is None else float(paper), "ours": ours, "std": std,
+                            "n_seeds": len(values), "why_empty": reason, "scale": scale, "run": run,
                             "corpus": table.corpus or "", "signature": signature})
     df = pd.DataFrame.from_records(records, columns=[c for c in COLUMNS if c != "diff"])
     df = _ratios(table, df, metrics)
