@@ -2,9 +2,12 @@
 1 and 4 and Figure 3 gives CSVs that match their experiment files, and editing one row reruns only
 that row's jobs."""
 
+import base64
 import json
 import os
+import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pandas as pd
@@ -143,6 +146,8 @@ def test_markdown_latex_figure_and_runs_csv(built: Path) -> None:
     assert tex.count(r"\\") >= 1 + len(yaml.safe_load((EXPERIMENTS / "atr-table4.yaml").read_text())["rows"])
     png = (out / "figures/atr-figure3.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+    for pdf in ("figures/atr-figure3.pdf", "plots/atr-table4.curves.pdf"):           # each figure also as PDF
+        assert (out / pdf).read_bytes()[:5] == b"%PDF-", pdf
     fig3 = pd.read_csv(out / "tables/atr-figure3.csv")
     r = fig3[fig3.metric == "gate_pearson_r"].ours.iloc[0]
     gates = json.loads(next((out / "analysis").glob("*/atr-rnnsearch-atr/seed1/gates.test.json")).read_text())
@@ -152,6 +157,10 @@ def test_markdown_latex_figure_and_runs_csv(built: Path) -> None:
     assert r.returncode == 0, r.stderr[-2000:]
     html = (built / "report.html").read_text(errors="replace")
     assert "atr-table4" in html and "atr-figure3" in html
+    # the rendered tables are in it (as data URIs), and the figures' captions
+    page = base64.b64encode((out / "tables/atr-table4.html").read_bytes()).decode()
+    assert page in html
+    assert "correlation of the input and forget gates" in html
     runs = pd.read_csv(out / "runs.csv")
     assert len(runs) == len({(v, m) for v, m in zip(runs.variant, runs.member, strict=True)}) >= 7
     assert {"scores.bleu", "train.params", "train.train_settings.lr", "decode.beam"} <= set(runs.columns)
@@ -273,3 +282,43 @@ def test_latex_escapes_what_latex_would_misprint() -> None:
     from rnmt.report.tables import _tex
 
     assert _tex("nrefs:4|case:lc 12% tok_bleu") == r"nrefs:4\textbar{}case:lc 12\% tok\_bleu"
+
+
+@pytest.mark.workflow
+def test_html_table_in_the_papers_order_with_differences_and_signatures(built: Path) -> None:
+    """What the report shows: systems in the experiment's order; per metric with a paper number the
+    paper's, ours and ours − paper; each metric's scorer signature a numbered footnote."""
+    from rnmt.report.tables import _diff, _fmt
+
+    page = (built / "results/tiny/tables/atr-table4.html").read_text()
+    df = pd.read_csv(built / "results/tiny/tables/atr-table4.csv")
+    rows = re.findall(r"<tr><td>(.*?)</td>(.*?)</tr>", page)
+    exp = yaml.safe_load((EXPERIMENTS / "atr-table4.yaml").read_text())
+    assert [re.sub(r"<sup>.*?</sup>", "", name) for name, _ in rows] == [r["system"] for r in exp["rows"]]
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", rows[1][1])                # RNNSearch+LSTM
+    lstm = df[df.system == rows[1][0]].set_index("metric")
+    first = exp["metrics"][0]
+    assert cells[:3] == [_fmt(lstm.paper[first]), _fmt(lstm.ours[first]), _diff(lstm.ours[first] - lstm.paper[first])]
+    t1 = (built / "results/tiny/tables/atr-table1.html").read_text()      # exact counts: Δ 0 everywhere
+    deltas = re.findall(r'<td class="diff[^"]*">(.*?)</td>', t1)
+    assert len(deltas) == 2 * len(yaml.safe_load((EXPERIMENTS / "atr-table1.yaml").read_text())["rows"])
+    assert set(deltas) == {"+0.00"}
+
+
+@pytest.mark.workflow
+def test_latex_tables_compile_and_fit_the_page(built: Path, tmp_path: Path) -> None:
+    """Every table compiles in a plain article with booktabs and adjustbox, without a line wider than the
+    text (LaTeX's "Overfull \\hbox"); needs pdflatex (texlive-latex-extra)."""
+    if not shutil.which("pdflatex") or subprocess.run(["kpsewhich", "adjustbox.sty"], capture_output=True,
+                                                      text=True).stdout.strip() == "":
+        pytest.skip("pdflatex with adjustbox is not installed (apt-get install texlive-latex-extra)")
+    for name in TINY_TABLES:
+        doc = tmp_path / f"{name}-doc.tex"
+        doc.write_text("\\documentclass{article}\n\\usepackage[T1]{fontenc}\n\\usepackage{booktabs}\n"
+                       "\\usepackage{adjustbox}\n\\begin{document}\n"
+                       f"\\input{{{built / 'results/tiny/tables' / name}.tex}}\n\\end{{document}}\n")
+        r = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", doc.name], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=120)
+        log = (tmp_path / f"{name}-doc.log").read_text(errors="replace")
+        assert r.returncode == 0, log[-2000:]
+        assert "Overfull \\hbox" not in log, name

@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -82,6 +83,13 @@ def test_table_target_runs_for_real_and_rerun_does_nothing(workdir: Path) -> Non
     state = torch.load(run_dir / "models/synthetic-demo/rnnsearch-gru/seed1/model.pt", weights_only=True)["state_dict"]
     assert ours["params_m"] == pytest.approx(sum(t.numel() for t in state.values()) / 1e6)
     assert set(df[df.metric == "bleu"].signature.str[:33]) == {"nrefs:1|case:mixed|eff:no|tok:13a"}
+    # the report's HTML table: each BLEU column's scorer as a numbered footnote on its header
+    page = (workdir / TABLE).with_suffix(".html").read_text()
+    for metric, name in (("bleu", "BLEU"), ("tok_bleu", "tok BLEU")):
+        sig = df[df.metric == metric].signature.iloc[0]
+        notes = re.findall(r"<li>(.*?)</li>", page)
+        k = notes.index(f"Scored with <code>{sig}</code>") + 1
+        assert f">{name}<sup>{k}</sup></th>" in page
 
     # two seeds: mean ± std; their ensemble: one decoding with both models, whose parameters add up
     atr = df[df.system == "RNNSearch + ATR"].set_index("metric")

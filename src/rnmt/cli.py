@@ -125,8 +125,8 @@ def cmd_table(a: argparse.Namespace) -> None:
     from rnmt.plan import load_table
     from rnmt.report.tables import build
 
-    table = load_table(a.experiment, a.corpus or None, a.max_seeds)
-    df = build(table, a.metrics, a.run, a.scale, a.csv, a.md, a.tex, a.gates)
+    table = load_table(a.experiment, a.corpus or None, a.max_seeds or None)
+    df = build(table, a.metrics, a.run, a.scale, a.csv, a.md, a.tex, a.gates, a.html)
     log.info("table %s: %d cells → %s, %s", table.name, len(df), a.csv, a.md)
 
 
@@ -134,7 +134,7 @@ def cmd_figure(a: argparse.Namespace) -> None:
     from rnmt.plan import load_table
     from rnmt.report.figures import draw
 
-    table = load_table(a.experiment, None, a.max_seeds)
+    table = load_table(a.experiment, None, a.max_seeds or None)
     if a.curves:
         from rnmt.report.figures import curves
 
@@ -298,10 +298,11 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--run", required=True)
     s.add_argument("--scale", required=True)
     s.add_argument("--corpus", default="", help="the corpus the table ran on at this scale")
-    s.add_argument("--max-seeds", type=int, default=None, help="the scale's cap on seeds per row")
+    s.add_argument("--max-seeds", type=int, default=0, help="the scale's cap on seeds per row (0: none)")
     s.add_argument("--csv", required=True)
     s.add_argument("--md", required=True)
     s.add_argument("--tex")
+    s.add_argument("--html", help="the table as an HTML page (the report shows it)")
     s.add_argument("--gates", nargs="*", default=[], help="gate statistics (rnmt gates) of the rows' models")
     s.add_argument("metrics", nargs="*")
     s.set_defaults(func=cmd_table)
@@ -309,7 +310,7 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("figure", help="draw a table's figure (gates, BLEU by length, training cost) as PNG")
     s.add_argument("--experiment", required=True)
     s.add_argument("--scale", default="")
-    s.add_argument("--max-seeds", type=int, default=None, help="the scale's cap on seeds per row")
+    s.add_argument("--max-seeds", type=int, default=0, help="the scale's cap on seeds per row (0: none)")
     s.add_argument("--output", required=True)
     s.add_argument("--metrics", nargs="*", default=[])
     s.add_argument("--gates", nargs="*", default=[])

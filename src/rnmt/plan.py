@@ -396,12 +396,14 @@ class Plan:
                 for r in t.trained_rows if not r.ensemble for s in r.seeds]
 
     def table_targets(self) -> list[str]:
-        out = [f"{self.results}/tables/{t}.{ext}" for t in self.tables for ext in ("csv", "md", "tex")]
-        return out + [f"{self.results}/figures/{t}.png" for t, tab in self.tables.items() if tab.figure]
+        out = [f"{self.results}/tables/{t}.{ext}" for t in self.tables for ext in ("csv", "md", "tex", "html")]
+        return out + [f"{self.results}/figures/{t}.{ext}" for t, tab in self.tables.items() if tab.figure
+                      for ext in ("png", "pdf")]
 
     def plot_targets(self) -> list[str]:
         """One learning-curve figure per table with trained rows."""
-        return [f"{self.results}/plots/{t}.curves.png" for t, tab in self.tables.items() if tab.trained_rows]
+        return [f"{self.results}/plots/{t}.curves.{ext}" for t, tab in self.tables.items() if tab.trained_rows
+                for ext in ("png", "pdf")]
 
     def all_metrics_paths(self) -> list[str]:
         return sorted({p for t in self.tables for p in self.metrics_paths(t)})

@@ -5,6 +5,7 @@
 
 import json
 import os
+import re
 import shlex
 import sys
 import threading
@@ -254,3 +255,16 @@ def test_label_input(wc):
 
 def test_manifest(wc):
     return {} if CORPORA[wc.corpus].kind == "synthetic" else {"manifest": f"{R}/data/{wc.corpus}/raw/{wc.testset}.json"}
+
+
+# ---- Tables (tables.smk) ----------------------------------------------------------------------------
+
+
+def rst_text(text):
+    """Plain text as reStructuredText (inline markup characters escaped, whitespace folded)."""
+    return re.sub(r"([\\*`_|])", r"\\\1", " ".join(text.split()))
+
+
+def report_caption(table):
+    """A table's or figure's caption in the report: its title and where the paper's numbers are from."""
+    return rst_text(table.title + (f". Paper: {table.paper.strip()}" if table.paper else ""))

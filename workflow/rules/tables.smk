@@ -1,5 +1,6 @@
-# Tables: per experiment file a tidy CSV, a Markdown and a LaTeX table laid out like the paper's, and
-# a PNG where the paper had a figure; runs.csv with every run's metrics and settings; learning curves.
+# Tables: per experiment file a tidy CSV, and the table laid out like the paper's as Markdown, LaTeX and
+# HTML (what `snakemake --report` shows); a PNG and a PDF where the paper had a figure; runs.csv with
+# every run's metrics and settings; learning curves.
 
 
 rule table:
@@ -8,12 +9,16 @@ rule table:
         metrics=lambda wc: PLAN.metrics_paths(wc.table),
         gates=lambda wc: PLAN.gates_paths(wc.table),
     output:
-        csv=report(run_path("tables/{table}.csv"), category="Tables", labels={"table": "{table}", "format": "csv"}),
+        html=report(run_path("tables/{table}.html"), caption="../report/table.rst", category="Tables",
+                    labels={"table": "{table}"}),
+        csv=report(run_path("tables/{table}.csv"), caption="../report/table.rst", category="Tables as tidy CSV",
+                   labels={"table": "{table}"}),
         md=run_path("tables/{table}.md"),
         tex=run_path("tables/{table}.tex"),
     params:
+        caption=lambda wc: report_caption(PLAN.table(wc.table)),
         corpus=lambda wc: PLAN.table(wc.table).corpus or "",
-        max_seeds=["--max-seeds", str(PLAN.max_seeds)] if PLAN.max_seeds else [],
+        max_seeds=PLAN.max_seeds or 0,
         run=PLAN.run,
         scale=PLAN.scale,
     conda:
@@ -22,7 +27,8 @@ rule table:
         run_path("logs/table/{table}.log"),
     shell:
         "rnmt table --experiment {input.experiment:q} --run {params.run:q} --scale {params.scale:q} "
-        "--corpus={params.corpus:q} {params.max_seeds:q} --csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} "
+        "--corpus={params.corpus:q} --max-seeds {params.max_seeds:q} --csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} "
+        "--html {output.html:q} "
         "--gates {input.gates:q} -- {input.metrics:q} 2> {log:q}"
 
 
@@ -37,16 +43,19 @@ rule figure:
         logs=lambda wc: PLAN.train_logs(wc.table)
         if (PLAN.table(wc.table).figure or {}).get("kind") in ("cost", "perplexity") else [],
     output:
-        report(run_path("figures/{table}.png"), category="Figures", labels={"figure": "{table}"}),
+        png=report(run_path("figures/{table}.png"), caption="../report/figure.rst", category="Figures",
+                   labels={"figure": "{table}"}),
+        pdf=run_path("figures/{table}.pdf"),
     params:
-        max_seeds=["--max-seeds", str(PLAN.max_seeds)] if PLAN.max_seeds else [],
+        caption=lambda wc: report_caption(PLAN.table(wc.table)),
+        max_seeds=PLAN.max_seeds or 0,
         scale=PLAN.scale,
     conda:
         "../../envs/data.yaml"
     log:
         run_path("logs/figure/{table}.log"),
     shell:
-        "rnmt figure --experiment {input.experiment:q} --scale {params.scale:q} {params.max_seeds:q} --output {output:q} "
+        "rnmt figure --experiment {input.experiment:q} --scale {params.scale:q} --max-seeds {params.max_seeds:q} --output {output.png:q} "
         "--metrics {input.metrics:q} --gates {input.gates:q} --logs {input.logs:q} 2> {log:q}"
 
 
@@ -55,7 +64,7 @@ rule runs:
     input:
         PLAN.all_metrics_paths(),
     output:
-        report(run_path("runs.csv"), category="Runs"),
+        report(run_path("runs.csv"), caption="../report/runs.rst", category="Runs"),
     conda:
         "../../envs/data.yaml"
     log:
@@ -70,15 +79,18 @@ rule table_curves:
         experiment=EXPERIMENTS / "{table}.yaml",
         logs=lambda wc: PLAN.train_logs(wc.table),
     output:
-        report(run_path("plots/{table}.curves.png"), category="Learning curves", labels={"table": "{table}"}),
+        png=report(run_path("plots/{table}.curves.png"), caption="../report/curves.rst", category="Learning curves",
+                   labels={"table": "{table}"}),
+        pdf=run_path("plots/{table}.curves.pdf"),
     params:
-        max_seeds=["--max-seeds", str(PLAN.max_seeds)] if PLAN.max_seeds else [],
+        title=lambda wc: rst_text(PLAN.table(wc.table).title),
+        max_seeds=PLAN.max_seeds or 0,
     conda:
         "../../envs/data.yaml"
     log:
         run_path("logs/table_curves/{table}.log"),
     shell:
-        "rnmt figure --curves --experiment {input.experiment:q} {params.max_seeds:q} --output {output:q} "
+        "rnmt figure --curves --experiment {input.experiment:q} --max-seeds {params.max_seeds:q} --output {output.png:q} "
         "--logs {input.logs:q} 2> {log:q}"
 
 
@@ -87,7 +99,8 @@ rule learning_curve:
     input:
         run_path("models/{corpus}/{variant}/seed{seed}/train.jsonl"),
     output:
-        run_path("plots/{corpus}/{variant}/seed{seed}/curve.png"),
+        png=run_path("plots/{corpus}/{variant}/seed{seed}/curve.png"),
+        pdf=run_path("plots/{corpus}/{variant}/seed{seed}/curve.pdf"),
     conda:
         "../../envs/data.yaml"
     params:
@@ -95,4 +108,4 @@ rule learning_curve:
     log:
         run_path("logs/learning_curve/{corpus}/{variant}.seed{seed}.log"),
     shell:
-        "rnmt plot-curve --title {params.title:q} {input:q} {output:q} 2> {log:q}"
+        "rnmt plot-curve --title {params.title:q} {input:q} {output.png:q} 2> {log:q}"

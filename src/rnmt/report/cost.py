@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from rnmt.io import InputError, atomic_writer
+from rnmt.io import InputError
 from rnmt.report.curves import read_log
 from rnmt.report.figures import smooth
+from rnmt.report.plotting import save
 
 
 def cost_series(log_path: str | Path) -> tuple[list[int], list[float]]:
@@ -45,7 +46,4 @@ def plot_cost(logs: Sequence[str | Path], out_png: str | Path, names: Sequence[s
     ax.grid(alpha=0.3)
     ax.legend()
     ax.set_title(title)
-    fig.tight_layout()
-    with atomic_writer(out_png, "wb") as f:
-        fig.savefig(f, format="png", dpi=110)
-    plt.close(fig)
+    save(fig, out_png, dpi=110)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rnmt.io import InputError, atomic_writer
+from rnmt.io import InputError
+from rnmt.report.plotting import save
 
 
 def read_log(path: str | Path) -> list[dict]:
@@ -43,7 +44,4 @@ def plot(log_path: str | Path, out_png: str | Path, title: str = "") -> None:
     for ax in (ax_loss, ax_bleu):
         ax.grid(alpha=0.3)
     fig.suptitle(title)
-    fig.tight_layout()
-    with atomic_writer(out_png, "wb") as f:
-        fig.savefig(f, format="png", dpi=110)
-    plt.close(fig)
+    save(fig, out_png, dpi=110)

@@ -1,4 +1,4 @@
-"""The papers' figures from our runs, each a PNG beside its table.
+"""The papers' figures from our runs, each a PNG (and a PDF beside it) next to its table.
 
 - `gates` (ATR Figure 3): mean input and forget gate of the decoder's ATR units by target position,
   averaged over the test sentences, with Pearson's r of the two in the legend;
@@ -14,9 +14,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rnmt.io import InputError, atomic_writer, read_json
+from rnmt.io import InputError, read_json
 from rnmt.plan import Table
 from rnmt.report.curves import read_log
+from rnmt.report.plotting import save
 
 
 def _axes(title: str, figsize: tuple[float, float] = (6.4, 4.0)) -> tuple[Any, Any]:
@@ -30,15 +31,6 @@ def _axes(title: str, figsize: tuple[float, float] = (6.4, 4.0)) -> tuple[Any, A
     fig, ax = plt.subplots(figsize=figsize)
     ax.set_title("\n".join(textwrap.wrap(title, 70)), fontsize=9)      # long paper titles stay inside
     return fig, ax
-
-
-def _save(fig: Any, out_png: str | Path) -> None:
-    import matplotlib.pyplot as plt
-
-    fig.tight_layout()
-    with atomic_writer(out_png, "wb") as f:
-        fig.savefig(f, format="png", dpi=120)
-    plt.close(fig)
 
 
 def _systems(table: Table, paths: Sequence[str | Path], depth: int) -> dict[str, list[Path]]:
@@ -65,7 +57,7 @@ def gates(table: Table, gate_files: Sequence[str | Path], out_png: str | Path) -
     ax.set_xlabel("target position")
     ax.set_ylabel("mean gate value")
     ax.legend(fontsize=7)
-    _save(fig, out_png)
+    save(fig, out_png)
 
 
 def length(table: Table, metrics_files: Sequence[str | Path], out_png: str | Path) -> None:
@@ -90,7 +82,7 @@ def length(table: Table, metrics_files: Sequence[str | Path], out_png: str | Pat
     ax.set_xlabel("source length (words)")
     ax.set_ylabel("BLEU (tokenized, multi-bleu)" if all(tokenized(m)[0] for m in lengths) else "BLEU")
     ax.legend(fontsize=7)
-    _save(fig, out_png)
+    save(fig, out_png)
 
 
 def smooth(values: Sequence[float], window: int) -> list[float]:
@@ -113,7 +105,7 @@ def cost(table: Table, logs: Sequence[str | Path], out_png: str | Path, window: 
     ax.set_xlabel("minibatch")
     ax.set_ylabel("training cost (cross-entropy per token)")
     ax.legend(fontsize=7)
-    _save(fig, out_png)
+    save(fig, out_png)
 
 
 def perplexity(table: Table, logs: Sequence[str | Path], out_png: str | Path, window: int = 5) -> None:
@@ -140,7 +132,7 @@ def perplexity(table: Table, logs: Sequence[str | Path], out_png: str | Path, wi
     ax.set_ylabel("perplexity")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
-    _save(fig, out_png)
+    save(fig, out_png)
 
 
 def curves(table: Table, logs: Sequence[str | Path], out_png: str | Path) -> None:
@@ -165,7 +157,7 @@ def curves(table: Table, logs: Sequence[str | Path], out_png: str | Path) -> Non
         ax.set_xlabel("training minutes")
         ax.grid(alpha=0.3)
     ax_ppl.legend(fontsize=6)
-    _save(fig, out_png)
+    save(fig, out_png)
 
 
 def draw(table: Table, out_png: str | Path, metrics: Sequence[str | Path] = (), gate_files: Sequence[str | Path] = (),

@@ -9,6 +9,7 @@ LaTeX renderings put systems in rows and metrics in columns, as the papers lay o
 
 from __future__ import annotations
 
+import html
 import math
 import re
 import statistics
@@ -232,16 +233,16 @@ def _ratios(table: Table, df: pd.DataFrame, metrics: dict[tuple[str, str], dict[
     return df
 
 
+def _number(v: float, sign: str = "") -> str:
+    if abs(v) >= 1000:
+        return f"{v:{sign},.0f}"
+    return f"{v:{sign}.2f}" if abs(v) >= 1 or v == 0 else f"{v:{sign}.3g}"   # 0.0054 s/sentence stays readable
+
+
 def _fmt(x: float, std: float = math.nan) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "–"
-
-    def one(v: float) -> str:
-        if abs(v) >= 1000:
-            return f"{v:,.0f}"
-        return f"{v:.2f}" if abs(v) >= 1 or v == 0 else f"{v:.3g}"   # 0.0054 s/sentence stays readable
-
-    return one(x) + (f" ± {one(std)}" if not math.isnan(std) else "")
+    return _number(x) + (f" ± {_number(std)}" if not math.isnan(std) else "")
 
 
 COUNTS = {"weight_matrices", "matrix_transformations"}
@@ -277,7 +278,7 @@ def _grid(table: Table, df: pd.DataFrame) -> tuple[list[str], list[list[str]], l
     return header, body, notes
 
 
-def _footer(table: Table, df: pd.DataFrame) -> list[str]:
+def _footer(table: Table, df: pd.DataFrame, with_signatures: bool = True) -> list[str]:
     scale, run = df.scale.iloc[0], df.run.iloc[0]
     out = [f"Run `{run}` at scale `{scale}`" + (f" on corpus `{table.corpus}`" if table.corpus else "")
            + "; mean ± std over seeds where a row has several."]
@@ -290,7 +291,8 @@ def _footer(table: Table, df: pd.DataFrame) -> list[str]:
         if (per_set.empty or per_set.ours.isna().all()) and df[df.metric == avg].ours.notna().any():
             out.append(f"{label(avg)} (ours): BLEU of the one test set of scale `{scale}` (the paper averages its "
                        "test sets).")
-    out += signatures(table, df)
+    if with_signatures:
+        out += signatures(table, df)
     if df.attrs.get("cut_short"):
         out.append("Stopped by the time cap (`max_minutes`) before their step budget, so their numbers depend on "
                    "the machine's speed: " + "; ".join(df.attrs["cut_short"]) + ".")
@@ -324,6 +326,98 @@ def markdown(table: Table, df: pd.DataFrame) -> str:
     return "\n".join(out) + "\n"
 
 
+_HTML_STYLE = """
+body { font-family: "DejaVu Sans", Helvetica, Arial, sans-serif; font-size: 14px; margin: 1.5em; color: #222; }
+h1 { font-size: 1.25em; margin: 0 0 .3em 0; }
+p.paper { color: #555; margin: 0 0 1em 0; }
+table { border-collapse: collapse; border-top: 2px solid #222; border-bottom: 2px solid #222; }
+th, td { padding: .3em .8em; text-align: right; white-space: nowrap; }
+th:first-child, td:first-child { text-align: left; }
+thead tr:last-child th { border-bottom: 1px solid #222; }
+th.group { border-bottom: 1px solid #999; text-align: center; }
+td.paper { color: #555; }
+td.diff.neg { color: #a33; }
+td.diff.pos { color: #276; }
+tbody tr:nth-child(even) { background: #f5f5f5; }
+sup { color: #36c; }
+ol.notes, div.footer { font-size: .9em; color: #444; margin-top: 1em; }
+code { font-size: .95em; }
+"""
+
+
+def _html_text(s: str) -> str:
+    """Escaped, with Markdown's `code` spans as <code>."""
+    parts = html.escape(s).split("`")
+    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+
+
+def _diff(x: float) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    return _number(x, "+").replace("-", "−")
+
+
+def html_table(table: Table, df: pd.DataFrame) -> str:
+    """A self-contained HTML page of the table: systems in the paper's row order; per metric the paper's
+    number, ours and the difference where the paper gave one; each metric's scorer signature and each
+    untrained row's reason as numbered footnotes (what `snakemake --report` shows)."""
+    has_paper = {m: bool(df[(df.metric == m)].paper.notna().any()) for m in table.metrics}
+    notes: list[str] = []
+
+    def note(text: str) -> str:
+        if text not in notes:
+            notes.append(text)
+        return f"<sup>{notes.index(text) + 1}</sup>"
+
+    sig_note = {}
+    for metric in table.metrics:
+        sig = next((s for s in df[df.metric == metric].signature if s), "")
+        if sig:
+            sig_note[metric] = note(f"Scored with `{sig}`")
+    top = ['<th rowspan="2">System</th>']
+    sub = []
+    for m in table.metrics:
+        name = html.escape(label(m)) + sig_note.get(m, "")
+        if has_paper[m]:
+            top.append(f'<th class="group" colspan="3">{name}</th>')
+            sub += ["<th>paper</th>", "<th>ours</th>", "<th>Δ</th>"]
+        else:
+            top.append(f'<th rowspan="2">{name}</th>')
+    body = []
+    for row in table.rows:
+        sub_df = df[df.system == row.system].set_index("metric")
+        mark = note(row.why_not) if not row.trained and table.kind != "cells" else ""
+        cells = [f"<td>{html.escape(row.system)}{mark}</td>"]
+        for m in table.metrics:
+            r = sub_df.loc[m]
+            fmt = _fmt_count if m in COUNTS else _fmt
+            ours = html.escape(fmt(r.ours, r["std"]))
+            if isinstance(r.why_empty, str) and r.why_empty and math.isnan(r.ours) and row.trained:
+                ours += note(r.why_empty)
+            if has_paper[m]:
+                d = r["diff"]
+                sign = "" if math.isnan(d) else (" neg" if d < 0 else " pos")
+                cells += [f'<td class="paper">{html.escape(fmt(r.paper))}</td>', f"<td>{ours}</td>",
+                          f'<td class="diff{sign}">{_diff(d)}</td>']
+            else:
+                cells.append(f"<td>{ours}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+           f"<title>{html.escape(table.title)}</title><style>{_HTML_STYLE}</style></head><body>",
+           f"<h1>{html.escape(table.title)}</h1>"]
+    if table.paper:
+        out.append(f'<p class="paper">Paper numbers: {_html_text(table.paper.strip().rstrip("."))}.</p>')
+    out += ["<table><thead>", "<tr>" + "".join(top) + "</tr>"]
+    out += ["<tr>" + "".join(sub) + "</tr>"] if sub else []
+    out += ["</thead><tbody>", *body, "</tbody></table>"]
+    if notes:
+        out.append('<ol class="notes">' + "".join(f"<li>{_html_text(n)}</li>" for n in notes) + "</ol>")
+    out.append('<div class="footer">' + "".join(f"<p>{_html_text(line)}</p>"
+                                                for line in _footer(table, df, with_signatures=False)) + "</div>")
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"
+
+
 _TEX_SPECIAL = re.compile(r"([&%$#_{}])")
 
 
@@ -334,24 +428,42 @@ def _tex(s: str) -> str:
 
 
 def latex(table: Table, df: pd.DataFrame) -> str:
-    """A booktabs table with the same grid as the Markdown and the notes as a footnote block."""
+    """A booktabs table with the same grid as the Markdown and the notes as a footnote block. A table
+    wider than the text is scaled down to the line width (adjustbox's `max width`; a narrower one keeps
+    its size), and the signatures may break after each `|`, so the table fits the page."""
     header, body, notes = _grid(table, df)
     cols = "l" + "r" * (len(header) - 1)
-    out = [r"\begin{table}[t]", r"\centering", r"\small", rf"\begin{{tabular}}{{{cols}}}", r"\toprule",
-           " & ".join(_tex(h) for h in header) + r" \\", r"\midrule"]
+    # a metric with the paper's number heads two columns, "paper" and "ours", under one rule
+    top, sub, rules, col = ["System"], [""], [], 2
+    for m in table.metrics:
+        if df[df.metric == m].paper.notna().any():
+            top.append(rf"\multicolumn{{2}}{{c}}{{{_tex(label(m))}}}")
+            sub += ["paper", "ours"]
+            rules.append(rf"\cmidrule(lr){{{col}-{col + 1}}}")
+            col += 2
+        else:
+            top.append(_tex(label(m)))
+            sub.append("")
+            col += 1
+    head = [" & ".join(top) + r" \\"]
+    if rules:
+        head += ["".join(rules), " & ".join(sub) + r" \\"]
+    out = [r"% needs \usepackage{booktabs} and \usepackage{adjustbox}",
+           r"\begin{table}[t]", r"\centering", r"\small", r"\begin{adjustbox}{max width=\linewidth}",
+           rf"\begin{{tabular}}{{{cols}}}", r"\toprule", *head, r"\midrule"]
     out += [" & ".join(_tex(c) for c in cells) + r" \\" for cells in body]
-    out += [r"\bottomrule", r"\end{tabular}"]
+    out += [r"\bottomrule", r"\end{tabular}", r"\end{adjustbox}"]
     foot = [f"[{i}] {n}" for i, n in enumerate(notes, 1)] + [s.replace("`", "") for s in _footer(table, df)]
     caption = _tex(table.title + (f" (paper: {table.paper.strip()})" if table.paper else ""))
     out += [rf"\caption{{{caption}}}", rf"\label{{tab:{table.name}}}"]
-    out += [r"\par\footnotesize " + _tex(f) for f in foot]
+    out += [r"\par\footnotesize " + _tex(f).replace(r"\textbar{}", r"\textbar{}\allowbreak{}") for f in foot]
     out.append(r"\end{table}")
     return "\n".join(out) + "\n"
 
 
 def build(table: Table, metrics_files: list[str | Path], run: str, scale: str, out_csv: str | Path,
           out_md: str | Path, out_tex: str | Path | None = None,
-          gates_files: list[str | Path] | None = None) -> pd.DataFrame:
+          gates_files: list[str | Path] | None = None, out_html: str | Path | None = None) -> pd.DataFrame:
     metrics = {}
     for path in metrics_files:
         m = read_json(path)
@@ -370,4 +482,7 @@ def build(table: Table, metrics_files: list[str | Path], run: str, scale: str, o
     if out_tex:
         with atomic_writer(out_tex) as f:
             f.write(latex(table, df))
+    if out_html:
+        with atomic_writer(out_html) as f:
+            f.write(html_table(table, df))
     return df
