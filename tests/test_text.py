@@ -1,5 +1,6 @@
 """Tokenization, BPE and vocabulary: what goes in comes back out."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -66,3 +67,34 @@ def test_detruecase_capitalises_sentence_starts_only() -> None:
     assert detruecase("the cat sat . then it left ! now it stays") == "The cat sat . Then it left ! Now it stays"
     assert detruecase("&quot; yes , &quot; he said .") == "&quot; Yes , &quot; he said ."
     assert detruecase("") == ""
+
+
+def test_bpe_learning_logs_lines_not_carriage_return_fragments(tmp_path: Path) -> None:
+    """In a job's log (stderr not a terminal) learning BPE writes whole lines: no progress-bar fragments."""
+    import random
+    import subprocess
+    import sys
+
+    rng = random.Random(0)
+    words = ["".join(rng.choice("abcdefghij") for _ in range(rng.randint(3, 9))) for _ in range(400)]
+    (tmp_path / "train.txt").write_text("\n".join(" ".join(rng.choices(words, k=12)) for _ in range(2000)) + "\n")
+    r = subprocess.run([sys.executable, "-m", "rnmt", "bpe", "learn", "--merges", "300", "--codes",
+                        str(tmp_path / "codes"), str(tmp_path / "train.txt")], capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")})
+    assert r.returncode == 0, r.stderr
+    assert "\r" not in r.stderr and "it/s" not in r.stderr
+    assert "learned up to 300 BPE merges" in r.stderr
+    assert len((tmp_path / "codes").read_text().splitlines()) > 250
+
+
+def test_progress_in_a_log_is_lines_with_count_rate_and_eta(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from rnmt.progress import logged
+
+    log = logging.getLogger("t")
+    with caplog.at_level(logging.INFO, logger="t"):
+        assert list(logged(range(5), 5, "things done", log, every_s=0)) == [0, 1, 2, 3, 4]
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 4                                     # after items 1 to 4; the last is the end
+    assert lines[0].startswith("things done: 1 of 5 (20%), ") and "ETA" in lines[0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -374,6 +375,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s: %(message)s", stream=sys.stderr)
+    if not sys.stderr.isatty():
+        # in a job's log file the libraries' progress bars (subword-nmt, stanza, mtdata) would be one line
+        # of carriage-return fragments; rnmt logs its own progress as lines there instead
+        os.environ.setdefault("TQDM_DISABLE", "1")
     allocator.keep_freed_memory()
     try:
         args.func(args)

@@ -6,6 +6,7 @@ undoing BPE is joining on "@@ ".
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -13,6 +14,9 @@ from subword_nmt.apply_bpe import BPE
 from subword_nmt.learn_bpe import learn_bpe as _learn_bpe
 
 from rnmt.io import InputError, atomic_writer
+from rnmt.progress import logged
+
+log = logging.getLogger(__name__)
 
 SEPARATOR = "@@"
 
@@ -22,8 +26,18 @@ def learn(lines: Iterable[str], codes_path: str | Path, merges: int, min_frequen
 
     The lines are streamed (subword-nmt only keeps word counts), so memory follows the vocabulary.
     """
-    with atomic_writer(codes_path) as out:
-        _learn_bpe((line + "\n" for line in lines), out, merges, min_frequency=min_frequency)
+    import subword_nmt.learn_bpe as subword_learn
+
+    def merges_logged(items: Iterable[int], *args: object, **kwargs: object) -> Iterator[int]:
+        return logged(items, merges, "BPE merges learned", log)
+
+    bar = subword_learn.tqdm                    # subword-nmt's own bar (one line of fragments in a log file)
+    subword_learn.tqdm = merges_logged
+    try:
+        with atomic_writer(codes_path) as out:
+            _learn_bpe((line + "\n" for line in lines), out, merges, min_frequency=min_frequency)
+    finally:
+        subword_learn.tqdm = bar
 
 
 def file_lines(paths: Iterable[str | Path]) -> Iterator[str]:

@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from rnmt.progress import clock
 from rnmt.train.settings import TrainSettings
 
 
@@ -29,14 +30,6 @@ class Progress:
     skipped_batches: int = 0            # NaN/inf losses skipped (nan_policy=skip)
     best: dict[str, Any] = field(default_factory=dict)
     curve: list[dict[str, Any]] = field(default_factory=list)
-
-
-def clock(seconds: float) -> str:
-    """12.3 s, 4m05s or 2h03m."""
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    m, s = divmod(int(seconds), 60)
-    return f"{m}m{s:02d}s" if m < 60 else f"{m // 60}h{m % 60:02d}m"
 
 
 def budget_done(s: TrainSettings, step: int, train_seconds: float, epoch: int, batch_in_epoch: int,
