@@ -347,3 +347,43 @@ def test_the_job_log_says_where_training_stands(corpus: dict[str, Path], tmp_pat
     ppl = float(re.search(r"ppl (\d+\.\d+)", lines[0]).group(1))
     assert ppl == pytest.approx(math.exp(loss), rel=2e-3)
     assert lines[1].startswith("step 10/10 (100% of the budget)") and "about 0.0 s left" in lines[1]
+
+
+# ---- checkpoint averaging ---------------------------------------------------------------------------
+def test_the_last_validations_are_kept_and_average_into_a_translatable_model(corpus: dict[str, Path],
+                                                                             tmp_path: Path) -> None:
+    """keep_checkpoints: 3 keeps the last three validations' weights; `rnmt average-checkpoints` of the
+    folder is their element-wise mean, in a checkpoint that `rnmt translate` reads like model.pt."""
+    from rnmt.train import checkpoint
+
+    trainer(corpus, tmp_path, max_steps=30, keep_checkpoints=3).run()          # validations at 5, 10, ..., 30
+    kept = checkpoint.validation_checkpoints(tmp_path)
+    assert [p.name for p in kept] == ["step20.pt", "step25.pt", "step30.pt"]
+    states = [checkpoint.load(p)["state_dict"] for p in kept]
+    assert not torch.equal(states[0]["tgt_emb.weight"], states[2]["tgt_emb.weight"])
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
+    r = subprocess.run([sys.executable, "-m", "rnmt", "average-checkpoints", str(tmp_path), "--last", "2",
+                        "--output", str(tmp_path / "avg.pt")], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    avg = checkpoint.load(tmp_path / "avg.pt")
+    assert avg["averaged_steps"] == [25, 30]
+    for k, v in avg["state_dict"].items():
+        assert v.dtype == states[1][k].dtype
+        assert torch.allclose(v, (states[1][k].double() + states[2][k].double()).div(2).to(v.dtype)), k
+    out = tmp_path / "hyp.txt"
+    r = subprocess.run([sys.executable, "-m", "rnmt", "translate", "--model", str(tmp_path / "avg.pt"),
+                        str(corpus["dev_src"]), str(out)], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert len(out.read_text().splitlines()) == len(corpus["dev_src"].read_text().splitlines())
+
+
+def test_checkpoints_of_different_models_are_not_averaged(corpus: dict[str, Path], tmp_path: Path) -> None:
+    from rnmt.io import InputError
+    from rnmt.train import checkpoint
+
+    trainer(corpus, tmp_path / "a", max_steps=5).run()
+    trainer(corpus, tmp_path / "b", model={**MODEL, "hidden": MODEL["hidden"] + 2}, max_steps=5).run()
+    with pytest.raises(InputError, match="its model_config differs"):
+        checkpoint.average([tmp_path / "a/model.pt", tmp_path / "b/model.pt"], tmp_path / "x.pt")
+    with pytest.raises(InputError, match="keep_checkpoints"):
+        checkpoint.average(checkpoint.validation_checkpoints(tmp_path / "a"), tmp_path / "x.pt")

@@ -173,6 +173,19 @@ def cmd_plot_cost(a: argparse.Namespace) -> None:
     log.info("training cost of %d run(s) → %s", len(a.logs), a.output)
 
 
+def cmd_average_checkpoints(a: argparse.Namespace) -> None:
+    from rnmt.train import checkpoint
+
+    paths = []
+    for given in map(Path, a.inputs):
+        paths += checkpoint.validation_checkpoints(given) if given.is_dir() else [given]
+    if a.last:
+        paths = paths[-a.last:]
+    payload = checkpoint.average(paths, a.output)
+    log.info("averaged %d checkpoints (steps %s) → %s", len(paths),
+             ", ".join(str(s) for s in payload["averaged_steps"]), a.output)
+
+
 def cmd_params(a: argparse.Namespace) -> None:
     from rnmt.report.params import evaluate, to_csv
 
@@ -336,6 +349,14 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--output", help="CSV, one row per system and metric")
     s.add_argument("--md", help="Markdown (also printed)")
     s.set_defaults(func=cmd_compare)
+
+    s = sub.add_parser("average-checkpoints", help="average the weights of checkpoints of one model (e.g. a run's "
+                                                   "last validations, train setting keep_checkpoints)")
+    s.add_argument("inputs", nargs="+", metavar="CHECKPOINT|MODEL_DIR",
+                   help="checkpoint files, or a model folder (its checkpoints/step<N>.pt, oldest first)")
+    s.add_argument("--last", type=int, default=0, help="only the last k of them (0: all)")
+    s.add_argument("--output", required=True, help="the averaged checkpoint, read by rnmt translate like a model.pt")
+    s.set_defaults(func=cmd_average_checkpoints)
 
     s = sub.add_parser("plot-curve", help="plot a training log's learning curve")
     s.add_argument("--title", default="")

@@ -6,6 +6,8 @@ Saved atomically (a killed job leaves the previous checkpoint intact) and loaded
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,11 @@ def save(path: str | Path, model: Seq2Seq, model_config: dict[str, Any], src_voc
     payload = {"model_config": model_config, "state_dict": model.state_dict(),
                "src_vocab": src_vocab.itos, "tgt_vocab": tgt_vocab.itos,
                "src_label_vocab": src_label_vocab.itos if src_label_vocab is not None else None, **(extra or {})}
+    write(path, payload)
+
+
+def write(path: str | Path, payload: dict[str, Any]) -> None:
+    """`save`'s atomic write of a checkpoint's contents."""
     try:
         with atomic_writer(path, "wb") as f:
             out = _KeepWriteError(f)
@@ -73,6 +80,42 @@ def load(path: str | Path, device: torch.device | str = "cpu") -> dict[str, Any]
         fix = (f"delete it and rerun its training job, which restores it from its checked copy {copy.name} (or "
                "names the files to delete to retrain)" if copy.is_file() else "delete it and retrain")
         raise InputError(f"{path}: not a readable rnmt checkpoint ({type(e).__name__}: {e}); {fix}") from None
+
+
+STEP_FILE = re.compile(r"^step(\d+)\.pt$")
+
+
+def validation_checkpoints(folder: str | Path) -> list[Path]:
+    """The validation checkpoints a run kept (`keep_checkpoints`), oldest first: <folder>/checkpoints/step<N>.pt."""
+    d = Path(folder) / "checkpoints"
+    found = [(int(m.group(1)), p) for p in d.glob("step*.pt") if (m := STEP_FILE.match(p.name))] if d.is_dir() else []
+    return [p for _, p in sorted(found)]
+
+
+def average(paths: Sequence[str | Path], out: str | Path) -> dict[str, Any]:
+    """Average the weights of checkpoints of one model (same architecture and vocabularies; e.g. the last
+    validations of a run) into a checkpoint `rnmt translate` reads like any model.pt. Floating-point
+    weights are averaged in float64 and stored in their own type; integer buffers come from the last."""
+    if not paths:
+        raise InputError("no checkpoints to average: give checkpoint files, or a model folder whose training "
+                         "kept some (train setting keep_checkpoints: k)")
+    first = ckpt = load(paths[0])
+    total = {k: v.double() if v.is_floating_point() else v for k, v in first["state_dict"].items()}
+    steps = [first.get("step")]
+    for path in paths[1:]:
+        ckpt = load(path)
+        for key in ("model_config", "src_vocab", "tgt_vocab", "src_label_vocab"):
+            if ckpt.get(key) != first.get(key):
+                raise InputError(f"{path}: its {key} differs from {paths[0]}'s: only checkpoints of one model "
+                                 "(one architecture, one pair of vocabularies) can be averaged")
+        for k, v in ckpt["state_dict"].items():
+            total[k] = total[k] + v.double() if v.is_floating_point() else v
+        steps.append(ckpt.get("step"))
+    state = {k: (v / len(paths)).to(first["state_dict"][k].dtype) if v.is_floating_point() else v
+             for k, v in total.items()}
+    payload = {**ckpt, "state_dict": state, "averaged": [str(p) for p in paths], "averaged_steps": steps}
+    write(out, payload)
+    return payload
 
 
 def load_model_with_labels(path: str | Path, device: torch.device | str = "cpu"

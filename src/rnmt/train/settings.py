@@ -11,7 +11,7 @@ from rnmt.io import InputError
 
 # Settings a resumed run may change (budgets and bookkeeping); any other change starts afresh.
 BUDGET_FIELDS = {"max_epochs", "max_steps", "max_minutes", "patience", "log_every", "checkpoint_every", "threads",
-                 "device", "resume", "valid_bleu"}
+                 "device", "resume", "valid_bleu", "keep_checkpoints", "tensorboard"}
 
 
 def accumulation(settings: TrainSettings) -> int:
@@ -55,6 +55,9 @@ class TrainSettings:
     nan_policy: str = "stop"           # stop | skip (a batch with a NaN/inf loss)
     log_every: int = 50
     checkpoint_every: int = 0          # steps between last.pt saves besides validations; 0: validations only
+    keep_checkpoints: int = 0          # the last k validations' weights kept as checkpoints/step<N>.pt, for
+    #                                    `rnmt average-checkpoints`; 0: none
+    tensorboard: bool = False          # the train.jsonl records also as TensorBoard events in tensorboard/
     resume: bool = True
     threads: int = 0                   # CPU threads for torch; 0: torch's default
     device: str = "auto"
@@ -90,6 +93,8 @@ class TrainSettings:
         if s.select_by == "bleu" and not s.valid_bleu:
             raise InputError("select_by: bleu needs the dev BLEU of every validation: set valid_bleu: true, or "
                              "select_by: loss")
+        if s.keep_checkpoints < 0:
+            raise InputError(f"keep_checkpoints must be >= 0 (0: none), not {s.keep_checkpoints}")
         if s.accumulate < 0 or s.replicas < 1:
             raise InputError(f"accumulate must be >= 0 (0: replicas) and replicas >= 1, not "
                              f"accumulate {s.accumulate}, replicas {s.replicas}")

@@ -360,10 +360,21 @@ class Trainer:
             self._keep("model.pt")
         else:
             p.stale += 1
+        if s.keep_checkpoints:
+            self._keep_validation_checkpoint(rec)
         if s.patience and p.stale >= s.patience and p.retrains_done < s.plateau_retrains:
             self._retrain_from_best()
         self._save_state()
         return self._patience_exhausted() is not None
+
+    def _keep_validation_checkpoint(self, rec: dict[str, Any]) -> None:
+        """This validation's weights as checkpoints/step<N>.pt; only the last `keep_checkpoints` stay."""
+        if self.rank != 0:
+            return
+        self._save(f"checkpoints/step{rec['step']}.pt", {"step": rec["step"], "dev_loss": rec["dev_loss"],
+                                                         "dev_bleu": rec.get("dev_bleu")})
+        for old in checkpoint.validation_checkpoints(self.out_dir)[:-self.s.keep_checkpoints]:
+            old.unlink(missing_ok=True)
 
     def _improves(self, rec: dict[str, Any]) -> bool:
         """Whether a validation beats the kept checkpoint: lower dev loss, or with `select_by: bleu` higher
