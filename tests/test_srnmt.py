@@ -418,7 +418,7 @@ def test_figure3_plots_training_and_validation_perplexity_against_time(tmp_path,
         log.write_text("".join(json.dumps(r) + "\n" for r in records))
         logs.append(log)
     saved = []
-    monkeypatch.setattr(figures, "_save", lambda fig, out: saved.append(fig))
+    monkeypatch.setattr(figures, "save", lambda fig, out: saved.append(fig))
     figures.draw(table, tmp_path / "f.png", logs=logs)
     lines = {line.get_label(): line for line in saved[0].axes[0].get_lines()}
     sru = lines["SRU 3L: training"]

@@ -387,3 +387,25 @@ def test_checkpoints_of_different_models_are_not_averaged(corpus: dict[str, Path
         checkpoint.average([tmp_path / "a/model.pt", tmp_path / "b/model.pt"], tmp_path / "x.pt")
     with pytest.raises(InputError, match="keep_checkpoints"):
         checkpoint.average(checkpoint.validation_checkpoints(tmp_path / "a"), tmp_path / "x.pt")
+
+
+# ---- TensorBoard --------------------------------------------------------------------------------------
+def test_tensorboard_holds_the_same_curves_as_train_jsonl(corpus: dict[str, Path], tmp_path: Path) -> None:
+    """tensorboard: true writes each train.jsonl record's numbers as `<kind>/<name>` scalars at its step."""
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    trainer(corpus, tmp_path, max_steps=10, log_every=2, tensorboard=True).run()
+    records = [json.loads(x) for x in (tmp_path / "train.jsonl").read_text().splitlines()]
+    events = EventAccumulator(str(tmp_path / "tensorboard"))
+    events.Reload()
+    for kind, name in (("train", "loss"), ("train", "lr"), ("valid", "dev_ppl")):
+        want = [(r["step"], r[name]) for r in records if r["kind"] == kind]
+        got = [(e.step, e.value) for e in events.Scalars(f"{kind}/{name}")]
+        assert [s for s, _ in got] == [s for s, _ in want] and want
+        assert [v for _, v in got] == pytest.approx([v for _, v in want], rel=1e-6)
+
+
+def test_tensorboard_off_writes_no_event_files(corpus: dict[str, Path], tmp_path: Path) -> None:
+    trainer(corpus, tmp_path, max_steps=5).run()
+    assert not (tmp_path / "tensorboard").exists()

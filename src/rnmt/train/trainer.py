@@ -47,6 +47,7 @@ from rnmt.train import checkpoint, distributed, outputs, schedules
 from rnmt.train.optim import initialise, make_optimizer
 from rnmt.train.progress import LogWindow, Progress, budget_done
 from rnmt.train.settings import TrainSettings, accumulation
+from rnmt.train.tensorboard import TensorBoard
 from rnmt.train.validation import dev_bleu, dev_loss
 
 log = logging.getLogger(__name__)
@@ -107,6 +108,7 @@ class Trainer:
         self._signal: int | None = None
         self._window = LogWindow()
         self._epoch_batches = 0
+        self.tensorboard: TensorBoard | None = None
 
     def _optimizer(self) -> torch.optim.Optimizer:
         s = self.s
@@ -212,6 +214,7 @@ class Trainer:
         old_handlers = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGUSR1)}
         self.bar = tqdm(total=s.max_steps or None, initial=self.p.step, desc="train", unit="step",
                         mininterval=5.0, disable=None if self.rank == 0 else True)
+        self.tensorboard = TensorBoard(self.out_dir / "tensorboard") if s.tensorboard and self.rank == 0 else None
         log_path = self.out_dir / "train.jsonl"
         kept = [line for line in log_path.read_text(encoding="utf-8").splitlines()
                 if json.loads(line)["step"] <= self.p.step] if self.p.step and log_path.is_file() else []
@@ -225,6 +228,8 @@ class Trainer:
                     self._validate()        # also saves last.pt; a validation at the last step already did
         finally:
             self.bar.close()
+            if self.tensorboard is not None:
+                self.tensorboard.close()
             for sig, handler in old_handlers.items():
                 signal.signal(sig, handler)
         metrics = self._metrics(stop)
@@ -271,6 +276,8 @@ class Trainer:
         if self.rank == 0:
             self.logf.write(json.dumps(rec) + "\n")
             self.logf.flush()
+            if self.tensorboard is not None:
+                self.tensorboard.record(rec)
 
     def _train_step(self, group: list[list[int]]) -> None:
         """One update from a group of batches (`accumulate` of them): the gradient of their summed loss over
