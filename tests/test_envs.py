@@ -1,10 +1,13 @@
-"""The conda environments pin exactly what pyproject.toml pins, so `--sdm conda` runs the same tools."""
+"""pyproject.toml states ranges, requirements.lock pins the tested set inside them, and the conda
+environments (envs/*.yaml) pin what the lock pins, so `--sdm conda` runs the tools the tests ran."""
 
 import re
 import tomllib
 from pathlib import Path
 
 import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,8 +24,14 @@ def pyproject_specs() -> dict[str, str]:
     return {_name(s): s.replace(" ", "") for s in specs}
 
 
-def test_every_env_pin_equals_pyproject() -> None:
-    pins = pyproject_specs()
+def lock_pins() -> dict[str, str]:
+    lines = (ROOT / "requirements.lock").read_text().splitlines()
+    pins = [line.split("==") for line in lines if line and not line.startswith("#")]
+    return {canonicalize_name(name): version for name, version in pins}
+
+
+def test_every_env_pin_is_the_locked_version() -> None:
+    pins, lock = pyproject_specs(), lock_pins()
     envs = sorted((ROOT / "envs").glob("*.yaml"))
     assert {p.stem for p in envs} >= {"data", "parse", "train"}
     for env in envs:
@@ -31,7 +40,30 @@ def test_every_env_pin_equals_pyproject() -> None:
         for spec in pip:
             name = _name(spec)
             assert name in pins, f"{env.name}: {name} is not a dependency in pyproject.toml"
-            assert spec.replace(" ", "") == pins[name], f"{env.name}: {spec} but pyproject.toml has {pins[name]}"
+            if name == "torch":       # a range, so that pip picks the CUDA build on a GPU node
+                assert spec.replace(" ", "") == pins[name]
+            else:
+                assert spec == f"{name}=={lock[canonicalize_name(name)]}", f"{env.name}: {spec}, lock: {lock[name]}"
+
+
+def test_pyproject_states_ranges_the_lock_satisfies() -> None:
+    lock = lock_pins()
+    for name, spec in pyproject_specs().items():
+        req = Requirement(spec)
+        ops = {s.operator for s in req.specifier}
+        assert ">=" in ops and "<" in ops and "==" not in ops, f"{spec}: not a range with both ends"
+        if name not in ("torch", "triton"):       # a GPU node keeps its own build of these
+            assert req.specifier.contains(lock[canonicalize_name(name)]), f"the lock's {name} is outside {spec}"
+
+
+def test_the_installed_set_is_the_lock() -> None:
+    """make setup installs with the lock as constraints: the tests run on exactly the locked set."""
+    from importlib import metadata
+
+    differ = {name: (version, metadata.version(name)) for name, version in lock_pins().items()
+              if metadata.version(name) != version}
+    assert differ == {}, f"installed versions differ from requirements.lock (locked, installed): {differ}; " \
+                         "rerun make setup, or make lock after testing a new set"
 
 
 def test_every_rule_names_an_existing_env() -> None:
@@ -44,10 +76,13 @@ def test_every_rule_names_an_existing_env() -> None:
             assert (smk.parent / e).resolve().is_file(), f"{smk.name}: {e} does not exist"
 
 
-def test_pyproject_tools_are_pinned_exactly() -> None:
-    for name, spec in pyproject_specs().items():
-        if name != "torch":       # a range, so cluster users keep their CUDA build
-            assert "==" in spec, f"{spec} is not pinned"
+def test_every_command_a_rule_runs_has_the_rules_environment() -> None:
+    """The import guard that runs the tests' workflow jobs (tests/envguard) knows each command's env."""
+    import envblock
+
+    commands = envblock.rule_commands()
+    assert {"train", "translate", "score", "table", "parse", "corpus", "bpe"} <= set(commands)
+    assert all("" not in envs for envs in commands.values()), commands
 
 
 def test_the_license_file_is_the_license_pyproject_declares() -> None:
