@@ -1,13 +1,26 @@
 import os
 import subprocess
 import sys
+import tempfile
 from collections import Counter
+from functools import cache
 from pathlib import Path
 
 import pytest
 import torch
 
+import envblock
+
 ROOT = Path(__file__).resolve().parents[1]
+
+
+@cache
+def _guard_plan() -> Path:
+    return envblock.plan_file(Path(tempfile.mkdtemp(prefix="rnmt-envguard-")))
+
+
+def guard_log(cwd: Path) -> Path:
+    return cwd / ".snakemake/envguard.jsonl"
 
 
 @pytest.fixture(scope="session")
@@ -33,8 +46,10 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def run_snakemake(args: list[str], cwd: Path, timeout: int = 900,
                   extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """Run this repository's Snakefile from `cwd` with the test's Python environment on PATH."""
-    env = {**os.environ, **(extra_env or {})}
+    """Run this repository's Snakefile from `cwd` with the test's Python environment on PATH. Every job's
+    rnmt command runs under the import guard (tests/envguard): only its rule's conda environment's packages
+    import, as under `snakemake --sdm conda`; what each job ran with is logged to `guard_log(cwd)`."""
+    env = {**os.environ, **envblock.guard_env(_guard_plan(), guard_log(cwd)), **(extra_env or {})}
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), *args]
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)

@@ -71,6 +71,16 @@ def test_the_gate_correlation_is_the_recurrent_units_whatever_the_file_order() -
         metric_value({"gates": {"a": {"pearson_r": 0.1}, "b": {"pearson_r": 0.2}}}, "gate_pearson_r")
 
 
+def test_a_cells_table_without_its_counts_names_the_command_that_makes_them() -> None:
+    from rnmt.io import InputError
+    from rnmt.plan import load_table
+    from rnmt.report.tables import tidy
+
+    table = load_table(EXPERIMENTS / "atr-table1.yaml")
+    with pytest.raises(InputError, match="row 'LSTM' needs the counts of cell 'lstm': rnmt cell-counts --cell lstm"):
+        tidy(table, {}, "r", "demo", {})
+
+
 TINY = {
     "run": "tiny",
     "tables": TINY_TABLES,

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import envblock
 from httpserver import Files, serve
 from rnmt.cli import main
 from rnmt.data import conll, labels
@@ -100,3 +101,18 @@ def test_stanza_downloader_fills_a_model_folder_from_a_mirror(parsed: dict[str, 
     assert json.loads((tmp_path / "hub/rnmt-en.json").read_text())["layout"] == "stanza"
     run("parse", "run", "--lang", "en", "--model-dir", tmp_path / "hub", parsed["tok"], tmp_path / "test.conllu")
     assert (tmp_path / "test.conllu").read_text() == parsed["pred"].read_text()
+
+
+def test_the_parse_environment_holds_what_parsing_needs(parsed: dict[str, Path], tmp_path: Path) -> None:
+    """`rnmt parse run` with only envs/parse.yaml's packages importable, as under `snakemake --sdm conda`,
+    parses as it does with every package installed."""
+    log = tmp_path / "guard.jsonl"
+    out = tmp_path / "test.0.conllu"
+    r = envblock.run_guarded(["parse", "run", "--lang", "en", "--model-dir", parsed["models"], "--chunk", 0,
+                              "--chunks", 2, parsed["tok"], out], log, tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert out.read_text() == (parsed["d"] / "chunks/test.0.conllu").read_text()
+    assert {"command": "parse", "env": "parse"} in [{k: v for k, v in x.items() if k != "pid"}
+                                                    for x in envblock.guarded(log)]
+    plan = json.loads((tmp_path / "envguard-plan.json").read_text())["commands"]["parse"]
+    assert {"sacrebleu", "pandas", "matplotlib"} <= set(plan["blocked"])      # packages the parse env lacks

@@ -12,7 +12,8 @@ import sacrebleu
 import torch
 import yaml
 
-from conftest import jobs, run_snakemake
+import envblock
+from conftest import guard_log, jobs, run_snakemake
 
 TINY = {
     "run": "tiny",
@@ -115,6 +116,25 @@ def test_table_target_runs_for_real_and_rerun_does_nothing(workdir: Path) -> Non
 
     again = run_snakemake([TABLE, "-n", "--configfile", "tiny.yaml"], workdir)
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+
+
+@pytest.mark.workflow
+def test_every_job_ran_with_only_its_rules_conda_environment(workdir: Path) -> None:
+    """The run above went through the import guard (conftest.run_snakemake): each job's rnmt command could
+    import only what its rule's envs/*.yaml installs, so `snakemake --sdm conda` has what every job needs."""
+    ran = envblock.guarded(guard_log(workdir))
+    if not ran:
+        pytest.skip("needs test_table_target_runs_for_real_and_rerun_does_nothing's run")
+    started = [r for r in ran if "env" in r]
+    assert [r for r in started if r["env"] is None] == []            # every rnmt command is a rule's
+    by_env: dict[str, set[str]] = {r["env"]: set() for r in started}
+    for r in started:
+        by_env[r["env"]].add(r["command"])
+    # the guard did hide packages: torch probes for pandas, which the training environment lacks
+    assert {"command": "train", "absent": "pandas"} in [{k: r[k] for k in ("command", "absent")}
+                                                        for r in ran if "absent" in r]
+    assert by_env == {"data": {"synth", "corpus", "bpe", "vocab", "postprocess", "score", "table"},
+                      "train": {"train", "translate"}}
 
 
 def test_every_profile_paces_the_scheduler_alike(root: Path) -> None:

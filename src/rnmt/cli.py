@@ -127,8 +127,16 @@ def cmd_table(a: argparse.Namespace) -> None:
     from rnmt.report.tables import build
 
     table = load_table(a.experiment, a.corpus or None, a.max_seeds or None)
-    df = build(table, a.metrics, a.run, a.scale, a.csv, a.md, a.tex, a.gates, a.html)
+    df = build(table, a.metrics, a.run, a.scale, a.csv, a.md, a.tex, a.gates, a.html, a.cells)
     log.info("table %s: %d cells → %s, %s", table.name, len(df), a.csv, a.md)
+
+
+def cmd_cell_counts(a: argparse.Namespace) -> None:
+    from rnmt.evaluate.cellcount import write
+
+    counts = write(a.cell, a.output)
+    log.info("%s: %g weight matrices, %g matrix transformations per step", a.cell, counts["weight_matrices"],
+             counts["matrix_transformations"])
 
 
 def cmd_figure(a: argparse.Namespace) -> None:
@@ -318,8 +326,14 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--tex")
     s.add_argument("--html", help="the table as an HTML page (the report shows it)")
     s.add_argument("--gates", nargs="*", default=[], help="gate statistics (rnmt gates) of the rows' models")
+    s.add_argument("--cells", nargs="*", default=[], help="cell counts (rnmt cell-counts) of a table of kind cells")
     s.add_argument("metrics", nargs="*")
     s.set_defaults(func=cmd_table)
+
+    s = sub.add_parser("cell-counts", help="a cell's weight matrices and matrix transformations per step (ATR Table 1)")
+    s.add_argument("--cell", required=True)
+    s.add_argument("--output", required=True)
+    s.set_defaults(func=cmd_cell_counts)
 
     s = sub.add_parser("figure", help="draw a table's figure (gates, BLEU by length, training cost) as PNG")
     s.add_argument("--experiment", required=True)

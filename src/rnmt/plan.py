@@ -390,6 +390,12 @@ class Plan:
         return [f"{self.results}/analysis/{t.corpus}/{r.variant}/seed{s}/gates.{t.testset}.json"
                 for r in t.trained_rows if not r.ensemble for s in r.seeds]
 
+    def cell_count_paths(self, table: str) -> list[str]:
+        """ATR Table 1's counts: one file per cell of a table of kind cells."""
+        t = self.table(table)
+        cells = dict.fromkeys(r.cell for r in t.rows if r.cell) if t.kind == "cells" else {}
+        return [f"{self.results}/analysis/cells/{c}.json" for c in cells]
+
     def train_logs(self, table: str) -> list[str]:
         t = self.table(table)
         return [f"{self.results}/models/{t.corpus}/{r.variant}/seed{s}/train.jsonl"

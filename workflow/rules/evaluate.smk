@@ -48,3 +48,17 @@ rule gates:
         run_path("logs/gates/{corpus}/{variant}.seed{seed}.{testset}.log"),
     shell:
         "rnmt gates --model {input.model:q} --src {input.src:q} --tgt {input.tgt:q} --output {output:q} 2> {log:q}"
+
+
+rule cell_counts:
+    """ATR Table 1: a cell's weight matrices and matrix transformations per step, counted on the module."""
+    output:
+        run_path("analysis/cells/{cell}.json"),
+    wildcard_constraints:
+        cell=r"[\w-]+",
+    conda:
+        "../../envs/train.yaml"
+    log:
+        run_path("logs/cell_counts/{cell}.log"),
+    shell:
+        "rnmt cell-counts --cell {wildcards.cell:q} --output {output:q} 2> {log:q}"

@@ -135,24 +135,6 @@ def why_empty(metric: str, scale: str) -> str:
     return f"{metric} is not in this run's metrics"
 
 
-def cell_counts(cell: str, hidden: int = 64, batch: int = 4) -> dict[str, float]:
-    """ATR Table 1 for one cell, counted on the real module: weight matrices from its parameters, and
-    matrix transformations per step measured as the matrix-multiply FLOPs of one step (input
-    projection + recurrence) in units of one d×d matrix-vector product per batch row."""
-    import torch
-    from torch.utils.flop_counter import FlopCounterMode
-
-    from rnmt import matmul
-    from rnmt.cells.registry import build_cell
-
-    c = build_cell(cell, hidden, hidden)
-    x = torch.zeros(batch, hidden)
-    with torch.no_grad(), matmul.backend("blas"), FlopCounterMode(display=False) as fc:   # counts torch's products
-        c.step(c.project_inputs(x), c.initial_state(batch, x))
-    return {"weight_matrices": float(c.weight_matrix_count),
-            "matrix_transformations": fc.get_total_flops() / (2 * batch * hidden * hidden)}
-
-
 def _row_runs(table: Table, row: Row, metrics: dict[tuple[str, str], dict[str, Any]]) -> list[dict[str, Any]]:
     runs = [metrics[(row.variant, m)] for m in row.members() if (row.variant, m) in metrics]   # type: ignore[index]
     if len(runs) != len(row.members()):
@@ -177,12 +159,23 @@ def cut_short(table: Table, metrics: dict[tuple[str, str], dict[str, Any]]) -> l
     return sorted(set(out))
 
 
-def tidy(table: Table, metrics: dict[tuple[str, str], dict[str, Any]], run: str, scale: str) -> pd.DataFrame:
-    """`metrics` maps (variant, member) to a metrics.json; a row reads its members' files."""
+def _cell_counts(table: Table, row: Row, cells: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    if table.kind != "cells" or not row.cell:
+        return {}
+    if row.cell not in cells:
+        raise InputError(f"table {table.name}: row {row.system!r} needs the counts of cell {row.cell!r}: "
+                         f"rnmt cell-counts --cell {row.cell} --output FILE, then pass FILE to --cells")
+    return cells[row.cell]
+
+
+def tidy(table: Table, metrics: dict[tuple[str, str], dict[str, Any]], run: str, scale: str,
+         cells: dict[str, dict[str, Any]] | None = None) -> pd.DataFrame:
+    """`metrics` maps (variant, member) to a metrics.json; a row reads its members' files. A table of kind
+    cells reads its rows' counts from `cells` (cell name -> rnmt cell-counts' file)."""
     records = []
     for number, row in enumerate(table.rows, 1):
         runs = _row_runs(table, row, metrics) if row.trained else []
-        counts = cell_counts(row.cell) if table.kind == "cells" and row.cell else {}
+        counts = _cell_counts(table, row, cells or {})
         for metric in table.metrics:
             if table.kind == "cells":
                 values = [counts[metric]] if metric in counts else []
@@ -463,7 +456,8 @@ def latex(table: Table, df: pd.DataFrame) -> str:
 
 def build(table: Table, metrics_files: list[str | Path], run: str, scale: str, out_csv: str | Path,
           out_md: str | Path, out_tex: str | Path | None = None,
-          gates_files: list[str | Path] | None = None, out_html: str | Path | None = None) -> pd.DataFrame:
+          gates_files: list[str | Path] | None = None, out_html: str | Path | None = None,
+          cell_files: list[str | Path] | None = None) -> pd.DataFrame:
     metrics = {}
     for path in metrics_files:
         m = read_json(path)
@@ -473,7 +467,8 @@ def build(table: Table, metrics_files: list[str | Path], run: str, scale: str, o
         key = (p.parent.parent.name, p.parent.name)
         if key in metrics:
             metrics[key] = {**metrics[key], "gates": read_json(p)}
-    df = tidy(table, metrics, run, scale)
+    cells = {c["cell"]: c for c in map(read_json, cell_files or [])}
+    df = tidy(table, metrics, run, scale, cells)
     df.attrs["cut_short"] = cut_short(table, metrics)
     with atomic_writer(out_csv) as f:
         df.to_csv(f, index=False)
