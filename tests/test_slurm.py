@@ -16,7 +16,7 @@ import yaml
 from conftest import ROOT, run_snakemake
 from rnmt.train import checkpoint
 
-PROFILE = ["--workflow-profile", str(ROOT / "workflow/profiles/slurm")]
+PROFILE = ["--workflow-profile", str(ROOT / "profiles/slurm")]
 CLUSTER = ROOT / "scripts/slurm-cluster"
 TINY = {
     "run": "tiny",
@@ -77,7 +77,7 @@ def test_sbatch_command_of_a_gpu_training_job_carries_its_resources(tmp_path: Pa
         (cwd / f).touch()
     # the profile as a site would adapt it: the train rule on 2 A100s (--set-resources on the command line
     # would replace the profile's whole train entry)
-    profile = yaml.safe_load((ROOT / "workflow/profiles/slurm/config.v8+.yaml").read_text())
+    profile = yaml.safe_load((ROOT / "profiles/slurm/config.v8+.yaml").read_text())
     profile["set-resources"]["train"].update({"gpu": 2, "gpu_model": "a100", "cpus_per_gpu": 4})
     profile["retries"] = 0
     (tmp_path / "profile").mkdir()
