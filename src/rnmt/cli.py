@@ -14,6 +14,7 @@ from rnmt import allocator
 from rnmt.bench import BENCHMARKS
 from rnmt.data.commands import add_parsers as add_corpus_parsers
 from rnmt.decode.commands import add_parsers as add_decode_parsers
+from rnmt.evaluate.commands import add_parsers as add_evaluate_parsers
 from rnmt.io import InputError, report_error
 from rnmt.parse.commands import add_parsers as add_parse_parsers
 
@@ -105,23 +106,6 @@ def _train(a: argparse.Namespace) -> None:
              m["best_step"])
 
 
-def cmd_score(a: argparse.Namespace) -> None:
-    from rnmt.evaluate.metrics import write_metrics
-
-    write_metrics(a.output, a.hyp, a.ref, a.hyp_tok, a.ref_tok, a.src, a.manifest, a.lowercase,
-                  dict(kv.split("=", 1) for kv in a.meta), a.train_metrics, a.decode_metrics)
-
-
-def cmd_gates(a: argparse.Namespace) -> None:
-    from rnmt.evaluate.gates import gate_statistics_of_files
-    from rnmt.io import write_json
-
-    stats = gate_statistics_of_files(a.model, a.src, a.tgt)
-    write_json(a.output, stats)
-    for name, st in stats.items():
-        log.info("%s: Pearson r of mean input and forget gates %.4f", name, st["pearson_r"])
-
-
 def cmd_table(a: argparse.Namespace) -> None:
     from rnmt.plan import load_table
     from rnmt.report.tables import build
@@ -129,14 +113,6 @@ def cmd_table(a: argparse.Namespace) -> None:
     table = load_table(a.experiment, a.corpus or None, a.max_seeds or None)
     df = build(table, a.metrics, a.run, a.scale, a.csv, a.md, a.tex, a.gates, a.html, a.cells)
     log.info("table %s: %d cells → %s, %s", table.name, len(df), a.csv, a.md)
-
-
-def cmd_cell_counts(a: argparse.Namespace) -> None:
-    from rnmt.evaluate.cellcount import write
-
-    counts = write(a.cell, a.output)
-    log.info("%s: %g weight matrices, %g matrix transformations per step", a.cell, counts["weight_matrices"],
-             counts["matrix_transformations"])
 
 
 def cmd_figure(a: argparse.Namespace) -> None:
@@ -158,14 +134,6 @@ def cmd_runs(a: argparse.Namespace) -> None:
 
     df = write_runs(a.metrics, a.output)
     log.info("%d runs → %s", len(df), a.output)
-
-
-def cmd_compare(a: argparse.Namespace) -> None:
-    from rnmt.evaluate.compare import compare, markdown, write
-
-    df = compare(a.run_a, a.run_b, a.table, a.test, a.samples)
-    write(df, a.output, a.md)
-    print(markdown(df), end="")
 
 
 def cmd_plot_curve(a: argparse.Namespace) -> None:
@@ -291,29 +259,7 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_train)
 
     add_decode_parsers(sub)
-
-
-    s = sub.add_parser("score", help="score a translation and write metrics.json")
-    s.add_argument("--hyp", required=True)
-    s.add_argument("--ref", required=True, nargs="+",
-                   help="reference file(s); extra references beside them (<file>.ref1, ...) are used too")
-    s.add_argument("--hyp-tok")
-    s.add_argument("--ref-tok", nargs="+")
-    s.add_argument("--src", help="tokenized source, for BLEU by source length (DTMT Figure 3)")
-    s.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU (NIST Zh-En)")
-    s.add_argument("--manifest", help="the test split's assemble manifest: BLEU per test set it merges")
-    s.add_argument("--train-metrics", nargs="*", default=[], help="train.json of the model or of each member")
-    s.add_argument("--decode-metrics")
-    s.add_argument("--meta", nargs="*", default=[], help="key=value pairs stored in the metrics")
-    s.add_argument("--output", required=True)
-    s.set_defaults(func=cmd_score)
-
-    s = sub.add_parser("gates", help="ATR gate statistics on a test set (ATR section 5.1, Figure 3)")
-    s.add_argument("--model", required=True)
-    s.add_argument("--src", required=True, help="segmented source")
-    s.add_argument("--tgt", required=True, help="segmented reference")
-    s.add_argument("--output", required=True)
-    s.set_defaults(func=cmd_gates)
+    add_evaluate_parsers(sub)
 
     s = sub.add_parser("table", help="build a table's CSV, Markdown and LaTeX from metrics files")
     s.add_argument("--experiment", required=True)
@@ -330,11 +276,6 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("metrics", nargs="*")
     s.set_defaults(func=cmd_table)
 
-    s = sub.add_parser("cell-counts", help="a cell's weight matrices and matrix transformations per step (ATR Table 1)")
-    s.add_argument("--cell", required=True)
-    s.add_argument("--output", required=True)
-    s.set_defaults(func=cmd_cell_counts)
-
     s = sub.add_parser("figure", help="draw a table's figure (gates, BLEU by length, training cost) as PNG")
     s.add_argument("--experiment", required=True)
     s.add_argument("--scale", default="")
@@ -350,19 +291,6 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--output", required=True)
     s.add_argument("metrics", nargs="*")
     s.set_defaults(func=cmd_runs)
-
-    s = sub.add_parser("compare", help="two runs' common systems side by side, with paired significance tests "
-                                       "of BLEU and chrF (sacrebleu)")
-    s.add_argument("run_a", metavar="RUN_A", help="the baseline: results/<run> or a run name")
-    s.add_argument("run_b", metavar="RUN_B", help="the run compared with it")
-    s.add_argument("--table", help="only this table's rows, named and ordered as in the table")
-    s.add_argument("--test", choices=["bs", "ar"], default="bs",
-                   help="paired bootstrap resampling (bs, with 95%% CIs) or approximate randomization (ar)")
-    s.add_argument("--samples", type=int, default=0,
-                   help="resamples (bs) or trials (ar); 0: sacrebleu's default, 1000 or 10000")
-    s.add_argument("--output", help="CSV, one row per system and metric")
-    s.add_argument("--md", help="Markdown (also printed)")
-    s.set_defaults(func=cmd_compare)
 
     s = sub.add_parser("average-checkpoints", help="average the weights of checkpoints of one model (e.g. a run's "
                                                    "last validations, train setting keep_checkpoints)")
