@@ -93,6 +93,30 @@ def test_p_values_are_sacrebleus_on_the_same_files(runs: Path, test: str) -> Non
         assert df.b_ci.notna().all() and (df.b_ci > 0).all()
 
 
+def test_identical_translations_are_never_a_significant_difference(runs: Path, tmp_path: Path) -> None:
+    """sacrebleu gives a system against an identical copy its smallest p-value (1/1001, 'significant');
+    compare reports the pair as identical, p = 1. So it does for outputs that differ but score alike in
+    every resample (here: a changed sentence that shares no n-gram with its reference either way)."""
+    refs = sentences(150, 0)
+    same = noisy(refs, 0.3, 4)
+    alike = [list(same), list(same)]
+    alike[1][7] = "1111 2222 3333"                      # both versions of line 7 match nothing of its reference
+    alike[0][7] = "4444 5555 6666"
+    for name, seed, other in (("x", 9, alike[0]), ("y", 10, alike[1])):
+        make_run(tmp_path, name, {("lstm", "seed1"): same, ("gru", "seed1"): noisy(refs, 0.3, seed),
+                                  ("ran", "seed1"): other}, refs)
+    files = [tmp_path / f"results/{r}/translations/c/lstm/seed1/test.txt" for r in ("x", "y")]
+    theirs = sacrebleu_p_values(tmp_path / "results/x/data/c/raw/test.tgt", *files, "bs")
+    assert theirs == pytest.approx((1 / 1001,) * 2, abs=5e-5)
+    df = compare(tmp_path / "results/x", tmp_path / "results/y").set_index(["variant", "metric"])
+    assert list(df.loc["lstm"].p_value) == [1.0, 1.0] and not df.loc["lstm"].significant.any()
+    assert df.loc["lstm"].identical.all() and not df.loc["gru"].identical.any()
+    assert (df.loc["lstm"]["diff"] == 0).all()
+    ran = df.loc["ran"]
+    assert not ran.identical.any() and (ran["diff"] == 0).all() and list(ran.p_value) == [1.0, 1.0]
+    assert df.loc["gru"].p_value.lt(1).all()
+
+
 def test_the_command_line_orders_and_names_a_tables_rows(runs: Path) -> None:
     r = subprocess.run([sys.executable, "-m", "rnmt", "compare", "base", "new", "--table", "t", "--output", "c.csv",
                         "--md", "c.md"], cwd=runs, capture_output=True, text=True, env=ENV)

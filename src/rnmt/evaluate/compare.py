@@ -9,6 +9,12 @@ the code behind `sacrebleu -i A B --paired-bs | --paired-ar`): paired bootstrap 
 1,000 resamples by default), which also gives each score's mean and 95% confidence interval, or
 approximate randomization (Riezler & Maxwell 2005; 10,000 trials). Its RNG seed is sacrebleu's
 (`SACREBLEU_SEED`, default 12345), so the p-values equal the sacrebleu command line's on the same files.
+
+One exception: no difference at all. sacrebleu (after MultEval) counts only resampled differences
+strictly above the observed one, so where the two scores are equal and every resample gives equal scores
+too (identical translations, or ones that differ only where the metric does not look), it returns the
+smallest p-value the samples allow (1/1001), which reads as significant. rnmt reports an observed
+difference of exactly 0 with p = 1, never significant, and marks identical translations (`identical`).
 """
 
 from __future__ import annotations
@@ -149,11 +155,13 @@ def compare(run_a: str | Path, run_b: str | Path, table: str | None = None, test
                                  "changed since it was scored; rerun its score job")
         metrics: dict[str, Metric] = {"bleu": detok_scorer(sa.lowercase), "chrf": chrf_scorer(sa.lowercase)}
         result = paired_test(hyp_a, hyp_b, ref_a, metrics, test, samples)
+        identical = hyp_a == hyp_b
         for metric, (sig_name, r) in zip(metrics, result.items(), strict=True):
+            p_value = 1.0 if r["b"] == r["a"] else r["p_value"]
             rows.append({
                 **dict(zip(KEY_NAMES, k, strict=True)), "system": names.get(k[1:3], k[1]), "metric": metric,
-                "a": r["a"], "b": r["b"], "diff": r["b"] - r["a"], "p_value": r["p_value"],
-                "significant": r["p_value"] < ALPHA, "a_mean": r["a_mean"], "a_ci": r["a_ci"],
+                "a": r["a"], "b": r["b"], "diff": r["b"] - r["a"], "p_value": p_value, "identical": identical,
+                "significant": p_value < ALPHA, "a_mean": r["a_mean"], "a_ci": r["a_ci"],
                 "b_mean": r["b_mean"], "b_ci": r["b_ci"], "test": test, "run_a": str(a_dir),
                 "run_b": str(b_dir), "signature": r["signature"], "sacrebleu_metric": sig_name,
             })
@@ -162,12 +170,12 @@ def compare(run_a: str | Path, run_b: str | Path, table: str | None = None, test
 
 def markdown(df: pd.DataFrame) -> str:
     """Side by side, one line per system: BLEU and chrF of A and B, the difference and its p-value
-    (* under 0.05), and the test's signature below."""
+    (* under 0.05; 1 where the scores are equal), and the test's signature below."""
     def cell(r: pd.Series) -> tuple[str, str, str, str]:
         ci = (lambda m, c: f" ({m:.1f} ± {c:.1f})") if pd.notna(r.a_ci) else (lambda m, c: "")
         star = "*" if r.significant else ""
         return (f"{r.a:.2f}{ci(r.a_mean, r.a_ci)}", f"{r.b:.2f}{ci(r.b_mean, r.b_ci)}", f"{r['diff']:+.2f}",
-                f"{r.p_value:.4f}{star}")
+                "1 (same output)" if r.identical else "1 (no difference)" if r.a == r.b else f"{r.p_value:.4f}{star}")
 
     head = ["System", "member", "test set"]
     metrics = list(dict.fromkeys(df.metric))
