@@ -3,13 +3,10 @@
 They are computed as e'_j = 2 vᵀ σ(2q + 2k_j): since tanh(a) = 2σ(2a) − 1, e'_j = e_j + Σv, a shift
 that is the same for every source position j, so the softmax weights over j, the contexts and every
 gradient are those of the tanh formula (tested in float64 against it, v's gradient included: the
-shift's gradient sums the softmax's gradient over j, which is zero). torch's float32 sigmoid is about
-9× faster than its tanh on this project's CPU (2.5M values: 0.58 vs 5.5 ms on one thread), and the
-energies are much of an RNN decoder step's work ([N, S, A] per step):
-  - inference, where the sigmoid runs in place on the one-pass scaled sum: batched beam-10 decoding of
-    32 sentences went from 1.29 s to 1.07 s (`rnmt bench decode`);
-  - training, RNNSearch's per-step [80, 31, 1024] energies, forward and backward: 9.0 → 4.6 ms; SR-NMT's
-    memory-bound [80, 30, 30, 512] ones: 353 → 350 ms (no loss).
+shift's gradient sums the softmax's gradient over j, which is zero). torch's float32 sigmoid is several
+times faster than its tanh on a CPU, and the energies ([N, S, A] per decoder step) are much of an RNN
+decoder step's work; inference runs the sigmoid in place on the one-pass scaled sum. The measured gains
+(decoding and training, per architecture) are in benchmarks/README.md.
 
 Only use these where a softmax over the positions follows: the values are shifted by Σv.
 """

@@ -17,6 +17,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 
 import torch
 from torch import Tensor, nn
@@ -74,18 +75,17 @@ class RecurrentCell(nn.Module, ABC):
         return None if kernel is None else kernel_sequence([kernel], projected, mask, state)
 
 
-_FUSED = [True]
+_FUSED: ContextVar[bool] = ContextVar("rnmt_fused", default=True)
 
 
 @contextmanager
 def fused(enabled: bool) -> Iterator[None]:
     """Within the block, `run` uses cells' `sequence` (True, the default) or always the step loop (False)."""
-    before = _FUSED[0]
-    _FUSED[0] = enabled
+    token = _FUSED.set(enabled)
     try:
         yield
     finally:
-        _FUSED[0] = before
+        _FUSED.reset(token)
 
 
 def _autocast() -> str | None:
@@ -105,7 +105,7 @@ def _sequence(cell: RecurrentCell, projected: Tensor, mask: Tensor, full: bool,
     and a state carried through hundreds of steps keeps float32's precision. The products that feed it
     (the input projection) and those after it stay under autocast.
     """
-    if not _FUSED[0] or projected.size(1) == 0:
+    if not _FUSED.get() or projected.size(1) == 0:
         return None
     amp = _autocast()
     if amp is not None:

@@ -19,15 +19,6 @@ class Chunk:
     tgt_offset: int
 
 
-def _line_offsets(path: Path) -> list[int]:
-    """Byte offset of the start of every line (and the file size at the end)."""
-    offsets = [0]
-    with open(path, "rb") as f:
-        for line in f:
-            offsets.append(offsets[-1] + len(line))
-    return offsets
-
-
 def _boundaries(path: Path, wanted: list[int]) -> tuple[list[int], int]:
     """Byte offsets of the given line numbers (sorted), and the file's line count."""
     out, n, pos, i = [], 0, 0, 0

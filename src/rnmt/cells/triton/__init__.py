@@ -16,12 +16,13 @@ import importlib
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from types import ModuleType
 
 import torch
 from torch import Tensor
 
-_FORCE = [False]
+_FORCE: ContextVar[bool] = ContextVar("rnmt_triton_on_cpu", default=False)
 _LOADED: list[ModuleType | None] = []          # [functions module or None], filled on first use
 DTYPES = (torch.float32, torch.float64)
 
@@ -49,7 +50,7 @@ def enabled() -> bool:
 
 def triton_path(x: Tensor) -> ModuleType | None:
     """The Triton autograd functions if a cell's recurrence over `x` should run as Triton kernels, else None."""
-    if not (x.is_cuda or _FORCE[0]) or x.dtype not in DTYPES or not enabled():
+    if not (x.is_cuda or _FORCE.get()) or x.dtype not in DTYPES or not enabled():
         return None
     return load()
 
@@ -58,12 +59,11 @@ def triton_path(x: Tensor) -> ModuleType | None:
 def force_on_cpu() -> Iterator[None]:
     """For tests only: within the block, CPU tensors take the Triton path too. The kernels then run only
     if triton's interpreter was switched on (TRITON_INTERPRET=1 before `load` first imported the kernels)."""
-    before = _FORCE[0]
-    _FORCE[0] = True
+    token = _FORCE.set(True)
     try:
         yield
     finally:
-        _FORCE[0] = before
+        _FORCE.reset(token)
 
 
 def uses_triton(t: Tensor) -> bool:
