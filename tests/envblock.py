@@ -71,7 +71,8 @@ def _top_level_modules() -> dict[str, set[str]]:
 
 
 def blocked_modules(envs: set[str]) -> list[str]:
-    """Top-level modules of installed packages outside every one of `envs`."""
+    """Top-level modules of installed packages missing from any one of `envs` (a command that rules of
+    several environments run must work in each)."""
     allowed = {"rnmt", "pip"} | set.intersection(*(closure(env_specs(e)) for e in envs))
     return sorted(m for m, dists in _top_level_modules().items()
                   if not dists & allowed and not m.startswith("__editable__"))
