@@ -4,6 +4,7 @@ import json
 import math
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -404,6 +405,32 @@ def test_tensorboard_holds_the_same_curves_as_train_jsonl(corpus: dict[str, Path
         got = [(e.step, e.value) for e in events.Scalars(f"{kind}/{name}")]
         assert [s for s, _ in got] == [s for s, _ in want] and want
         assert [v for _, v in got] == pytest.approx([v for _, v in want], rel=1e-6)
+
+
+def test_a_resumed_run_shows_each_step_once_in_tensorboard(corpus: dict[str, Path], tmp_path: Path) -> None:
+    """The events an interrupted run wrote after its last checkpoint are hidden when it resumes, as its
+    train.jsonl records are dropped; a fresh start removes old events."""
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    def scalars(tag: str) -> list[tuple[int, float]]:
+        events = EventAccumulator(str(tmp_path / "tensorboard"))
+        events.Reload()
+        return [(e.step, e.value) for e in events.Scalars(tag)]
+
+    settings = {"log_every": 1, "valid_every": 5, "tensorboard": True}
+    trainer(corpus, tmp_path, max_steps=10, **settings).run()
+    shutil.copy(tmp_path / "last.pt", tmp_path / "step10.pt")
+    trainer(corpus, tmp_path, max_steps=13, **settings).run()                # events up to step 13 ...
+    shutil.copy(tmp_path / "step10.pt", tmp_path / "last.pt")               # ... but the state saved is step 10's
+    trainer(corpus, tmp_path, max_steps=18, **settings).run()
+    records = [json.loads(x) for x in (tmp_path / "train.jsonl").read_text().splitlines()]
+    want = [(r["step"], r["loss"]) for r in records if r["kind"] == "train"]
+    got = scalars("train/loss")
+    assert [s for s, _ in got] == [s for s, _ in want] == list(range(1, 19))
+    assert [v for _, v in got] == pytest.approx([v for _, v in want], rel=1e-6)
+    trainer(corpus, tmp_path, max_steps=4, log_every=1, valid_every=2, lr=0.001, tensorboard=True).run()  # afresh
+    assert [s for s, _ in scalars("train/loss")] == [1, 2, 3, 4]
 
 
 def test_tensorboard_off_writes_no_event_files(corpus: dict[str, Path], tmp_path: Path) -> None:

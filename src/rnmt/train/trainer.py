@@ -214,7 +214,8 @@ class Trainer:
         old_handlers = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGUSR1)}
         self.bar = tqdm(total=s.max_steps or None, initial=self.p.step, desc="train", unit="step",
                         mininterval=5.0, disable=None if self.rank == 0 else True)
-        self.tensorboard = TensorBoard(self.out_dir / "tensorboard") if s.tensorboard and self.rank == 0 else None
+        self.tensorboard = (TensorBoard(self.out_dir / "tensorboard", self.p.step) if s.tensorboard and self.rank == 0
+                            else None)
         log_path = self.out_dir / "train.jsonl"
         kept = [line for line in log_path.read_text(encoding="utf-8").splitlines()
                 if json.loads(line)["step"] <= self.p.step] if self.p.step and log_path.is_file() else []
