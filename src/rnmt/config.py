@@ -160,7 +160,7 @@ def _describe(error: ValidationError, schema: Mapping[str, Any], docs: Mapping[s
 def validate(instance: Any, schema_path: str | Path, what: str) -> Any:
     """Check `instance` against the schema; raise ConfigError listing every problem in `what`."""
     schema_path = Path(schema_path)
-    schema = load_yaml(schema_path)
+    schema = load_schema(schema_path)
     docs = _schemas(schema_path.parent)
     registry: Registry = Registry().with_resources(
         (name, Resource.from_contents(doc, default_specification=DRAFT202012)) for name, doc in docs.items())
@@ -174,4 +174,22 @@ def validate(instance: Any, schema_path: str | Path, what: str) -> Any:
 
 def _schemas(folder: Path) -> dict[str, Any]:
     """The schemas in `folder` by file name, which is how one refers to another ("config.schema.yaml#/...")."""
-    return {p.name: load_yaml(p) for p in sorted(folder.glob("*.schema.yaml"))}
+    return {p.name: load_schema(p) for p in sorted(folder.glob("*.schema.yaml"))}
+
+
+def _generated(name: str) -> dict[str, Any]:
+    """A schema block made from the typed class that owns those settings."""
+    if name == "rnmt.train.settings.TrainSettings":
+        from rnmt.train.settings import json_schema
+
+        return json_schema()
+    raise ConfigError(f"schema: x-generated-from names {name!r}, which makes no schema")
+
+
+def load_schema(path: str | Path) -> Any:
+    """A schema file with its generated `$defs` blocks (`x-generated-from: <class>`) filled in."""
+    schema = load_yaml(path)
+    for key, block in (schema.get("$defs") or {}).items():
+        if isinstance(block, dict) and "x-generated-from" in block:
+            schema["$defs"][key] = _generated(block["x-generated-from"])
+    return schema

@@ -21,6 +21,7 @@ from typing import Any
 from rnmt.config import ConfigError, closest, load_yaml, validate
 from rnmt.data.registry import check_corpora, registry_corpus_ids
 from rnmt.io import InputError
+from rnmt.train.settings import complete
 
 SPLITS = ("train", "dev", "test")
 SIDES = ("src", "tgt")
@@ -302,7 +303,11 @@ class Plan:
         forced = {**override, "model": _accepted(row["arch"], override.get("model") or {})}
         parts = {s: _overlay(defaults[s], row.get(s), row_scale.get(s), forced.get(s)) for s in SECTIONS}
         model = {"arch": row["arch"], **({"cell": row["cell"]} if "cell" in row else {}), **parts["model"]}
-        return Variant(row["variant"], corpus, model, parts["train"], parts["decode"],
+        try:
+            train = complete(parts["train"])
+        except InputError as e:
+            raise ConfigError(f"table {exp['table']}, row {row['system']!r} (variant {row['variant']}): {e}") from None
+        return Variant(row["variant"], corpus, model, train, parts["decode"],
                        row_seeds(row, self.max_seeds), row.get("labels"))
 
     def variant(self, corpus: str, name: str) -> Variant:

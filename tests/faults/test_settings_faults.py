@@ -11,7 +11,7 @@ import yaml
 
 from conftest import run_snakemake
 from faults.faultlib import ROOT, rnmt
-from rnmt.config import ConfigError, load_yaml
+from rnmt.config import ConfigError, load_schema, load_yaml
 from rnmt.plan import Plan
 
 pytestmark = pytest.mark.faults
@@ -159,10 +159,30 @@ def test_rnmt_train_itself_refuses_a_setting_of_the_wrong_type(corpus: dict[str,
     assert "rnmt train: error: training setting lr must be float, not str '0.01'" in got.stderr
 
 
-def test_the_schema_and_the_trainer_know_the_same_training_settings() -> None:
+def test_a_training_default_is_written_once_in_trainsettings() -> None:
+    """TrainSettings holds every training default. The schema's train block is generated from it (the file
+    holds no setting of its own), and config.yaml's train: holds only values that differ from a default:
+    a copy of a default there would be a second place to change it."""
     from dataclasses import fields
 
-    from rnmt.train.trainer import TrainSettings
+    from rnmt.train.settings import TrainSettings
 
-    schema = load_yaml(ROOT / "workflow/schemas/config.schema.yaml")["$defs"]["train"]["properties"]
-    assert set(schema) == {f.name for f in fields(TrainSettings)} - {"seed"}    # the seed comes from the row
+    written = load_yaml(ROOT / "workflow/schemas/config.schema.yaml")["$defs"]["train"]
+    assert set(written) == {"x-generated-from"}
+    schema = load_schema(ROOT / "workflow/schemas/config.schema.yaml")["$defs"]["train"]["properties"]
+    defaults = {f.name: f.default for f in fields(TrainSettings) if f.name != "seed"}    # the seed comes from the row
+    assert {k: v["default"] for k, v in schema.items()} == {k: list(v) if isinstance(v, tuple) else v
+                                                             for k, v in defaults.items()}
+    config = load_yaml(ROOT / "config.yaml")["train"]
+    copies = {k: v for k, v in config.items() if defaults[k] == (tuple(v) if isinstance(v, list) else v)}
+    assert copies == {}, f"config.yaml train: repeats TrainSettings' defaults {copies}"
+
+
+def test_settings_the_trainer_would_refuse_stop_the_workflow_at_its_start() -> None:
+    """A combination no training job accepts is found when the plan is built, naming the table and row,
+    not hours later in the job."""
+    config = load_yaml(ROOT / "config.yaml")
+    config["override"] = {"train": {"select_by": "bleu", "valid_bleu": False}}
+    with pytest.raises(ConfigError, match=r"table atr-table2, row '.+' \(variant atr-.+\): select_by: bleu needs "
+                                          r"the dev BLEU of every validation"):
+        Plan(config, ROOT)

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from rnmt.config import closest
@@ -21,48 +21,64 @@ def accumulation(settings: TrainSettings) -> int:
     return settings.accumulate or settings.replicas
 
 
+def _setting(default: Any, doc: str = "", **schema: Any) -> Any:
+    """A training setting: its default, what it means, and JSON-schema constraints beyond its type (which is
+    the default's). The config schema's `train` block is made from these (`json_schema`)."""
+    return field(default=default, metadata={"doc": doc, "schema": schema})
+
+
 @dataclass
 class TrainSettings:
-    seed: int = 1
-    batch_size: int = 80               # sentences per batch (ATR 80, SR-NMT 64) ...
-    batch_tokens: int = 0              # ... or, when > 0, padded tokens per batch and side (DTMT 4096)
-    max_len: int = 80                  # per side; longer training pairs are skipped ...
-    max_len_unit: str = "subwords"     # ... counted in subwords, or in words before BPE (ATR: 80 words)
-    optimizer: str = "adam"
-    lr: float = 5e-4
-    betas: tuple[float, float] = (0.9, 0.999)
-    eps: float = 1e-8
-    rho: float = 0.95                  # AdaDelta's decay (Zeiler 2012; UD paper's optimiser)
-    clip: float = 5.0
-    schedule: str = "constant"         # constant | halve_every_epoch | rnmt_plus
-    warmup_steps: int = 500            # rnmt_plus p
-    decay_start: int = 8000            # rnmt_plus s
-    decay_end: int = 64000             # rnmt_plus e
-    replicas: int = 1                  # the paper's GPUs (rnmt_plus n): each update sees replicas × one batch
-    accumulate: int = 0                # batches summed into one update; 0: replicas (the paper's batch)
-    plateau_retrains: int = 0          # SR-NMT: when patience runs out, restart from the best checkpoint ...
-    plateau_factor: float = 0.5        # ... at this fraction of the rate, this many times
-    label_smoothing: float = 0.0
-    init: str = "uniform"              # uniform | xavier | diagonal | default
-    init_scale: float = 0.08           # uniform ±init_scale (ATR, DTMT)
-    max_epochs: int = 10
-    max_steps: int = 0                 # 0: no limit
-    max_minutes: float = 0.0           # 0: no limit; training time only (validation excluded)
-    valid_every: int = 500             # steps
-    valid_bleu: bool = True            # greedy dev BLEU at each validation
-    select_by: str = "loss"            # loss | bleu: what picks the kept checkpoint (model.pt) and drives patience
-    patience: int = 0                  # validations without improvement (by select_by) before stopping; 0: off
-    nan_policy: str = "stop"           # stop | skip (a batch with a NaN/inf loss)
-    log_every: int = 50
-    checkpoint_every: int = 0          # steps between last.pt saves besides validations; 0: validations only
-    keep_checkpoints: int = 0          # the last k validations' weights kept as checkpoints/step<N>.pt, for
-    #                                    `rnmt average-checkpoints`; 0: none
-    tensorboard: bool = False          # the train.jsonl records also as TensorBoard events in tensorboard/
-    resume: bool = True
-    threads: int = 0                   # CPU threads for torch; 0: torch's default
-    device: str = "auto"
-    amp: bool = True                   # bfloat16 autocast on CUDA
-    pretrained_src: str = ""           # word2vec text file of source word vectors (UD paper: GloVe); "": none
+    """Every training setting and its default, written once: the config schema's `train` block is generated
+    from this class, and config.yaml's `train:` holds only what a run changes."""
+
+    seed: int = _setting(1, "the row's seed (set per seed by the plan)")
+    batch_size: int = _setting(80, "sentences per batch (ATR 80, SR-NMT 64)", minimum=1)
+    batch_tokens: int = _setting(0, "when > 0, padded tokens per batch and side instead (DTMT 4096)", minimum=0)
+    max_len: int = _setting(80, "per side; longer training pairs are skipped", minimum=1)
+    max_len_unit: str = _setting("subwords", "what max_len counts: subwords, or words before BPE (ATR: 80 words)",
+                                 enum=["subwords", "words"])
+    optimizer: str = _setting("adam", enum=["adam", "adadelta"])
+    lr: float = _setting(5e-4, exclusiveMinimum=0)
+    betas: tuple[float, float] = _setting((0.9, 0.999), "Adam's betas")
+    eps: float = _setting(1e-8, exclusiveMinimum=0)
+    rho: float = _setting(0.95, "AdaDelta's decay (Zeiler 2012: 0.95; the UD paper's optimiser)", exclusiveMinimum=0,
+                          exclusiveMaximum=1)
+    clip: float = _setting(5.0, "gradient norm clipping", minimum=0)
+    schedule: str = _setting("constant", enum=["constant", "halve_every_epoch", "rnmt_plus"])
+    warmup_steps: int = _setting(500, "rnmt_plus p", minimum=1)
+    decay_start: int = _setting(8000, "rnmt_plus s", minimum=0)
+    decay_end: int = _setting(64000, "rnmt_plus e", minimum=1)
+    replicas: int = _setting(1, "the paper's GPUs: an update sees replicas × one batch (rnmt_plus n)", minimum=1)
+    accumulate: int = _setting(0, "batches per update; 0: replicas (the paper's batch)", minimum=0)
+    plateau_retrains: int = _setting(0, "SR-NMT: when patience runs out, restart from the best checkpoint at "
+                                        "plateau_factor of the rate, this many times", minimum=0)
+    plateau_factor: float = _setting(0.5, exclusiveMinimum=0, maximum=1)
+    label_smoothing: float = _setting(0.0, minimum=0, maximum=1)
+    init: str = _setting("uniform", enum=["uniform", "xavier", "diagonal", "default"])
+    init_scale: float = _setting(0.08, "uniform ±init_scale (ATR, DTMT)", minimum=0)
+    max_epochs: int = _setting(10, minimum=1)
+    max_steps: int = _setting(0, "0: no limit", minimum=0)
+    max_minutes: float = _setting(0.0, "a safety cap on training time (validation excluded); 0: none", minimum=0)
+    valid_every: int = _setting(500, "steps between validations", minimum=1)
+    valid_bleu: bool = _setting(True, "greedy dev BLEU at each validation")
+    select_by: str = _setting("loss", "what keeps the checkpoint (model.pt) and drives patience: dev loss or "
+                                      "greedy dev BLEU", enum=["loss", "bleu"])
+    patience: int = _setting(0, "validations without improvement (by select_by) before stopping; 0: off", minimum=0)
+    nan_policy: str = _setting("stop", "a batch with a NaN/inf loss stops training or is skipped",
+                               enum=["stop", "skip"])
+    log_every: int = _setting(50, "steps per log line and train.jsonl record", minimum=1)
+    checkpoint_every: int = _setting(0, "steps between last.pt saves besides validations; 0: validations only",
+                                     minimum=0)
+    keep_checkpoints: int = _setting(0, "the last k validations kept as checkpoints/step<N>.pt (rnmt "
+                                        "average-checkpoints); 0: none", minimum=0)
+    tensorboard: bool = _setting(False, "train.jsonl's records also as TensorBoard events in the model folder's "
+                                        "tensorboard/")
+    resume: bool = _setting(True, "continue from last.pt when the settings allow")
+    threads: int = _setting(0, "CPU threads for torch; 0: torch's default", minimum=0)
+    device: str = _setting("auto", "auto, cpu, cuda or cuda:<n>", pattern="^(auto|cpu|cuda(:[0-9]+)?)$")
+    amp: bool = _setting(True, "bfloat16 autocast on CUDA")
+    pretrained_src: str = _setting("", "word2vec text file of source word vectors (UD paper: GloVe); empty: none")
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainSettings:
@@ -99,3 +115,35 @@ class TrainSettings:
             raise InputError(f"accumulate must be >= 0 (0: replicas) and replicas >= 1, not "
                              f"accumulate {s.accumulate}, replicas {s.replicas}")
         return s
+
+
+_JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string"}
+
+
+def json_schema() -> dict[str, Any]:
+    """The config schema's `train` block, from TrainSettings: each setting's type (its default's), default,
+    meaning and constraints. The seed is not a setting a config gives (rows list their seeds)."""
+    properties: dict[str, Any] = {}
+    for f in fields(TrainSettings):
+        if f.name == "seed":
+            continue
+        schema = dict(f.metadata["schema"])
+        if isinstance(f.default, tuple):
+            schema = {"type": "array", "items": {"type": "number"}, "minItems": len(f.default),
+                      "maxItems": len(f.default), **schema}
+        elif "enum" not in schema:
+            schema = {"type": _JSON_TYPES[type(f.default)], **schema}
+        schema["default"] = list(f.default) if isinstance(f.default, tuple) else f.default
+        if f.metadata["doc"]:
+            schema["description"] = f.metadata["doc"]
+        properties[f.name] = schema
+    return {"type": "object", "additionalProperties": False, "properties": properties}
+
+
+def complete(partial: dict[str, Any]) -> dict[str, Any]:
+    """A variant's training settings: `partial` (the config's, scale's, table's and row's layers) over every
+    default, checked as the training job checks them, without the seed (each seed's job adds its own)."""
+    settings = asdict(TrainSettings.from_dict(partial))
+    settings.pop("seed")
+    settings["betas"] = list(settings["betas"])
+    return settings
