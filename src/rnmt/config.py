@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -160,8 +161,8 @@ def _describe(error: ValidationError, schema: Mapping[str, Any], docs: Mapping[s
 def validate(instance: Any, schema_path: str | Path, what: str) -> Any:
     """Check `instance` against the schema; raise ConfigError listing every problem in `what`."""
     schema_path = Path(schema_path)
-    schema = load_schema(schema_path)
     docs = _schemas(schema_path.parent)
+    schema = docs.get(schema_path.name) or load_schema(schema_path)
     registry: Registry = Registry().with_resources(
         (name, Resource.from_contents(doc, default_specification=DRAFT202012)) for name, doc in docs.items())
     validator = Draft202012Validator(schema, registry=registry)
@@ -172,8 +173,10 @@ def validate(instance: Any, schema_path: str | Path, what: str) -> Any:
     return instance
 
 
+@lru_cache(maxsize=4)
 def _schemas(folder: Path) -> dict[str, Any]:
-    """The schemas in `folder` by file name, which is how one refers to another ("config.schema.yaml#/...")."""
+    """The schemas in `folder` by file name, which is how one refers to another ("config.schema.yaml#/...");
+    read once per process (a plan validates the config and every experiment file against them)."""
     return {p.name: load_schema(p) for p in sorted(folder.glob("*.schema.yaml"))}
 
 

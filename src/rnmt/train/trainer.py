@@ -21,7 +21,6 @@ resumed run restores them, and one trainer at a time holds the folder (`rnmt.tra
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -39,15 +38,15 @@ from tqdm import tqdm
 from rnmt import hardware
 from rnmt.data.batching import bucketed_batches, load_parallel, make_batch, token_batches
 from rnmt.data.vocab import PAD_ID, Vocab
-from rnmt.io import InputError, write_json, write_lines
+from rnmt.io import InputError, write_json
 from rnmt.models import build_model, factors
 from rnmt.models.pretrained import load_pretrained
 from rnmt.provenance import provenance
 from rnmt.train import checkpoint, distributed, outputs, schedules
 from rnmt.train.optim import initialise, make_optimizer
 from rnmt.train.progress import LogWindow, Progress, budget_done
+from rnmt.train.records import TrainLog
 from rnmt.train.settings import TrainSettings, accumulation
-from rnmt.train.tensorboard import TensorBoard
 from rnmt.train.validation import dev_bleu, dev_loss
 
 log = logging.getLogger(__name__)
@@ -108,7 +107,7 @@ class Trainer:
         self._signal: int | None = None
         self._window = LogWindow()
         self._epoch_batches = 0
-        self.tensorboard: TensorBoard | None = None
+        self.records: TrainLog | None = None          # rank 0's, while training runs
 
     def _optimizer(self) -> torch.optim.Optimizer:
         s = self.s
@@ -129,11 +128,9 @@ class Trainer:
         if self.s.nan_policy == "stop" and not all(bool(torch.isfinite(p).all()) for p in self.model.parameters()):
             raise TrainingDiverged(f"step {self.p.step}: the weights are no longer finite, so they were not saved; "
                                    f"{self._last_good()}. Lower lr or clip")
-        if self.rank == 0 and getattr(self, "logf", None) is not None and not self.logf.closed:
+        if self.records is not None:
             # from the open log, which Snakemake may have deleted under a trainer it no longer runs
-            self.logf.flush()
-            self.logf.seek(0)
-            outputs.keep(self.out_dir / "train.jsonl", self.logf.read().encode("utf-8"))
+            outputs.keep(self.records.path, self.records.content())
         rng = {"python": random.getstate(), "batches": self.rng.getstate(), "torch": torch.get_rng_state()}
         if self.device.type == "cuda":
             rng["cuda"] = torch.cuda.get_rng_state(self.device)
@@ -214,23 +211,18 @@ class Trainer:
         old_handlers = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGUSR1)}
         self.bar = tqdm(total=s.max_steps or None, initial=self.p.step, desc="train", unit="step",
                         mininterval=5.0, disable=None if self.rank == 0 else True)
-        self.tensorboard = (TensorBoard(self.out_dir / "tensorboard", self.p.step) if s.tensorboard and self.rank == 0
-                            else None)
-        log_path = self.out_dir / "train.jsonl"
-        kept = [line for line in log_path.read_text(encoding="utf-8").splitlines()
-                if json.loads(line)["step"] <= self.p.step] if self.p.step and log_path.is_file() else []
-        if self.rank == 0:         # trimmed to the resumed step atomically, then appended to
-            write_lines(log_path, kept)
         try:
-            with open(log_path, "a+", encoding="utf-8") as self.logf:
-                self._keep("train.jsonl")
-                stop = self._loop()
-                if not self.p.curve or self.p.curve[-1]["step"] != self.p.step:
-                    self._validate()        # also saves last.pt; a validation at the last step already did
+            if self.rank == 0:
+                self.records = TrainLog(self.out_dir, self.p.step, s.tensorboard)
+            self._keep("train.jsonl")
+            stop = self._loop()
+            if not self.p.curve or self.p.curve[-1]["step"] != self.p.step:
+                self._validate()        # also saves last.pt; a validation at the last step already did
         finally:
             self.bar.close()
-            if self.tensorboard is not None:
-                self.tensorboard.close()
+            if self.records is not None:
+                self.records.close()
+                self.records = None
             for sig, handler in old_handlers.items():
                 signal.signal(sig, handler)
         metrics = self._metrics(stop)
@@ -274,11 +266,8 @@ class Trainer:
                 return "max_epochs"
 
     def _record(self, rec: dict[str, Any]) -> None:
-        if self.rank == 0:
-            self.logf.write(json.dumps(rec) + "\n")
-            self.logf.flush()
-            if self.tensorboard is not None:
-                self.tensorboard.record(rec)
+        if self.records is not None:
+            self.records.write(rec)
 
     def _train_step(self, group: list[list[int]]) -> None:
         """One update from a group of batches (`accumulate` of them): the gradient of their summed loss over
