@@ -43,6 +43,12 @@ def run_path(path):
     return f"{R}/{path}"
 
 
+def member_files(name):
+    """Input function: file `name` (model.pt, train.json) of each seed's model in the decoded member
+    (seed<N>, or ens<N>-<M>: an ensemble of those seeds)."""
+    return lambda wc: [run_path(f"models/{wc.corpus}/{wc.variant}/seed{s}/{name}") for s in member_seeds(wc.member)]
+
+
 # Every command runs `rnmt` from this checkout's src/ with the Python of the environment it runs in:
 # the job's conda environment under --sdm conda, otherwise the Python running Snakemake. `rnmt` is a
 # shell function, so a command reads as a user would type it; the trainer is started with exec (see
@@ -118,7 +124,7 @@ def assemble_args(wc):
 
 def chunk_files(wc):
     n = int(CORPORA[wc.corpus].preprocess["chunks"])
-    return [f"{R}/data/{wc.corpus}/chunks/{i}.{ext}" for i in range(n) for ext in ("src", "tgt", "json")]
+    return [run_path(f"data/{wc.corpus}/chunks/{i}.{ext}") for i in range(n) for ext in ("src", "tgt", "json")]
 
 
 # ---- Subwords (bpe.smk) -----------------------------------------------------------------------------
@@ -126,7 +132,7 @@ def chunk_files(wc):
 def text_file(corpus, split, side):
     """The prepared text BPE starts from: truecased where the corpus truecases, else tokenized."""
     stage = "tc" if CORPORA[corpus].preprocess.get("truecase") else "tok"
-    return f"{R}/data/{corpus}/{stage}/{split}.{side}"
+    return run_path(f"data/{corpus}/{stage}/{split}.{side}")
 
 
 def bpe_codes(corpus, side):
@@ -134,7 +140,7 @@ def bpe_codes(corpus, side):
     c = CORPORA[corpus]
     if c.word_level:
         return []
-    return [f"{R}/bpe/{corpus}/codes.{'joint' if c.bpe.get('joint') else side}"]
+    return [run_path(f"bpe/{corpus}/codes.{'joint' if c.bpe.get('joint') else side}")]
 
 
 def codes_flag(corpus, side, flag="--codes"):
@@ -160,7 +166,7 @@ PARSE = {
     **(config.get("parse") or {}),
     **(PLAN.scale_settings.get("parse") or {}),        # e.g. small/paper: stanza's real English models
 }
-PARSE["model_dir"] = PARSE["model_dir"] or f"{R}/stanza"      # null: results/<run>/stanza
+PARSE["model_dir"] = PARSE["model_dir"] or run_path("stanza")      # null: results/<run>/stanza
 
 
 def parse_lang(corpus):
@@ -170,7 +176,7 @@ def parse_lang(corpus):
 def gold_conllu(corpus, split):
     """The gold tree files of a corpus split (the generator's, or the corpus entry's `conllu:`)."""
     if CORPORA[corpus].kind == "synthetic":
-        return [f"{R}/data/{corpus}/raw/{split}.src.conllu"]
+        return [run_path(f"data/{corpus}/raw/{split}.src.conllu")]
     entry = PLAN.corpora_config.get(corpus, {}).get("conllu") or {}
     files = entry.get(split)
     if not files:
@@ -227,7 +233,7 @@ def label_inputs(wc):
     v = variant_of(wc)
     if not v.labels:
         return {}
-    d = f"{R}/data/{wc.corpus}/labels/{v.labels}"
+    d = run_path(f"data/{wc.corpus}/labels/{v.labels}")
     return {"train_labels": f"{d}/train.bpe.lab", "dev_labels": f"{d}/dev.bpe.lab", "label_vocab": f"{d}/vocab.lab"}
 
 
@@ -248,13 +254,15 @@ DECODE_RES = PLAN.resources("translate")
 
 def test_label_input(wc):
     v = variant_of(wc)
-    return {"labels": f"{R}/data/{wc.corpus}/labels/{v.labels}/{wc.testset}.bpe.lab"} if v.labels else {}
+    return {"labels": run_path(f"data/{wc.corpus}/labels/{v.labels}/{wc.testset}.bpe.lab")} if v.labels else {}
 
 
 # ---- Scoring (evaluate.smk) -------------------------------------------------------------------------
 
 def test_manifest(wc):
-    return {} if CORPORA[wc.corpus].kind == "synthetic" else {"manifest": f"{R}/data/{wc.corpus}/raw/{wc.testset}.json"}
+    if CORPORA[wc.corpus].kind == "synthetic":
+        return {}
+    return {"manifest": run_path(f"data/{wc.corpus}/raw/{wc.testset}.json")}
 
 
 # ---- Tables (tables.smk) ----------------------------------------------------------------------------

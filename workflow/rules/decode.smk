@@ -5,7 +5,7 @@
 rule translate:
     input:
         unpack(test_label_input),
-        models=lambda wc: [f"{R}/models/{wc.corpus}/{wc.variant}/seed{s}/model.pt" for s in member_seeds(wc.member)],
+        models=member_files("model.pt"),
         src=run_path("data/{corpus}/bpe/{testset}.src"),
     output:
         bpe=run_path("translations/{corpus}/{variant}/{member}/{testset}.bpe"),
@@ -52,10 +52,10 @@ rule export:
     """A translation bundle of one model or ensemble: checkpoints, source BPE codes and truecasing model,
     preprocessing and decoding settings (`rnmt translate --bundle DIR` on raw text)."""
     input:
-        models=lambda wc: [f"{R}/models/{wc.corpus}/{wc.variant}/seed{s}/model.pt" for s in member_seeds(wc.member)],
+        models=member_files("model.pt"),
         codes=lambda wc: bpe_codes(wc.corpus, "src"),
-        truecase=lambda wc: [f"{R}/data/{wc.corpus}/truecase.src"] if CORPORA[wc.corpus].preprocess.get("truecase")
-        else [],
+        truecase=lambda wc: [run_path(f"data/{wc.corpus}/truecase.src")]
+        if CORPORA[wc.corpus].preprocess.get("truecase") else [],
     output:
         run_path("bundles/{corpus}/{variant}/{member}/bundle.json"),
     params:

@@ -11,7 +11,7 @@ rule score:
         hyp=run_path("translations/{corpus}/{variant}/{member}/{testset}.txt"),
         hyp_tok=run_path("translations/{corpus}/{variant}/{member}/{testset}.tok"),
         speed=run_path("translations/{corpus}/{variant}/{member}/{testset}.speed.json"),
-        train=lambda wc: [f"{R}/models/{wc.corpus}/{wc.variant}/seed{s}/train.json" for s in member_seeds(wc.member)],
+        train=member_files("train.json"),
         ref=run_path("data/{corpus}/raw/{testset}.tgt"),
         ref_tok=run_path("data/{corpus}/tok/{testset}.tgt"),
         src_tok=run_path("data/{corpus}/tok/{testset}.src"),

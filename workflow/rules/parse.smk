@@ -62,7 +62,8 @@ rule parse_chunk:
 rule parse_merge:
     input:
         lambda wc: [
-            f"{R}/data/{wc.corpus}/labels/stanza/chunks/{wc.split}.{k}.conllu" for k in range(int(PARSE["chunks"]))
+            run_path(f"data/{wc.corpus}/labels/stanza/chunks/{wc.split}.{k}.conllu")
+            for k in range(int(PARSE["chunks"]))
         ],
     output:
         run_path("data/{corpus}/labels/stanza/{split}.conllu"),
