@@ -17,7 +17,7 @@ SRC = ROOT / "src/rnmt"
 DIRECT_WRITERS = {
     "io.py": "the atomic writers",
     "data/download.py": "appends to <name>.part, renamed only after the sha256 check (resumable downloads)",
-    "train/trainer.py": "appends to train.jsonl after trimming it atomically; a log, never read as finished",
+    "train/records.py": "appends to train.jsonl after trimming it atomically; a log, never read as finished",
 }
 
 
