@@ -16,7 +16,7 @@ from rnmt.data.registry import Registry
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared/data"
-PAPER = [c for c in Registry(ROOT / "workflow/corpora.yaml").corpora if "nist" not in c]
+PAPER = [c for c in Registry(ROOT / "workflow/corpora.yaml").corpora if "nist" not in c and "multi30k" not in c]
 NIST = ["atr-nist-zh-en", "dtmt-nist-zh-en"]
 DATA_TARGETS = ["vocab.src", "vocab.tgt", "bpe/dev.src", "bpe/dev.tgt", "bpe/test.src", "bpe/test.tgt"]
 
@@ -161,3 +161,50 @@ def test_local_tokenized_toy_ende_is_not_tokenized_again(tmp_path: Path) -> None
     assert len(train) == report["lines_out"] and set(train) <= given        # kept as they were: no re-escaping
     dev = (tmp_path / "results/local/data/toy/tok/dev.src").read_text().splitlines()
     assert dev == [" ".join(x.split()) for x in (SHARED / "toy-ende/src-val.txt").read_text().splitlines()]
+
+
+@pytest.mark.workflow
+def test_multi30k_downloads_from_its_pinned_urls_or_from_files_a_user_puts_in_place(tmp_path: Path) -> None:
+    """The shipped Multi30k entries, served by a local server at the same paths: the train, validation and
+    three test files download and prepare; a file that cannot be downloaded stops the run with where to
+    put it, and once it is there (checked against its pin) the run goes on without fetching it."""
+    shipped = Registry(ROOT / "workflow/corpora.yaml")
+    base = "https://github.com/multi30k/dataset/raw/a3d2e0d26b56f3846f66a952536ffed4e401d05a"
+    words = {"en": ["a", "dog", "man", "runs", "in", "the", "park", "two", "girls", "play"],
+             "de": ["ein", "Hund", "Mann", "läuft", "im", "Park", "zwei", "Mädchen", "spielen", "hier"]}
+    sizes = {"train": 120, "val": 10, "test_2016_flickr": 8, "test_2017_flickr": 6, "test_2017_mscoco": 4}
+    content = {}
+    for part, n in sizes.items():
+        for lang, w in words.items():
+            lines = [" ".join(w[(i + k) % 10] for k in range(3 + i % 5)).capitalize() + " ." for i in range(n)]
+            content[f"/data/task1/raw/{part}.{lang}.gz"] = gzip.compress(_lines(lines))
+    files = Files(content, failures={"/data/task1/raw/val.de.gz": [404] * 10})
+    with serve(files) as url:
+        keep = {sid: s for sid, s in yaml.safe_load((ROOT / "workflow/corpora.yaml").read_text())["sources"].items()
+                if sid.startswith("multi30k-") and sid.endswith("-en-de")}
+        for s in keep.values():
+            assert s["source"].startswith(f"url:{base}/")
+            s["source"] = s["source"].replace(base, url)
+        registry = {"sources": keep, "corpora": {"multi30k-en-de": shipped.corpora["multi30k-en-de"]}}
+        (tmp_path / "registry.yaml").write_text(yaml.safe_dump(registry))
+        (tmp_path / "registry.sha256").write_text("".join(
+            f"{hashlib.sha256(data).hexdigest()}  {Path(path).name}\n" for path, data in content.items()))
+        (tmp_path / "c.yaml").write_text(yaml.safe_dump({"run": "t", "corpora": {"m": {"registry": "multi30k-en-de"}}}))
+        env = {"RNMT_REGISTRY": str(tmp_path / "registry.yaml")}
+        args = [*data_targets("t", "m"), "--cores", "2", "--keep-going", "--configfile", "c.yaml"]
+        first = run_snakemake(args, tmp_path, extra_env=env)
+        assert first.returncode != 0
+        log = (tmp_path / "results/logs/download/val.de.gz.log").read_text()
+        assert "HTTP 404" in log and f"put it at {tmp_path / 'results/downloads/val.de.gz'}" in log
+        (tmp_path / "results/downloads/val.de.gz").write_bytes(content["/data/task1/raw/val.de.gz"])
+        second = run_snakemake(args, tmp_path, extra_env=env)
+        assert second.returncode == 0, second.stderr[-3000:]
+    assert Counter(p for p, _ in files.requests)["/data/task1/raw/val.de.gz"] == 1      # the failed attempt only
+    data = tmp_path / "results/t/data/m"
+    assert len((data / "raw/train.src").read_text().splitlines()) == 120
+    assert len((data / "raw/dev.tgt").read_text().splitlines()) == 10
+    test = json.loads((data / "raw/test.json").read_text())
+    assert [(Path(p["src"]).parent.name, p["lines"]) for p in test["parts"]] == [
+        ("multi30k-test2016-flickr-en-de", 8), ("multi30k-test2017-flickr-en-de", 6),
+        ("multi30k-test2017-mscoco-en-de", 4)]
+    assert (data / "truecase.src").is_file() and (data / "truecase.tgt").is_file()

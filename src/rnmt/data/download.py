@@ -40,8 +40,8 @@ def unpinned_allowed() -> bool:
 
 def manual_alternative(url: str, dest: Path) -> str:
     return (f"Without network here, download it on a machine that has one (e.g. curl -fLo {dest.name} "
-            f"{shlex.quote(url)}) and put it at {dest}: it is then checked against the pinned sha256, and not "
-            "downloaded again")
+            f"{shlex.quote(url)}) and put it at {dest.absolute()}: it is then checked against the pinned sha256, "
+            "and not downloaded again")
 
 
 def sha256_of(path: str | Path) -> str:
@@ -126,7 +126,7 @@ def download(url: str, dest: str | Path, sha256: str | None = None, retries: int
             if e.code not in RETRYABLE_HTTP:
                 part.unlink(missing_ok=True)
                 raise DownloadError(f"{url}: HTTP {e.code} {e.reason}; check the URL in the corpus registry "
-                                    "(workflow/corpora.yaml)") from None
+                                    "(workflow/corpora.yaml). " + manual_alternative(url, dest)) from None
             reason = f"HTTP {e.code} {e.reason}"
         except (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError, OSError) as e:
             reason = str(e)
