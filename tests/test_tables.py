@@ -29,9 +29,9 @@ def test_every_shipped_table_is_in_the_default_config() -> None:
 
 
 @pytest.mark.workflow
-@pytest.mark.parametrize("scale", ["demo", "small", "paper"])
+@pytest.mark.parametrize("scale", ["demo", "mini", "small", "paper"])
 def test_dry_run_plans_every_table(scale: str, tmp_path: Path) -> None:
-    tables = ALL_TABLES if scale == "demo" else [t for t in ALL_TABLES if t not in NIST]
+    tables = ALL_TABLES if scale in ("demo", "mini") else [t for t in ALL_TABLES if t not in NIST]
     (tmp_path / "c.yaml").write_text(yaml.safe_dump({"run": scale, "scale": scale, "tables": tables}))
     r = run_snakemake(["-n", "--configfile", "c.yaml"], tmp_path, timeout=600)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
@@ -41,6 +41,8 @@ def test_dry_run_plans_every_table(scale: str, tmp_path: Path) -> None:
     assert counts["train"] >= 40 and counts["translate"] >= counts["train"] - 10
     if scale == "demo":
         assert counts["synthetic_corpus"] == 1 and "download" not in counts
+    elif scale == "mini":     # Multi30k En-De and En-Fr ({train, val, 3 test sets} x {en, de, fr}); ud-labels'
+        assert counts["download"] == 15 and counts["merge_chunks"] == 3       # synthetic pair (gold labels)
     else:
         assert counts["download"] >= 1 and counts["merge_chunks"] >= 4       # the papers' corpora, fetched
         if scale == "small":
@@ -223,7 +225,7 @@ def test_a_run_cut_short_by_the_time_cap_is_named_under_its_table(built: Path, t
     assert "RNNSearch+GRU (" not in md
 
 
-@pytest.mark.parametrize("scale", ["demo", "small", "paper"])
+@pytest.mark.parametrize("scale", ["demo", "mini", "small", "paper"])
 def test_every_row_builds_its_model_at_every_scale(scale: str) -> None:
     """Each trained row's settings at each scale make a model (on the meta device: shapes, no memory)."""
     from rnmt.plan import Plan
@@ -238,6 +240,43 @@ def test_every_row_builds_its_model_at_every_scale(scale: str) -> None:
         assert transformer.model["d_model"] == 512 and transformer.model["layers"] == 4
         gru = plan.variants[("atr-wmt14-en-de", "atr-rnnsearch-gru")]
         assert (gru.model["emb"], gru.model["hidden"], gru.train["lr"]) == (620, 1000, 0.0005)
+
+
+@pytest.mark.parametrize("scale", ["demo", "mini", "small", "paper"])
+def test_every_scale_budgets_training_in_updates_never_in_minutes(scale: str) -> None:
+    """What a table says must not depend on how busy the machine was: at every scale every model's run
+    ends at a number of steps or epochs, with no wall-clock cap (a user's `max_minutes` is a safety cap,
+    and the table reports the runs it cut short)."""
+    from rnmt.plan import Plan
+
+    config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    plan = Plan({**config, "scale": scale}, ROOT)
+    for (corpus, name), v in plan.variants.items():
+        assert v.train["max_minutes"] == 0, (scale, corpus, name)
+        assert v.train["max_steps"] > 0 or v.train["max_epochs"] <= 100, (scale, corpus, name)
+
+
+def test_the_mini_scale_runs_each_table_on_the_multi30k_pair_of_its_papers_languages() -> None:
+    """mini: En-De for the papers' En-De and Zh-En, En-Fr for En-Fr, En-Ro and the UD paper (English to
+    French, as that paper translated); each table decodes with its paper's search; the notes say so."""
+    from rnmt.plan import Plan
+
+    config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    plan = Plan({**config, "scale": "mini"}, ROOT)
+    want = {"atr-table2": "multi30k-en-de", "atr-table3": "multi30k-en-fr", "atr-table5": "multi30k-en-de",
+            "srnmt-table3": "multi30k-en-fr", "dtmt-table1": "multi30k-en-de", "dtmt-table2-en-fr": "multi30k-en-fr",
+            "ud-figure2": "multi30k-en-fr", "ud-labels": "synthetic-demo"}
+    assert {t: plan.tables[t].corpus for t in want} == want
+    decode = {name: v.decode for (_, name), v in plan.variants.items()}
+    assert (decode["atr-rnnsearch-atr"]["beam"], decode["atr-rnnsearch-atr"]["length_penalty"]) == (10, "average")
+    assert (decode["dtmt-4"]["beam"], decode["dtmt-4"]["length_penalty"]) == (4, "gnmt")
+    assert decode["srnmt-4l"]["length_penalty"] == "none"
+    note = config["scales"]["mini"]["note"]
+    assert "Multi30k" in note
+    from rnmt.plan import load_table
+
+    table = load_table(EXPERIMENTS / "atr-table4.yaml", "multi30k-en-de", scale_note=note)
+    assert table.notes.startswith(note.strip()) and "TITAN X" in table.notes     # then the table's own notes
 
 
 def test_the_fidelity_register_covers_every_papers_experiment() -> None:

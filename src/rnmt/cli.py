@@ -110,7 +110,7 @@ def cmd_table(a: argparse.Namespace) -> None:
     from rnmt.plan import load_table
     from rnmt.report.tables import build
 
-    table = load_table(a.experiment, a.corpus or None, a.max_seeds or None)
+    table = load_table(a.experiment, a.corpus or None, a.max_seeds or None, a.scale_note)
     df = build(table, a.metrics, a.run, a.scale, a.csv, a.md, a.tex, a.gates, a.html, a.cells)
     log.info("table %s: %d cells → %s, %s", table.name, len(df), a.csv, a.md)
 
@@ -267,6 +267,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--scale", required=True)
     s.add_argument("--corpus", default="", help="the corpus the table ran on at this scale")
     s.add_argument("--max-seeds", type=int, default=0, help="the scale's cap on seeds per row (0: none)")
+    s.add_argument("--scale-note", default="", help="what the scale changes (config scales.<scale>.note)")
     s.add_argument("--csv", required=True)
     s.add_argument("--md", required=True)
     s.add_argument("--tex")

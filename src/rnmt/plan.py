@@ -111,9 +111,13 @@ def row_seeds(row: dict[str, Any], max_seeds: int | None = None) -> tuple[int, .
     return seeds[:max_seeds] if max_seeds else seeds
 
 
-def load_table(path: str | Path, corpus: str | None = None, max_seeds: int | None = None) -> Table:
-    """`table_from_experiment` of an experiment file."""
-    return table_from_experiment(load_yaml(path), Path(path), corpus, max_seeds)
+def load_table(path: str | Path, corpus: str | None = None, max_seeds: int | None = None,
+               scale_note: str = "") -> Table:
+    """`table_from_experiment` of an experiment file; `scale_note` (what the run's scale changes) goes before
+    the table's own notes."""
+    table = table_from_experiment(load_yaml(path), Path(path), corpus, max_seeds)
+    table.notes = "\n\n".join(n.strip() for n in (scale_note, table.notes) if n.strip())
+    return table
 
 
 def table_from_experiment(exp: dict[str, Any], path: Path, corpus: str | None = None,
@@ -267,27 +271,32 @@ class Plan:
 
     # ---- scales ------------------------------------------------------------------------------------
     def _table_corpus(self, exp: dict[str, Any], path: Path) -> str:
-        """The corpus a table runs on at this scale (added to corpora_config where it is implicit)."""
+        """The corpus a table runs on at this scale (added to corpora_config where it is implicit): the
+        scale's corpus (one for every table, or one per paper corpus), else the paper's, capped by the
+        scale's `corpora` settings where it has them."""
         paper_corpus = exp["corpus"]
         chosen = self.scale_settings.get("corpus")
+        if isinstance(chosen, dict):
+            chosen = chosen.get(paper_corpus)
         if chosen:
-            if chosen not in self.corpora_config:
-                raise ConfigError(f"config scales.{self.scale}.corpus is {chosen!r}, which is not in config 'corpora' "
-                                  f"(defined: {', '.join(sorted(self.corpora_config))})")
-            return str(chosen)
-        if paper_corpus in self.corpora_config:
-            base = self.corpora_config[paper_corpus]
-        elif paper_corpus in registry_corpus_ids(self.root):
-            base = {"registry": paper_corpus}
-        else:
-            raise ConfigError(f"{path}: corpus {paper_corpus!r} is neither in config 'corpora' nor a corpus of "
-                              f"workflow/corpora.yaml (known: {', '.join(registry_corpus_ids(self.root))})")
+            return self._known_corpus(str(chosen), f"config scales.{self.scale}.corpus")
         caps = self.scale_settings.get("corpora")
         if not caps:
-            self.corpora_config.setdefault(paper_corpus, base)
-            return str(paper_corpus)
+            return self._known_corpus(paper_corpus, str(path))
+        base = self.corpora_config.get(paper_corpus) or {"registry": self._known_corpus(paper_corpus, str(path), False)}
         name = f"{paper_corpus}-{self.scale}"
         self.corpora_config.setdefault(name, _deep_merge(base, caps))
+        return name
+
+    def _known_corpus(self, name: str, where: str, add: bool = True) -> str:
+        """`name` if it is a config corpus, or a registry corpus (then added to corpora_config if `add`)."""
+        if name not in self.corpora_config:
+            if name not in registry_corpus_ids(self.root):
+                raise ConfigError(f"{where}: corpus {name!r} is neither in config 'corpora' (defined: "
+                                  f"{', '.join(sorted(self.corpora_config))}) nor a corpus of workflow/corpora.yaml "
+                                  f"(known: {', '.join(registry_corpus_ids(self.root))})")
+            if add:
+                self.corpora_config[name] = {"registry": name}
         return name
 
     def _variant(self, exp: dict[str, Any], row: dict[str, Any], corpus: str) -> Variant:

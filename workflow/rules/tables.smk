@@ -22,13 +22,14 @@ rule table:
         max_seeds=PLAN.max_seeds or 0,
         run=PLAN.run,
         scale=PLAN.scale,
+        scale_note=PLAN.scale_settings.get("note", ""),
     conda:
         "../../envs/data.yaml"
     log:
         run_path("logs/table/{table}.log"),
     shell:
         "rnmt table --experiment {input.experiment:q} --run {params.run:q} --scale {params.scale:q} "
-        "--corpus={params.corpus:q} --max-seeds {params.max_seeds:q} --csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} "
+        "--corpus={params.corpus:q} --max-seeds {params.max_seeds:q} --scale-note={params.scale_note:q} --csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} "
         "--html {output.html:q} "
         "--gates {input.gates:q} --cells {input.cells:q} -- {input.metrics:q} 2> {log:q}"
 
