@@ -235,6 +235,10 @@ def test_every_command_the_readme_shows_runs_as_written(tmp_path: Path) -> None:
     r = run_snakemake(["-n", *targets], tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     assert run_snakemake(["-n"], tmp_path).returncode == 0
+    for c in commands:                                                  # another scale's or run's targets
+        if c.startswith("snakemake") and re.search(r"--config (scale|run)=\w+( (scale|run)=\w+)*$", c):
+            r = run_snakemake(["-n", *shlex.split(c)[1:]], tmp_path)
+            assert r.returncode == 0, c + "\n" + r.stderr[-2000:]
     for c in snakemake:
         args = shlex.split(c)[1:]
         if "--sdm" in args and shutil.which("conda") is None:
