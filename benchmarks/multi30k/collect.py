@@ -1,0 +1,70 @@
+"""A mini-scale table on Multi30k with each row's BLEU on the validation set, as a measured result.
+
+    snakemake --cores 2 results/mini/tables/atr-table4.csv --config scale=mini run=mini
+    python benchmarks/multi30k/collect.py --table atr-table4
+
+The table's rows are decoded a second time, on the 1,014 validation pairs with the row's own beam search
+(Snakemake makes `results/mini/metrics/<corpus>/<variant>/<member>/dev.json`; the script asks for them),
+and the script writes `benchmarks/multi30k/<table>.csv` (the table's tidy CSV), `<table>.md` (its
+Markdown) and `<table>-bleu.csv`: per row, training steps, why training stopped, the kept step, greedy
+dev BLEU at that step, and detokenized BLEU with beam search on the validation set and on each test set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--table", default="atr-table4")
+    ap.add_argument("--run", default="mini")
+    ap.add_argument("--cores", default="2")
+    a = ap.parse_args()
+    sys.path.insert(0, str(ROOT / "src"))
+    import yaml
+
+    from rnmt.plan import Plan
+
+    config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    plan = Plan({**config, "scale": "mini", "run": a.run, "tables": [a.table]}, ROOT)
+    table = plan.table(a.table)
+    results = ROOT / plan.results
+    dev = [f"{plan.results}/metrics/{table.corpus}/{r.variant}/{m}/dev.json" for r in table.trained_rows
+           for m in r.members()]
+    subprocess.run([sys.executable, "-m", "snakemake", "--cores", a.cores, *dev, "--config", "scale=mini",
+                    f"run={a.run}"], cwd=ROOT, check=True)
+    rows = []
+    for r in table.trained_rows:
+        for m in r.members():
+            d = json.loads((ROOT / f"{plan.results}/metrics/{table.corpus}/{r.variant}/{m}/dev.json").read_text())
+            t = json.loads((ROOT / f"{plan.results}/metrics/{table.corpus}/{r.variant}/{m}/test.json").read_text())
+            train = d["train"]
+            rows.append({"system": r.system, "variant": r.variant, "member": m, "params_m": train["params"] / 1e6,
+                         "steps": train["steps"], "stop_reason": train["stop_reason"],
+                         "train_minutes": train["train_seconds"] / 60, "kept_step": train["best_step"],
+                         "greedy_dev_bleu": train.get("best_dev_bleu_greedy"), "dev_bleu": d["scores"]["bleu"],
+                         "test_bleu": t["scores"]["bleu"],
+                         **{f"test_{k.split('@', 1)[1]}": v for k, v in t["scores"].items()
+                            if k.startswith("bleu@")},
+                         "beam": d["decode"].get("beam"), "device": train["hardware"]["device"],
+                         "cpu": train["hardware"]["cpu"], "threads": train["hardware"]["torch_threads"]})
+    out = pd.DataFrame(rows).round(3)
+    out.to_csv(HERE / f"{a.table}-bleu.csv", index=False)
+    for ext in ("csv", "md"):
+        shutil.copy(results / f"tables/{a.table}.{ext}", HERE / f"{a.table}.{ext}")
+    print(out.to_string(index=False))
+
+
+if __name__ == "__main__":
+    main()
