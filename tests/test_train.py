@@ -315,7 +315,7 @@ def test_the_length_limit_counts_words_or_subwords(tmp_path: Path) -> None:
     tv = Vocab.build(tgt.read_text().splitlines())
     assert len(load_parallel(src, tgt, sv, tv, 4, max_len_unit="words")) == 2
     assert len(load_parallel(src, tgt, sv, tv, 4)) == 1
-    with pytest.raises(Exception, match="max_len_unit must be 'subwords' or 'words'"):
+    with pytest.raises(Exception, match="training setting max_len_unit must be one of subwords, words, not 'tokens'"):
         TrainSettings.from_dict({"max_len_unit": "tokens"})
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rnmt.decode.translate import DECODE_KEYS
+from rnmt.decode.settings import SEARCH_KEYS, DecodeSettings
 from rnmt.io import InputError, atomic_writer
 
 MANIFEST = "bundle.json"
@@ -46,9 +46,7 @@ def export(out_dir: str | Path, models: Sequence[str | Path], src_lang: str, tgt
         if checkpoint.load(path, torch.device("cpu")).get("src_label_vocab"):
             raise InputError(f"{path} takes source dependency labels, which a bundle cannot produce from raw "
                              "text (they come from a parser run over the whole test set); export a word-only model")
-    unknown = sorted(set(decode or {}) - set(DECODE_KEYS) - {"threads"})
-    if unknown:
-        raise InputError(f"unknown decoding setting(s) {', '.join(unknown)}; valid: {', '.join(DECODE_KEYS)}")
+    DecodeSettings.from_dict(decode or {})          # names, types and values, before anything is written
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     names = [f"model{k + 1}.pt" for k in range(len(models))]
@@ -62,7 +60,7 @@ def export(out_dir: str | Path, models: Sequence[str | Path], src_lang: str, tgt
     manifest = {"format": FORMAT, **provenance(), "models": names, "src_lang": src_lang,
                 "tgt_lang": tgt_lang, "preprocess": preprocess, "codes": "codes.src" if codes else None,
                 "truecase": "truecase.src" if truecase_model else None, "detruecase": detruecase,
-                "decode": {k: v for k, v in (decode or {}).items() if k in DECODE_KEYS}}
+                "decode": {k: v for k, v in (decode or {}).items() if k in SEARCH_KEYS}}
     with atomic_writer(out / MANIFEST) as f:
         f.write(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return out / MANIFEST
@@ -137,16 +135,13 @@ class Bundle:
         from rnmt.decode.ensemble import load_ensemble
         from rnmt.decode.translate import translate_ids
 
-        settings = {**self.decode, **{k: v for k, v in decode.items() if v is not None}}
-        unknown = sorted(set(settings) - set(DECODE_KEYS))
-        if unknown:
-            raise InputError(f"unknown decoding setting(s) {', '.join(unknown)}; valid: {', '.join(DECODE_KEYS)}")
+        settings = DecodeSettings.from_dict({**self.decode, **{k: v for k, v in decode.items() if v is not None}})
         device = torch.device(device)
         model, src_vocab, tgt_vocab = load_ensemble([self.folder / m for m in self.manifest["models"]], device)
         prepare = self.preparer()
         sources = [src_vocab.encode(prepare(line)) for line in lines]
         keep = [i for i, s in enumerate(sources) if s]
-        options = {"penalty" if k == "length_penalty" else k: v for k, v in settings.items()}
+        options = {"penalty" if k == "length_penalty" else k: v for k, v in settings.search().items()}
         hyps = translate_ids(model, [sources[i] for i in keep], device=device, **options)
         out = [""] * len(sources)
         for i, h in zip(keep, hyps, strict=True):

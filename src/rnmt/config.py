@@ -182,11 +182,12 @@ def _schemas(folder: Path) -> dict[str, Any]:
 
 def _generated(name: str) -> dict[str, Any]:
     """A schema block made from the typed class that owns those settings."""
-    if name == "rnmt.train.settings.TrainSettings":
-        from rnmt.train.settings import json_schema
+    from rnmt.settings import class_schema
 
-        return json_schema()
-    raise ConfigError(f"schema: x-generated-from names {name!r}, which makes no schema")
+    try:
+        return class_schema(name)
+    except InputError as e:
+        raise ConfigError(str(e)) from None
 
 
 def load_schema(path: str | Path) -> Any:

@@ -14,12 +14,13 @@ training pairs, fewer BPE merges), named `<corpus>-small`; at `paper` on the pap
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rnmt.config import ConfigError, closest, load_yaml, validate
 from rnmt.data.registry import check_corpora, registry_corpus_ids
+from rnmt.decode.settings import DecodeSettings
 from rnmt.io import InputError
 from rnmt.train.settings import complete
 
@@ -314,9 +315,10 @@ class Plan:
         model = {"arch": row["arch"], **({"cell": row["cell"]} if "cell" in row else {}), **parts["model"]}
         try:
             train = complete(parts["train"])
+            decode = asdict(DecodeSettings.from_dict(parts["decode"]))
         except InputError as e:
             raise ConfigError(f"table {exp['table']}, row {row['system']!r} (variant {row['variant']}): {e}") from None
-        return Variant(row["variant"], corpus, model, train, parts["decode"],
+        return Variant(row["variant"], corpus, model, train, decode,
                        row_seeds(row, self.max_seeds), row.get("labels"))
 
     def variant(self, corpus: str, name: str) -> Variant:

@@ -159,23 +159,36 @@ def test_rnmt_train_itself_refuses_a_setting_of_the_wrong_type(corpus: dict[str,
     assert "rnmt train: error: training setting lr must be float, not str '0.01'" in got.stderr
 
 
-def test_a_training_default_is_written_once_in_trainsettings() -> None:
-    """TrainSettings holds every training default. The schema's train block is generated from it (the file
-    holds no setting of its own), and config.yaml's train: holds only values that differ from a default:
-    a copy of a default there would be a second place to change it."""
-    from dataclasses import fields
+@pytest.mark.parametrize("block, cls", [("train", "rnmt.train.settings.TrainSettings"),
+                                         ("decode", "rnmt.decode.settings.DecodeSettings")])
+def test_a_default_is_written_once_in_its_settings_class(block: str, cls: str) -> None:
+    """TrainSettings and DecodeSettings hold every training and decoding default. The schema's blocks are
+    generated from them (the file holds no setting of its own), config.yaml holds only values that differ
+    from a default (a copy there would be a second place to change it), and the decoding functions take
+    their keyword defaults from the class."""
+    import inspect
 
-    from rnmt.train.settings import TrainSettings
+    from rnmt.decode.beam import beam_search
+    from rnmt.decode.translate import translate_file, translate_ids
+    from rnmt.settings import defaults
 
-    written = load_yaml(ROOT / "workflow/schemas/config.schema.yaml")["$defs"]["train"]
-    assert set(written) == {"x-generated-from"}
-    schema = load_schema(ROOT / "workflow/schemas/config.schema.yaml")["$defs"]["train"]["properties"]
-    defaults = {f.name: f.default for f in fields(TrainSettings) if f.name != "seed"}    # the seed comes from the row
-    assert {k: v["default"] for k, v in schema.items()} == {k: list(v) if isinstance(v, tuple) else v
-                                                             for k, v in defaults.items()}
-    config = load_yaml(ROOT / "config.yaml")["train"]
-    copies = {k: v for k, v in config.items() if defaults[k] == (tuple(v) if isinstance(v, list) else v)}
-    assert copies == {}, f"config.yaml train: repeats TrainSettings' defaults {copies}"
+    module, _, name = cls.rpartition(".")
+    settings_class = getattr(__import__(module, fromlist=[name]), name)
+    written = load_yaml(ROOT / "workflow/schemas/config.schema.yaml")["$defs"][block]
+    assert set(written) == {"x-generated-from"} and written["x-generated-from"] == cls
+    schema = load_schema(ROOT / "workflow/schemas/config.schema.yaml")["$defs"][block]["properties"]
+    own = defaults(settings_class)
+    assert {k: v["default"] for k, v in schema.items()} == own
+    config = load_yaml(ROOT / "config.yaml")[block]
+    copies = {k: v for k, v in config.items() if own[k] == v}
+    assert copies == {}, f"config.yaml {block}: repeats {name}'s defaults {copies}"
+    if block == "decode":
+        renamed = {"penalty": "length_penalty"}
+        for fn in (translate_ids, translate_file, beam_search):
+            for p in inspect.signature(fn).parameters.values():
+                key = renamed.get(p.name, p.name)
+                if key in own and p.default is not inspect.Parameter.empty:
+                    assert p.default == own[key], (fn.__name__, p.name)
 
 
 def test_settings_the_trainer_would_refuse_stop_the_workflow_at_its_start() -> None:

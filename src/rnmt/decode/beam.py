@@ -33,6 +33,7 @@ import torch
 from torch import Tensor
 
 from rnmt.data.vocab import BOS_ID, EOS_ID
+from rnmt.decode.settings import DEFAULT
 from rnmt.models.base import DecoderState, Seq2Seq
 
 Finished = tuple[float, float, list[int]]          # (normalised score, log p, tokens without </s>)
@@ -134,9 +135,9 @@ class _Search:
 
 
 @torch.no_grad()
-def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, beam: int = 10, max_len: int | Tensor = 100,
-                penalty: str = "average", alpha: float = 0.6,
-                greedy_floor: bool = False) -> list[tuple[list[int], float]]:
+def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, beam: int = DEFAULT.beam,
+                max_len: int | Tensor = 100, penalty: str = DEFAULT.length_penalty, alpha: float = DEFAULT.alpha,
+                greedy_floor: bool = DEFAULT.greedy_floor) -> list[tuple[list[int], float]]:
     """Translate a padded batch; returns per sentence (token ids without </s>, normalised score)."""
     normalise(0.0, 1, penalty, alpha)                    # an unknown penalty fails before any work
     B, device = src.size(0), src.device

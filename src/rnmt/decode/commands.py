@@ -9,6 +9,7 @@ import logging
 import sys
 from typing import Any
 
+from rnmt.decode.settings import PENALTIES
 from rnmt.io import InputError
 
 log = logging.getLogger("rnmt")
@@ -18,7 +19,8 @@ def cmd_translate(a: argparse.Namespace) -> None:
     import torch
 
     from rnmt import hardware
-    from rnmt.decode.translate import DECODE_KEYS, translate_file
+    from rnmt.decode.settings import SEARCH_KEYS
+    from rnmt.decode.translate import translate_file
     from rnmt.io import write_json
 
     if a.threads:
@@ -26,7 +28,7 @@ def cmd_translate(a: argparse.Namespace) -> None:
     if bool(a.bundle) == bool(a.model):
         raise InputError("give either --bundle DIR (raw text in, detokenized text out) or --model M.pt (segmented "
                          "text in and out; repeat --model for an ensemble), not both or neither")
-    given = {k: getattr(a, k) for k in DECODE_KEYS if getattr(a, k) not in (None, False)}
+    given = {k: getattr(a, k) for k in SEARCH_KEYS if getattr(a, k) not in (None, False)}
     if a.bundle:
         _translate_bundle(a, hardware.pick_device(a.device), given)
         return
@@ -88,7 +90,7 @@ def add_parsers(sub: Any) -> None:
     # decoding settings: left out, the bundle's (--bundle) or translate_file's defaults (--model) apply
     s.add_argument("--beam", type=int)
     s.add_argument("--batch-size", type=int)
-    s.add_argument("--length-penalty", choices=("average", "gnmt", "none"))
+    s.add_argument("--length-penalty", choices=PENALTIES)
     s.add_argument("--alpha", type=float)
     s.add_argument("--max-len-ratio", type=float)
     s.add_argument("--max-len-extra", type=int)

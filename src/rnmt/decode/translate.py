@@ -14,6 +14,7 @@ from rnmt import hardware
 from rnmt.data.batching import count_words, load_labels, pad_source
 from rnmt.decode.beam import beam_search
 from rnmt.decode.ensemble import load_ensemble_with_labels
+from rnmt.decode.settings import DEFAULT
 from rnmt.io import InputError, read_lines, write_lines
 from rnmt.models.base import Seq2Seq
 
@@ -21,13 +22,15 @@ log = logging.getLogger(__name__)
 
 # the decoding settings (translate_file's keyword arguments; translate_ids calls length_penalty `penalty`),
 # as a row's `decode:` block, a bundle's manifest and `rnmt translate`'s options name them
-DECODE_KEYS = ("beam", "batch_size", "length_penalty", "alpha", "max_len_ratio", "max_len_extra", "greedy_floor")
+D = DEFAULT        # every default below is DecodeSettings'
 
 
-def translate_ids(model: Seq2Seq, sources: Sequence[Sequence[int]], beam: int = 10, batch_size: int = 64,
-                  max_len_ratio: float = 2.0, max_len_extra: int = 10, penalty: str = "average",
-                  alpha: float = 0.6, device: torch.device | str = "cpu", progress: bool = False,
-                  labels: Sequence[Sequence[int]] | None = None, greedy_floor: bool = False) -> list[list[int]]:
+def translate_ids(model: Seq2Seq, sources: Sequence[Sequence[int]], beam: int = D.beam,
+                  batch_size: int = D.batch_size, max_len_ratio: float = D.max_len_ratio,
+                  max_len_extra: int = D.max_len_extra, penalty: str = D.length_penalty, alpha: float = D.alpha,
+                  device: torch.device | str = "cpu", progress: bool = False,
+                  labels: Sequence[Sequence[int]] | None = None,
+                  greedy_floor: bool = D.greedy_floor) -> list[list[int]]:
     """Token ids in, token ids out (without </s>); at most ratio·|source| + extra target tokens each.
 
     `labels`: one label id per source token (factored models), aligned with `sources`.
@@ -60,10 +63,11 @@ def translate_ids(model: Seq2Seq, sources: Sequence[Sequence[int]], beam: int = 
     return out
 
 
-def translate_file(models: Sequence[str], input: str, output: str, device: torch.device, beam: int = 10,
-                   batch_size: int = 64, max_len_ratio: float = 2.0, max_len_extra: int = 10,
-                   length_penalty: str = "average", alpha: float = 0.6, src_labels: str | None = None,
-                   speed_beams: Sequence[int] = (), greedy_floor: bool = False) -> dict[str, Any]:
+def translate_file(models: Sequence[str], input: str, output: str, device: torch.device, beam: int = D.beam,
+                   batch_size: int = D.batch_size, max_len_ratio: float = D.max_len_ratio,
+                   max_len_extra: int = D.max_len_extra, length_penalty: str = D.length_penalty,
+                   alpha: float = D.alpha, src_labels: str | None = None, speed_beams: Sequence[int] = (),
+                   greedy_floor: bool = D.greedy_floor) -> dict[str, Any]:
     """Translate a segmented source file with one model or an ensemble of `models` into `output`.
 
     Returns the decoding's metrics: settings, and the speed at `beam` and at each of `speed_beams`

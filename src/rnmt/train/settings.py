@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
 
-from rnmt.config import closest
 from rnmt.io import InputError
+from rnmt.settings import checked
+from rnmt.settings import json_schema as schema_of
+from rnmt.settings import setting as _setting
 
 # Settings a resumed run may change (budgets and bookkeeping); any other change starts afresh.
 BUDGET_FIELDS = {"max_epochs", "max_steps", "max_minutes", "patience", "log_every", "checkpoint_every", "threads",
@@ -21,16 +23,12 @@ def accumulation(settings: TrainSettings) -> int:
     return settings.accumulate or settings.replicas
 
 
-def _setting(default: Any, doc: str = "", **schema: Any) -> Any:
-    """A training setting: its default, what it means, and JSON-schema constraints beyond its type (which is
-    the default's). The config schema's `train` block is made from these (`json_schema`)."""
-    return field(default=default, metadata={"doc": doc, "schema": schema})
-
-
 @dataclass
 class TrainSettings:
     """Every training setting and its default, written once: the config schema's `train` block is generated
     from this class, and config.yaml's `train:` holds only what a run changes."""
+
+    NOT_IN_CONFIG: ClassVar[tuple[str, ...]] = ("seed",)     # set per job
 
     seed: int = _setting(1, "the row's seed (set per seed by the plan)")
     batch_size: int = _setting(80, "sentences per batch (ATR 80, SR-NMT 64)", minimum=1)
@@ -82,30 +80,7 @@ class TrainSettings:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainSettings:
-        names = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            hints = [f"{k} (did you mean {closest(k, sorted(names))[0]}?)" if closest(k, sorted(names)) else k
-                     for k in unknown]
-            raise InputError(f"unknown training setting(s) {', '.join(hints)}; valid: {', '.join(sorted(names))}")
-        d = dict(d)
-        defaults = cls()
-        for k, v in d.items():                       # the type of each default is the setting's type
-            want = type(getattr(defaults, k))
-            ok = (isinstance(v, (int, float)) and not isinstance(v, bool) if want is float
-                  else isinstance(v, int) and not isinstance(v, bool) if want is int
-                  else isinstance(v, (list, tuple)) and len(v) == 2 if want is tuple else isinstance(v, want))
-            if not ok:
-                raise InputError(f"training setting {k} must be {want.__name__}, not {type(v).__name__} {v!r}")
-        if "betas" in d:
-            d["betas"] = tuple(d["betas"])
-        s = cls(**d)
-        if s.nan_policy not in ("stop", "skip"):
-            raise InputError(f"nan_policy must be 'stop' or 'skip', not {s.nan_policy!r}")
-        if s.max_len_unit not in ("subwords", "words"):
-            raise InputError(f"max_len_unit must be 'subwords' or 'words', not {s.max_len_unit!r}")
-        if s.select_by not in ("loss", "bleu"):
-            raise InputError(f"select_by must be 'loss' (dev loss) or 'bleu' (greedy dev BLEU), not {s.select_by!r}")
+        s = checked(cls, d, "training")      # names, types and enums
         if s.select_by == "bleu" and not s.valid_bleu:
             raise InputError("select_by: bleu needs the dev BLEU of every validation: set valid_bleu: true, or "
                              "select_by: loss")
@@ -117,27 +92,9 @@ class TrainSettings:
         return s
 
 
-_JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string"}
-
-
 def json_schema() -> dict[str, Any]:
-    """The config schema's `train` block, from TrainSettings: each setting's type (its default's), default,
-    meaning and constraints. The seed is not a setting a config gives (rows list their seeds)."""
-    properties: dict[str, Any] = {}
-    for f in fields(TrainSettings):
-        if f.name == "seed":
-            continue
-        schema = dict(f.metadata["schema"])
-        if isinstance(f.default, tuple):
-            schema = {"type": "array", "items": {"type": "number"}, "minItems": len(f.default),
-                      "maxItems": len(f.default), **schema}
-        elif "enum" not in schema:
-            schema = {"type": _JSON_TYPES[type(f.default)], **schema}
-        schema["default"] = list(f.default) if isinstance(f.default, tuple) else f.default
-        if f.metadata["doc"]:
-            schema["description"] = f.metadata["doc"]
-        properties[f.name] = schema
-    return {"type": "object", "additionalProperties": False, "properties": properties}
+    """The config schema's `train` block (the seed is not a setting a config gives: rows list their seeds)."""
+    return schema_of(TrainSettings)
 
 
 def complete(partial: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,41 @@
+"""Decoding settings: one typed class with every default (the config schema's `decode` block is generated
+from it; config.yaml's `decode:` and the tables hold only what they change)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from rnmt.settings import checked, setting
+
+PENALTIES = ("average", "gnmt", "none")
+
+
+@dataclass(frozen=True)
+class DecodeSettings:
+    beam: int = setting(10, "beam size (ATR 10, DTMT 4, SR-NMT 5)", minimum=1)
+    batch_size: int = setting(50, "sentences decoded together", minimum=1)
+    length_penalty: str = setting("average", "how finished hypotheses are compared: average (log-likelihood per "
+                                             "token, ATR), gnmt (((5+|y|)/6)^alpha, DTMT) or none (SR-NMT)",
+                                  enum=list(PENALTIES))
+    alpha: float = setting(0.6, "gnmt's alpha", minimum=0)
+    max_len_ratio: float = setting(2.0, "a translation has at most ratio x source length + extra tokens",
+                                   exclusiveMinimum=0)
+    max_len_extra: int = setting(10, minimum=0)
+    greedy_floor: bool = setting(False, "let greedy search's hypothesis replace the beam's when it scores higher "
+                                        "(no paper does)")
+    threads: int = setting(0, "CPU threads for torch; 0: torch's default", minimum=0)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> DecodeSettings:
+        return checked(cls, d, "decoding")
+
+    def search(self) -> dict[str, Any]:
+        """The settings of the search itself (threads are the job's)."""
+        out = asdict(self)
+        out.pop("threads")
+        return out
+
+
+DEFAULT = DecodeSettings()
+SEARCH_KEYS = tuple(DEFAULT.search())
