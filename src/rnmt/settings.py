@@ -9,7 +9,6 @@ import importlib
 from dataclasses import MISSING, Field, field, fields
 from typing import Any, TypeVar
 
-from rnmt.config import closest
 from rnmt.io import InputError
 
 T = TypeVar("T")
@@ -57,6 +56,9 @@ def checked(cls: type[T], d: dict[str, Any], what: str) -> T:
     names = {f.name: f for f in fields(cls)}     # type: ignore[arg-type]
     unknown = sorted(set(d) - set(names))
     if unknown:
+        # imported here: rnmt.config needs jsonschema, which a parse job's environment lacks
+        from rnmt.config import closest
+
         hints = [f"{k} (did you mean {closest(k, sorted(names))[0]}?)" if closest(k, sorted(names)) else k
                  for k in unknown]
         raise InputError(f"unknown {what} setting(s) {', '.join(hints)}; valid: {', '.join(sorted(names))}")
