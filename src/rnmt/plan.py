@@ -7,7 +7,8 @@ is trained once. A row's settings are, from weakest to strongest: the config's `
 own `model` / `train` / `decode`, the row's `scales.<scale>`, and the config's `override`.
 
 The scale also picks each table's corpus: at `demo` every table runs on `scales.demo.corpus` (the
-synthetic pair); at `small` on the paper's corpus with `scales.small.corpora` applied (a cap on the
+synthetic pair); at `mini` on the Multi30k pair `scales.mini.corpus` maps the paper's corpus to; at `small` on
+the paper's corpus with `scales.small.corpora` applied (a cap on the
 training pairs, fewer BPE merges), named `<corpus>-small`; at `paper` on the paper's corpus.
 """
 
@@ -21,6 +22,7 @@ from typing import Any
 from rnmt.config import ConfigError, closest, load_yaml, validate
 from rnmt.data.registry import check_corpora, registry_corpus_ids
 from rnmt.decode.settings import DecodeSettings
+from rnmt.experiments import accepted, check_experiment, check_row_models
 from rnmt.io import InputError
 from rnmt.train.settings import complete
 
@@ -136,78 +138,11 @@ def table_from_experiment(exp: dict[str, Any], path: Path, corpus: str | None = 
                  bool(exp.get("lowercase", False)), exp.get("figure"), exp.get("notes", ""))
 
 
-def check_experiment(exp: dict[str, Any], path: Path) -> None:
-    """What the schema cannot say: rows to train are complete, the baseline exists, names agree."""
-    if exp["table"] != path.stem:
-        raise ConfigError(f"{path}: 'table' is {exp['table']!r} but the file is named {path.name}; make them equal")
-    systems = [r["system"] for r in exp["rows"]]
-    if exp.get("baseline") and exp["baseline"] not in systems:
-        raise ConfigError(f"{path}: baseline {exp['baseline']!r} is not a row's system; systems: {', '.join(systems)}")
-    if any(m.endswith("_ratio") for m in exp["metrics"]) and not exp.get("baseline"):
-        raise ConfigError(f"{path}: a *_ratio metric needs 'baseline: <system>' (the row the speeds divide by)")
-    kind = exp.get("kind", "translation")
-    for i, r in enumerate(exp["rows"]):
-        where = f"{path}: rows[{i}] ({r['system']!r})"
-        if kind == "cells":
-            if "cell" not in r:
-                raise ConfigError(f"{where}: a cells table counts a cell; give 'cell'")
-            continue
-        if "arch" in r and "variant" not in r:
-            raise ConfigError(f"{where}: a row to train needs 'variant' (a name for its models)")
-        if "arch" not in r and not r.get("why_not"):
-            raise ConfigError(f"{where}: give 'arch' (and 'variant') to train this row, or 'why_not' to say why "
-                              "the table shows only the paper's number")
-    if kind == "translation" and "corpus" not in exp:
-        raise ConfigError(f"{path}: missing key 'corpus' (the paper's corpus, e.g. atr-wmt14-en-de)")
-
-
 def _overlay(*layers: dict[str, Any] | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for layer in layers:
         out.update(layer or {})
     return out
-
-
-def _accepted(arch: str, defaults: dict[str, Any]) -> dict[str, Any]:
-    """The default model settings (config, scale, the table's for all its rows) or forced ones
-    (override) that an architecture takes: the transformer has no `emb`, most recurrent ones no
-    `tie_output`. A row's own settings are never dropped, so a typo there still stops the run."""
-    import rnmt.models  # noqa: F401  (fills the registry)
-    from rnmt.models.registry import accepted_settings
-
-    names = accepted_settings(arch)
-    return defaults if names is None else {k: v for k, v in defaults.items() if k in names}
-
-
-def check_row_models(exp: dict[str, Any], path: Path) -> None:
-    """Each trained row's own model settings (also those of its `scales:`) are ones its architecture takes.
-
-    Settings for all rows (config, scale, the table's) are filtered per architecture instead, so a row's
-    own settings are the ones that can name a setting its architecture does not have.
-    """
-    import rnmt.models  # noqa: F401  (fills the registry)
-    from rnmt.models.registry import MODELS, accepted_settings
-
-    for i, row in enumerate(exp["rows"]):
-        arch = row.get("arch")
-        if arch is None or exp.get("kind", "translation") != "translation":
-            continue
-        where = f"{path}: rows[{i}] ({row['system']!r})"
-        if arch not in MODELS:
-            hint = closest(arch, sorted(MODELS))
-            raise ConfigError(f"{where}: unknown architecture {arch!r}" + (f" (did you mean {hint[0]!r}?)" if hint
-                              else "") + f"; valid architectures: {', '.join(sorted(MODELS))}")
-        names = accepted_settings(arch)
-        if names is None:
-            continue
-        blocks = [("model", row.get("model"))] + [(f"scales.{sc}.model", (v or {}).get("model"))
-                                                   for sc, v in (row.get("scales") or {}).items()]
-        for where_in_row, block in blocks:
-            for key in sorted(set(block or {}) - names):
-                hint = closest(key, sorted(names))
-                raise ConfigError(f"{where}: {where_in_row}.{key} is not a setting of architecture {arch!r}"
-                                  + (f" (did you mean {hint[0]!r}?)" if hint else "")
-                                  + f"; its settings: {', '.join(sorted(names))}")
 
 
 def _differing(a: Variant, b: Variant) -> str:
@@ -309,8 +244,8 @@ class Plan:
         defaults = {s: _overlay(self.config.get(s), self.scale_settings.get(s),
                                 (self.scale_settings.get(f"arch_{s}") or {}).get(row["arch"]), table_scale.get(s))
                     for s in SECTIONS}
-        defaults["model"] = _accepted(row["arch"], defaults["model"])
-        forced = {**override, "model": _accepted(row["arch"], override.get("model") or {})}
+        defaults["model"] = accepted(row["arch"], defaults["model"])
+        forced = {**override, "model": accepted(row["arch"], override.get("model") or {})}
         parts = {s: _overlay(defaults[s], row.get(s), row_scale.get(s), forced.get(s)) for s in SECTIONS}
         model = {"arch": row["arch"], **({"cell": row["cell"]} if "cell" in row else {}), **parts["model"]}
         try:

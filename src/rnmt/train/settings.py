@@ -8,7 +8,6 @@ from typing import Any, ClassVar
 
 from rnmt.io import InputError
 from rnmt.settings import checked
-from rnmt.settings import json_schema as schema_of
 from rnmt.settings import setting as _setting
 
 # Settings a resumed run may change (budgets and bookkeeping); any other change starts afresh.
@@ -90,11 +89,6 @@ class TrainSettings:
             raise InputError(f"accumulate must be >= 0 (0: replicas) and replicas >= 1, not "
                              f"accumulate {s.accumulate}, replicas {s.replicas}")
         return s
-
-
-def json_schema() -> dict[str, Any]:
-    """The config schema's `train` block (the seed is not a setting a config gives: rows list their seeds)."""
-    return schema_of(TrainSettings)
 
 
 def complete(partial: dict[str, Any]) -> dict[str, Any]:

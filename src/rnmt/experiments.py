@@ -1,0 +1,76 @@
+"""What an experiment file must hold beyond what its schema says: complete rows, an existing baseline, a
+name that matches the file, and model settings that each row's architecture takes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rnmt.config import ConfigError, closest
+
+
+def check_experiment(exp: dict[str, Any], path: Path) -> None:
+    """What the schema cannot say: rows to train are complete, the baseline exists, names agree."""
+    if exp["table"] != path.stem:
+        raise ConfigError(f"{path}: 'table' is {exp['table']!r} but the file is named {path.name}; make them equal")
+    systems = [r["system"] for r in exp["rows"]]
+    if exp.get("baseline") and exp["baseline"] not in systems:
+        raise ConfigError(f"{path}: baseline {exp['baseline']!r} is not a row's system; systems: {', '.join(systems)}")
+    if any(m.endswith("_ratio") for m in exp["metrics"]) and not exp.get("baseline"):
+        raise ConfigError(f"{path}: a *_ratio metric needs 'baseline: <system>' (the row the speeds divide by)")
+    kind = exp.get("kind", "translation")
+    for i, r in enumerate(exp["rows"]):
+        where = f"{path}: rows[{i}] ({r['system']!r})"
+        if kind == "cells":
+            if "cell" not in r:
+                raise ConfigError(f"{where}: a cells table counts a cell; give 'cell'")
+            continue
+        if "arch" in r and "variant" not in r:
+            raise ConfigError(f"{where}: a row to train needs 'variant' (a name for its models)")
+        if "arch" not in r and not r.get("why_not"):
+            raise ConfigError(f"{where}: give 'arch' (and 'variant') to train this row, or 'why_not' to say why "
+                              "the table shows only the paper's number")
+    if kind == "translation" and "corpus" not in exp:
+        raise ConfigError(f"{path}: missing key 'corpus' (the paper's corpus, e.g. atr-wmt14-en-de)")
+
+
+def accepted(arch: str, defaults: dict[str, Any]) -> dict[str, Any]:
+    """The default model settings (config, scale, the table's for all its rows) or forced ones
+    (override) that an architecture takes: the transformer has no `emb`, most recurrent ones no
+    `tie_output`. A row's own settings are never dropped, so a typo there still stops the run."""
+    import rnmt.models  # noqa: F401  (fills the registry)
+    from rnmt.models.registry import accepted_settings
+
+    names = accepted_settings(arch)
+    return defaults if names is None else {k: v for k, v in defaults.items() if k in names}
+
+
+def check_row_models(exp: dict[str, Any], path: Path) -> None:
+    """Each trained row's own model settings (also those of its `scales:`) are ones its architecture takes.
+
+    Settings for all rows (config, scale, the table's) are filtered per architecture instead, so a row's
+    own settings are the ones that can name a setting its architecture does not have.
+    """
+    import rnmt.models  # noqa: F401  (fills the registry)
+    from rnmt.models.registry import MODELS, accepted_settings
+
+    for i, row in enumerate(exp["rows"]):
+        arch = row.get("arch")
+        if arch is None or exp.get("kind", "translation") != "translation":
+            continue
+        where = f"{path}: rows[{i}] ({row['system']!r})"
+        if arch not in MODELS:
+            hint = closest(arch, sorted(MODELS))
+            raise ConfigError(f"{where}: unknown architecture {arch!r}" + (f" (did you mean {hint[0]!r}?)" if hint
+                              else "") + f"; valid architectures: {', '.join(sorted(MODELS))}")
+        names = accepted_settings(arch)
+        if names is None:
+            continue
+        blocks = [("model", row.get("model"))] + [(f"scales.{sc}.model", (v or {}).get("model"))
+                                                   for sc, v in (row.get("scales") or {}).items()]
+        for where_in_row, block in blocks:
+            for key in sorted(set(block or {}) - names):
+                hint = closest(key, sorted(names))
+                raise ConfigError(f"{where}: {where_in_row}.{key} is not a setting of architecture {arch!r}"
+                                  + (f" (did you mean {hint[0]!r}?)" if hint else "")
+                                  + f"; its settings: {', '.join(sorted(names))}")
