@@ -10,6 +10,7 @@ from rnmt.decode.beam import beam_search
 from rnmt.models import build_model
 from rnmt.report.paper_params import all_rows
 from rnmt.report.params import evaluate
+from rnmt.train.loss import token_loss
 
 TINY = {"emb": 8, "hidden": 12, "dropout": 0.0}
 ARCHS = {
@@ -60,6 +61,34 @@ def test_trains_with_falling_loss(key: str) -> None:
         opt.step()
         losses.append(loss.item())
     assert losses[-1] < 0.5 * losses[0], losses
+
+
+AUTOCAST = {**{k: (a, {**TINY, **s}) for k, (a, s) in ARCHS.items()},
+            "stacked-srnmt": ("stacked", {**TINY, "cell": "srnmt", "layers": 2}),
+            "srnmt": ("srnmt", {**TINY, "emb": 12, "layers": 2}),
+            "transformer": ("transformer", {"layers": 1, "heads": 2, "d_model": 12, "ffn": 24, "dropout": 0.0})}
+
+
+@pytest.mark.parametrize("key", sorted(AUTOCAST))
+def test_bfloat16_autocast_on_the_cpu_gives_float32s_gradient(key: str) -> None:
+    """Training autocasts to bfloat16 on CPUs that multiply it in hardware: every architecture and cell
+    must run there (the recurrences mix bfloat16 projections with float32 states) and its gradient
+    must be float32's to bfloat16's precision."""
+    arch, settings = AUTOCAST[key]
+    torch.manual_seed(0)
+    model = build_model(arch, 20, 20, **settings).eval()
+    src, mask = source(key) if key in ARCHS else pad(SRC, eos=True)
+    tgt_in, _ = pad(TGT, bos=True)
+    tgt_out, _ = pad(TGT, eos=True)
+    grads = []
+    for amp in (False, True):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+            logits = model(src, mask, tgt_in)
+        assert logits.dtype == (torch.bfloat16 if amp else torch.float32)
+        params = [p for p in model.parameters() if p.requires_grad]
+        grads.append(torch.cat([g.flatten() for g in torch.autograd.grad(token_loss(logits, tgt_out), params)]))
+    assert torch.isfinite(grads[1]).all()
+    assert torch.nn.functional.cosine_similarity(grads[0], grads[1], 0) > 0.99
 
 
 @pytest.mark.parametrize("key", sorted(ARCHS))

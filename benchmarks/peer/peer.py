@@ -12,6 +12,10 @@ after that time, keeping its last checkpoint), the same optimiser (Adam, lr 0.00
 clipping 5, label smoothing 0.1, dropout 0.3, uniform ±0.08), then decodes alone with beam 5 and no length
 penalty. Both outputs go through the same `rnmt postprocess` and the same sacrebleu call.
 
+rnmt trains with its defaults, bfloat16 autocast included where the CPU multiplies bfloat16 in hardware
+(AVX512-BF16 or AMX; the CSV's train_precision column says which); OpenNMT-py 3.5.1 has no CPU mixed
+precision and trains in float32. Decoding is float32 for both.
+
 OpenNMT-py lives in its own virtual environment (benchmarks/peer/.venv, made on first use). Its wheel asks
 for torch < 2.3, which PyPI serves only as a CUDA build of several GB; the environment takes the same CPU
 torch as rnmt's instead and installs OpenNMT-py without its pin (both tools then run on one torch).
@@ -150,7 +154,7 @@ def onmt_train_metrics(work: Path) -> dict[str, Any]:
     if not ckpts:
         sys.exit(f"OpenNMT-py saved no checkpoint in the training time; see {work / 'onmt-train.log'}")
     return {"params": params, "steps": int(ckpts[-1].stem.rsplit("_", 1)[1]),
-            "tgt_tokens_per_s": tokens / secs if secs else 0.0, "model": str(ckpts[-1])}
+            "tgt_tokens_per_s": tokens / secs if secs else 0.0, "model": str(ckpts[-1]), "precision": "float32"}
 
 
 def onmt_translate(model: str, src: Path, out: Path) -> float:
@@ -183,7 +187,8 @@ def start_rnmt(name: str, data: Path, work: Path, minutes: float) -> subprocess.
 def rnmt_train_metrics(name: str, work: Path) -> dict[str, Any]:
     m = json.loads((work / slug(name) / "train.json").read_text())
     return {"params": m["params"], "steps": m["steps"], "tgt_tokens_per_s": m["train_tgt_tokens_per_s"],
-            "model": str(work / slug(name) / "model.pt")}
+            "model": str(work / slug(name) / "model.pt"),
+            "precision": "bfloat16 autocast" if m["hardware"].get("bf16_autocast") else "float32"}
 
 
 def rnmt_translate(model: str, src: Path, out: Path) -> float:
@@ -251,6 +256,7 @@ def main() -> None:
         secs = (onmt_translate if name == BASELINE else rnmt_translate)(m["model"], src, hyp)
         rows.append({"system": name, "tool": "OpenNMT-py 3.5.1" if name == BASELINE else "rnmt",
                      "params_m": round(m["params"] / 1e6, 3), "train_minutes": a.minutes, "steps": m["steps"],
+                     "train_precision": m["precision"],
                      "train_tgt_tokens_per_s": round(m["tgt_tokens_per_s"], 1),
                      "decode_sentences": n, "decode_seconds": round(secs, 2),
                      "bleu": round(score(hyp, ref, a.tgt_lang, truecased), 2)})

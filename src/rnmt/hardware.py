@@ -32,6 +32,37 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags (Linux's /proc/cpuinfo; empty elsewhere)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def native_bf16(device: torch.device) -> bool:
+    """Whether `device` multiplies bfloat16 in hardware: a CUDA GPU that supports it, or a CPU with
+    AVX512-BF16 or AMX (elsewhere torch emulates bfloat16 on the CPU, slower than float32)."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    return device.type == "cpu" and bool(cpu_flags() & {"avx512_bf16", "amx_bf16"})
+
+
+def autocast(device: torch.device, enabled: bool) -> torch.autocast:
+    """Training's forward pass in bfloat16 autocast where `enabled` (see `bf16_training`)."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=enabled)
+
+
+def bf16_training(device: torch.device, amp: bool) -> bool:
+    """Whether training autocasts to bfloat16: the `amp` setting asks for it and `device` multiplies
+    bfloat16 in hardware."""
+    return amp and native_bf16(device)
+
+
 def describe(device: torch.device) -> dict[str, Any]:
     info: dict[str, Any] = {
         "device": str(device),

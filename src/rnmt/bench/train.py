@@ -2,9 +2,10 @@
 LSTM, RAN, ATR, ATR+CA) and SR-NMT Table 1 (LSTM 2L, SRU 3L, SR-NMT 1L/2L), at one small configuration,
 each with its ratio to RNNSearch+GRU (ATR Table 4's comparison) and to LSTM 2L (SR-NMT Table 1's).
 
-A training step is the trainer's: teacher-forced forward in train mode (dropout on), token-level
-cross-entropy, backward, gradient clipping at 1, an Adam update. The batch is random token ids with
-lengths spread over the upper half of the maximum, so padding and masks are exercised. Words/s counts
+A training step is the trainer's: teacher-forced forward in train mode (dropout on; in bfloat16 autocast
+where the trainer's default `amp` takes it, column `bf16_autocast`), token-level cross-entropy, backward,
+gradient clipping at 1, an Adam update. The batch is random token ids with lengths spread over the upper
+half of the maximum, so padding and masks are exercised. Words/s counts
 target tokens (</s> included, as the trainer's tokens/s). FLOPs: the matrix products of one forward
 pass, counted by torch's FlopCounterMode, times 3 for forward+backward.
 
@@ -27,15 +28,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from rnmt import allocator, matmul
+from rnmt import allocator, hardware, matmul
 from rnmt.bench.timing import Peak, environment, measure
 from rnmt.data.batching import Batch, pad
-from rnmt.data.vocab import PAD_ID
 from rnmt.models import build_model
 from rnmt.models.base import Seq2Seq
+from rnmt.train.loss import token_loss
+from rnmt.train.settings import TrainSettings
 
 log = logging.getLogger(__name__)
 
@@ -95,8 +96,7 @@ def random_batch(cfg: Config, device: torch.device, seed: int = 0) -> Batch:
 
 def loss_of(model: Seq2Seq, b: Batch) -> torch.Tensor:
     logits = model(b.src, b.src_mask, b.tgt_in)
-    return F.cross_entropy(logits.flatten(0, 1).float(), b.tgt_out.flatten(), ignore_index=PAD_ID,
-                           reduction="sum") / b.tgt_tokens
+    return token_loss(logits, b.tgt_out) / b.tgt_tokens
 
 
 def forward_flops(model: Seq2Seq, b: Batch) -> int:
@@ -117,11 +117,13 @@ class Trainee:
         self.model.train()
         self.opt = torch.optim.Adam(self.model.parameters(), lr=1e-4)
         self.batch = random_batch(cfg, device)
+        self.bf16 = hardware.bf16_training(device, TrainSettings().amp)
         self.seconds: list[float] = []
         self.faults: list[int] = []              # minor page faults of each timed step
 
     def step(self) -> None:
-        loss = loss_of(self.model, self.batch)
+        with hardware.autocast(self.device, self.bf16):
+            loss = loss_of(self.model, self.batch)
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
@@ -141,7 +143,8 @@ class Trainee:
                 "vocab": cfg.vocab, "batch": cfg.batch, "params": sum(p.numel() for p in self.model.parameters()),
                 "step_seconds": t, "tgt_words_per_s": b.tgt_tokens / t, "src_words_per_s": b.src_words / t,
                 "gflops": flops / t / 1e9, "reps": len(self.seconds),
-                "page_faults": int(statistics.median(self.faults)) if self.faults else 0}
+                "page_faults": int(statistics.median(self.faults)) if self.faults else 0,
+                "bf16_autocast": self.bf16}
 
 
 def _serve(conn: Any, row: Row, cfg: Config, device: str, threads: int) -> None:

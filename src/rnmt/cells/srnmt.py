@@ -50,15 +50,22 @@ class NormedLinear(nn.Module):
         return self.norm(self.linear(x))
 
 
+def _lerp(a: Tensor, b: Tensor, w: Tensor) -> Tensor:
+    """a + w ⊙ (b − a) in the widest of the three dtypes (under bfloat16 autocast the projections are
+    bfloat16 and the state float32; torch.lerp takes one dtype)."""
+    dtype = torch.promote_types(torch.promote_types(a.dtype, b.dtype), w.dtype)
+    return torch.lerp(a.to(dtype), b.to(dtype), w.to(dtype))
+
+
 def weak_step(p: Tensor, h: Tensor) -> Tensor:
     """h' = (1 − σ(g)) ⊙ h + σ(g) ⊙ x̃ for p = [x̃; g]."""
     x, g = p.chunk(2, -1)
-    return torch.lerp(h, x, torch.sigmoid(g))
+    return _lerp(h, x, torch.sigmoid(g))
 
 
 def highway(out: Tensor, x: Tensor, z: Tensor) -> Tensor:
     """(1 − σ(z)) ⊙ out + σ(z) ⊙ x."""
-    return torch.lerp(out, x, torch.sigmoid(z))
+    return _lerp(out, x, torch.sigmoid(z))
 
 
 class Recurrence(RecurrentCell):

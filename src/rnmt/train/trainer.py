@@ -32,17 +32,17 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from tqdm import tqdm
 
 from rnmt import hardware
 from rnmt.data.batching import bucketed_batches, load_parallel, make_batch, token_batches
-from rnmt.data.vocab import PAD_ID, Vocab
+from rnmt.data.vocab import Vocab
 from rnmt.io import InputError, write_json
 from rnmt.models import build_model, factors
 from rnmt.models.pretrained import load_pretrained
 from rnmt.provenance import provenance
 from rnmt.train import checkpoint, distributed, outputs, schedules
+from rnmt.train.loss import token_loss
 from rnmt.train.optim import initialise, make_optimizer
 from rnmt.train.progress import LogWindow, Progress, budget_done
 from rnmt.train.records import TrainLog
@@ -82,6 +82,7 @@ class Trainer:
         self.rank, self.world = distributed.rank_and_world()
         self.accumulate = accumulation(settings)
         self.device = hardware.pick_device(settings.device, self.rank)
+        self.bf16 = hardware.bf16_training(self.device, settings.amp)
         random.seed(settings.seed)
         torch.manual_seed(settings.seed)
         self.rng = random.Random(settings.seed)
@@ -283,10 +284,9 @@ class Trainer:
         summed = torch.zeros((), device=self.device)
         for b in parts:
             b = b.to(self.device)
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.device.type == "cuda" and s.amp):
+            with hardware.autocast(self.device, self.bf16):
                 logits = model(b.src, b.src_mask, b.tgt_in)
-            loss = F.cross_entropy(logits.flatten(0, 1).float(), b.tgt_out.flatten(), ignore_index=PAD_ID,
-                                   label_smoothing=s.label_smoothing, reduction="sum") / tokens
+            loss = token_loss(logits, b.tgt_out, s.label_smoothing) / tokens
             loss.backward()
             summed += loss.detach()
         total = summed.item()                        # the update's one device sync
@@ -420,7 +420,7 @@ class Trainer:
             "peak_memory_mb": round(hardware.peak_memory_mb(self.device), 1),
             "model_config": self.model_config,
             "train_settings": asdict(self.s),
-            "hardware": hardware.describe(self.device),
+            "hardware": {**hardware.describe(self.device), "bf16_autocast": self.bf16},
             **provenance(),
         }
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import sacrebleu
 import torch
-import torch.nn.functional as F
 
 from rnmt.data.batching import ParallelData, make_batch
 from rnmt.data.bpe import undo
-from rnmt.data.vocab import PAD_ID, Vocab
+from rnmt.data.vocab import Vocab
 from rnmt.decode.translate import translate_ids
 from rnmt.models import Seq2Seq
+from rnmt.train.loss import token_loss
 
 
 @torch.no_grad()
@@ -24,8 +24,7 @@ def dev_loss(model: Seq2Seq, data: ParallelData, batch_size: int, device: torch.
     for s in range(0, len(order), batch_size):
         b = make_batch(data, order[s:s + batch_size]).to(device)
         logits = model(b.src, b.src_mask, b.tgt_in)
-        total += float(F.cross_entropy(logits.flatten(0, 1).float(), b.tgt_out.flatten(),
-                                       ignore_index=PAD_ID, reduction="sum"))
+        total += float(token_loss(logits, b.tgt_out))
         tokens += b.tgt_tokens
     model.train(was)
     return total / max(tokens, 1)
