@@ -1,14 +1,18 @@
-"""Where training stands (`Progress`, saved in last.pt) and what a job log says about it every
-`log_every` steps: the step against the budget, the loss and perplexity over those steps, speed,
-training time and the time left."""
+"""Where training stands (`Progress`, saved in last.pt), what a job log says about it every `log_every`
+steps (the step against the budget, the loss and perplexity over those steps, speed, training time and
+the time left) and the run's metrics at the end (train.json)."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import torch
+
+from rnmt import hardware
 from rnmt.progress import clock
+from rnmt.provenance import provenance
 from rnmt.train.settings import TrainSettings
 
 
@@ -72,3 +76,37 @@ class LogWindow:
         return (f"{where}, epoch {epoch} | loss {mean:.3f}, ppl {math.exp(min(mean, 50.0)):.2f} over the last "
                 f"{s.log_every} steps | {self.tokens / max(self.seconds, 1e-9):,.0f} target tokens/s | lr {lr:.2g} | "
                 f"{clock(train_seconds)} training" + (f", about {clock(eta)} left" if eta is not None else ""))
+
+
+def run_metrics(p: Progress, s: TrainSettings, stop_reason: str | None, *, params: int, train_pairs: int,
+                accumulate: int, world: int, device: torch.device, model_config: dict[str, Any],
+                bf16: bool) -> dict[str, Any]:
+    """train.json: the run's size, budget use, speed (optimisation time only), best validation and where
+    it ran."""
+    secs = p.train_seconds
+    return {
+        "params": params,
+        "steps": p.step,
+        "epochs_completed": p.epoch,
+        "stop_reason": stop_reason,
+        "train_seconds": round(secs, 3),
+        "train_src_words_per_s": p.src_words / secs if secs else 0.0,
+        "train_tgt_words_per_s": p.tgt_words / secs if secs else 0.0,
+        "train_tgt_tokens_per_s": p.tgt_tokens / secs if secs else 0.0,
+        "train_pairs": train_pairs,
+        "skipped_batches": p.skipped_batches,
+        "retrains": p.retrains_done,
+        "best_step": p.best.get("step"),
+        "best_dev_loss": p.best.get("dev_loss"),
+        "best_dev_ppl": p.best.get("dev_ppl"),
+        "best_dev_bleu_greedy": p.best.get("dev_bleu"),
+        "select_by": s.select_by,
+        "accumulate": accumulate,
+        "tokens_per_update": p.tgt_tokens / p.step if p.step else 0.0,
+        "world_size": world,
+        "peak_memory_mb": round(hardware.peak_memory_mb(device), 1),
+        "model_config": model_config,
+        "train_settings": asdict(s),
+        "hardware": {**hardware.describe(device), "bf16_autocast": bf16},
+        **provenance(),
+    }

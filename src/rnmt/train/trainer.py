@@ -40,11 +40,10 @@ from rnmt.data.vocab import Vocab
 from rnmt.io import InputError, write_json
 from rnmt.models import build_model, factors
 from rnmt.models.pretrained import load_pretrained
-from rnmt.provenance import provenance
 from rnmt.train import checkpoint, distributed, outputs, schedules
 from rnmt.train.loss import token_loss
 from rnmt.train.optim import initialise, make_optimizer
-from rnmt.train.progress import LogWindow, Progress, budget_done
+from rnmt.train.progress import LogWindow, Progress, budget_done, run_metrics
 from rnmt.train.records import TrainLog
 from rnmt.train.settings import TrainSettings, accumulation
 from rnmt.train.validation import dev_bleu, dev_loss
@@ -226,7 +225,9 @@ class Trainer:
                 self.records = None
             for sig, handler in old_handlers.items():
                 signal.signal(sig, handler)
-        metrics = self._metrics(stop)
+        metrics = run_metrics(self.p, self.s, stop, params=count_parameters(self.model),
+                              train_pairs=len(self.train_data), accumulate=self.accumulate, world=self.world,
+                              device=self.device, model_config=self.model_config, bf16=self.bf16)
         if self.rank == 0:
             write_json(self.out_dir / "train.json", metrics)
         return metrics
@@ -394,33 +395,3 @@ class Trainer:
         self._record({"kind": "retrain", "step": p.step, "from_step": best.get("step"), "lr_factor": p.lr_factor})
         log.info("the dev %s stopped improving: restarting from step %s at %.3g × lr", self.s.select_by,
                  best.get("step"), p.lr_factor)
-
-    def _metrics(self, stop_reason: str | None) -> dict[str, Any]:
-        p, secs = self.p, self.p.train_seconds
-        return {
-            "params": count_parameters(self.model),
-            "steps": p.step,
-            "epochs_completed": p.epoch,
-            "stop_reason": stop_reason,
-            "train_seconds": round(secs, 3),
-            "train_src_words_per_s": p.src_words / secs if secs else 0.0,
-            "train_tgt_words_per_s": p.tgt_words / secs if secs else 0.0,
-            "train_tgt_tokens_per_s": p.tgt_tokens / secs if secs else 0.0,
-            "train_pairs": len(self.train_data),
-            "skipped_batches": p.skipped_batches,
-            "retrains": p.retrains_done,
-            "best_step": p.best.get("step"),
-            "best_dev_loss": p.best.get("dev_loss"),
-            "best_dev_ppl": p.best.get("dev_ppl"),
-            "best_dev_bleu_greedy": p.best.get("dev_bleu"),
-            "select_by": self.s.select_by,
-            "accumulate": self.accumulate,
-            "tokens_per_update": p.tgt_tokens / p.step if p.step else 0.0,
-            "world_size": self.world,
-            "peak_memory_mb": round(hardware.peak_memory_mb(self.device), 1),
-            "model_config": self.model_config,
-            "train_settings": asdict(self.s),
-            "hardware": {**hardware.describe(self.device), "bf16_autocast": self.bf16},
-            **provenance(),
-        }
-
