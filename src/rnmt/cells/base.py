@@ -100,10 +100,10 @@ def _sequence(cell: RecurrentCell, projected: Tensor, mask: Tensor, full: bool,
               state: Tensor) -> tuple[Tensor, Tensor] | None:
     """(states, final state) from the cell's `sequence`, or None where it has none or it is off.
 
-    Under autocast (training's bfloat16 default on CUDA and on CPUs with bfloat16 units) the recurrence runs in float32 with autocast off
-    inside it, as a whole: its fused loops and kernels keep their buffers in the dtype of their inputs,
-    and a state carried through hundreds of steps keeps float32's precision. The products that feed it
-    (the input projection) and those after it stay under autocast.
+    Under autocast (training's bfloat16 default on CUDA and on CPUs with bfloat16 units) the recurrence
+    runs in float32 with autocast off inside it, as a whole: its fused loops and kernels keep their buffers
+    in the dtype of their inputs, and a state carried through hundreds of steps keeps float32's precision.
+    The products that feed it (the input projection) and those after it stay under autocast.
     """
     if not _FUSED.get() or projected.size(1) == 0:
         return None
