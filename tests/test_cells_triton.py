@@ -249,12 +249,15 @@ def test_without_triton_the_kernels_report_unavailable(monkeypatch: pytest.Monke
     monkeypatch.setitem(sys.modules, "triton", None)                   # `import triton` raises ImportError
     for module in ("rnmt.cells.triton.functions", "rnmt.cells.triton.kernels"):
         monkeypatch.delitem(sys.modules, module, raising=False)
-    monkeypatch.setattr(triton_cells, "_LOADED", [])
-    assert not triton_cells.available()
-    with triton_cells.force_on_cpu():
-        assert triton_cells.triton_path(torch.zeros(1)) is None
-        for name in NAMES:
-            assert not takes_triton(build_cell(name, 6, 6)), name
+    triton_cells.load.cache_clear()                                    # load() imports once; again here
+    try:
+        assert not triton_cells.available()
+        with triton_cells.force_on_cpu():
+            assert triton_cells.triton_path(torch.zeros(1)) is None
+            for name in NAMES:
+                assert not takes_triton(build_cell(name, 6, 6)), name
+    finally:
+        triton_cells.load.cache_clear()                                # later tests import the real one
 
 
 if __name__ == "__main__":

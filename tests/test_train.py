@@ -70,6 +70,22 @@ def test_the_training_loss_and_its_gradient_are_torchs_label_smoothed_cross_entr
         assert float(token_loss(logits, target, smoothing)) == pytest.approx(float(ref), rel=1e-12)
 
 
+def test_the_cpu_trains_in_bfloat16_only_where_it_has_the_units_and_the_model_is_large_enough(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """bfloat16 is emulated (slower than float32) on CPUs without AVX512-BF16 or AMX, and its casts cost
+    more than its products save in small models: the demo's would train slower."""
+    from rnmt import hardware
+
+    cpu, big, small = torch.device("cpu"), hardware.CPU_BF16_MIN_PARAMS, hardware.CPU_BF16_MIN_PARAMS - 1
+    monkeypatch.setattr(hardware, "cpu_flags", lambda: {"avx512f", "avx2"})
+    assert not hardware.bf16_training(cpu, True, big)
+    for flag in ("avx512_bf16", "amx_bf16"):
+        monkeypatch.setattr(hardware, "cpu_flags", lambda flag=flag: {"avx512f", flag})
+        assert hardware.bf16_training(cpu, True, big)
+        assert not hardware.bf16_training(cpu, True, small)
+        assert not hardware.bf16_training(cpu, False, big)            # amp: false is float32 anywhere
+
+
 # ---- schedules --------------------------------------------------------------------------------------
 def test_halve_every_epoch_matches_atr() -> None:
     f = schedules.get("halve_every_epoch")

@@ -57,10 +57,19 @@ def autocast(device: torch.device, enabled: bool) -> torch.autocast:
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=enabled)
 
 
-def bf16_training(device: torch.device, amp: bool) -> bool:
-    """Whether training autocasts to bfloat16: the `amp` setting asks for it and `device` multiplies
-    bfloat16 in hardware."""
-    return amp and native_bf16(device)
+# Below this many parameters a CPU model's products are too small for bfloat16 to pay for its casts:
+# RNNSearch+GRU on Multi30k (one thread, batches of 32) trained at 0.96x float32's speed in autocast with
+# 0.93M parameters (emb = hidden = 64), 1.15x with 2.2M (128) and 1.6x with 5.6M (256; batches of 64);
+# benchmarks/README.md, "Training on the CPU".
+CPU_BF16_MIN_PARAMS = 1_500_000
+
+
+def bf16_training(device: torch.device, amp: bool, params: int) -> bool:
+    """Whether training autocasts to bfloat16: the `amp` setting asks for it, `device` multiplies bfloat16
+    in hardware and, on a CPU, the model has at least CPU_BF16_MIN_PARAMS parameters."""
+    if not (amp and native_bf16(device)):
+        return False
+    return device.type != "cpu" or params >= CPU_BF16_MIN_PARAMS
 
 
 def describe(device: torch.device) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import torch
@@ -50,7 +51,8 @@ def _mode_from_env() -> str:
     return mode
 
 
-_MODE = [_mode_from_env()]
+ENV_MODE = _mode_from_env()        # RNMT_MATMUL, read once at import
+_MODE: ContextVar[str] = ContextVar("rnmt_matmul", default=ENV_MODE)
 
 
 def available() -> bool:
@@ -60,7 +62,7 @@ def available() -> bool:
 
 def mode() -> str:
     """The route in force: 'auto', 'onednn' or 'blas' ('blas' where oneDNN is not available)."""
-    return _MODE[0] if available() else "blas"
+    return _MODE.get() if available() else "blas"
 
 
 @contextmanager
@@ -68,12 +70,11 @@ def backend(name: str) -> Iterator[None]:
     """Within the block, products take route `name` ('auto', 'onednn' or 'blas')."""
     if name not in MODES:
         raise ValueError(f"unknown matmul backend {name!r}; valid: {', '.join(MODES)}")
-    before = _MODE[0]
-    _MODE[0] = name
+    token = _MODE.set(name)
     try:
         yield
     finally:
-        _MODE[0] = before
+        _MODE.reset(token)
 
 
 def _onednn(a: Tensor, b: Tensor, macs: int) -> bool:

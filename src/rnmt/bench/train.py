@@ -117,7 +117,8 @@ class Trainee:
         self.model.train()
         self.opt = torch.optim.Adam(self.model.parameters(), lr=1e-4)
         self.batch = random_batch(cfg, device)
-        self.bf16 = hardware.bf16_training(device, TrainSettings().amp)
+        self.bf16 = hardware.bf16_training(device, TrainSettings().amp,
+                                           sum(p.numel() for p in self.model.parameters()))
         self.seconds: list[float] = []
         self.faults: list[int] = []              # minor page faults of each timed step
 

@@ -81,7 +81,6 @@ class Trainer:
         self.rank, self.world = distributed.rank_and_world()
         self.accumulate = accumulation(settings)
         self.device = hardware.pick_device(settings.device, self.rank)
-        self.bf16 = hardware.bf16_training(self.device, settings.amp)
         random.seed(settings.seed)
         torch.manual_seed(settings.seed)
         self.rng = random.Random(settings.seed)
@@ -98,6 +97,7 @@ class Trainer:
             log.info("source word vectors from %s for %d of %d vocabulary entries", settings.pretrained_src, found,
                      len(self.src_vocab))
         self.model.to(self.device)
+        self.bf16 = hardware.bf16_training(self.device, settings.amp, count_parameters(self.model))
         distributed.broadcast_parameters(self.model, self.world)
         self.opt = self._optimizer()
         self.schedule = schedules.get(settings.schedule, warmup_steps=settings.warmup_steps,

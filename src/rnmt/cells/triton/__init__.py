@@ -12,6 +12,7 @@ around the code (tests/test_cells_triton.py).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 from collections.abc import Iterator
@@ -23,19 +24,16 @@ import torch
 from torch import Tensor
 
 _FORCE: ContextVar[bool] = ContextVar("rnmt_triton_on_cpu", default=False)
-_LOADED: list[ModuleType | None] = []          # [functions module or None], filled on first use
 DTYPES = (torch.float32, torch.float64)
 
 
+@functools.cache
 def load() -> ModuleType | None:
-    """rnmt.cells.triton.functions (importing triton and compiling nothing yet); None without triton."""
-    if not _LOADED:
-        try:
-            module: ModuleType | None = importlib.import_module("rnmt.cells.triton.functions")
-        except ImportError:
-            module = None
-        _LOADED.append(module)
-    return _LOADED[0]
+    """rnmt.cells.triton.functions (importing triton and compiling nothing yet; once); None without triton."""
+    try:
+        return importlib.import_module("rnmt.cells.triton.functions")
+    except ImportError:
+        return None
 
 
 def available() -> bool:
