@@ -17,12 +17,14 @@ search reorders them); the encoder output's keys and values are projected once i
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from rnmt.data.vocab import PAD_ID
 from rnmt.io import InputError
@@ -54,8 +56,12 @@ class MultiHeadAttention(nn.Module):
 
     def forward(self, x: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
         """x [N, Tq, d] attends over k, v [N, Tk, d]; mask broadcastable to [N, heads, Tq, Tk], True = visible."""
-        out = F.scaled_dot_product_attention(self._split(self.q(x)), self._split(k), self._split(v), mask,
-                                             dropout_p=self.dropout if self.training else 0.0)
+        q = self._split(self.q(x))
+        # the CPU takes the plain (math) kernel: torch's flash kernel's backward is much slower in bfloat16
+        # at sentence lengths, and no faster in float32 (benchmarks/README.md, "Training on the CPU")
+        with sdpa_kernel(SDPBackend.MATH) if q.device.type == "cpu" else contextlib.nullcontext():
+            out = F.scaled_dot_product_attention(q, self._split(k), self._split(v), mask,
+                                                 dropout_p=self.dropout if self.training else 0.0)
         return self.o(out.transpose(1, 2).flatten(-2))
 
 
