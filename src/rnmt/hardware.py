@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import resource
@@ -21,27 +22,26 @@ def pick_device(requested: str = "auto", local_rank: int = 0) -> torch.device:
     return torch.device(requested)
 
 
-def cpu_model() -> str:
+def _cpuinfo(key: str) -> str | None:
+    """The first CPU's `key` line of Linux's /proc/cpuinfo (None elsewhere or where it has none)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             for line in f:
-                if line.startswith("model name"):
+                if line.startswith(key):
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    return None
 
 
-def cpu_flags() -> set[str]:
-    """The CPU's feature flags (Linux's /proc/cpuinfo; empty elsewhere)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
+def cpu_model() -> str:
+    return _cpuinfo("model name") or platform.processor() or platform.machine()
+
+
+@functools.cache
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags (empty where /proc/cpuinfo is not there); read once."""
+    return frozenset((_cpuinfo("flags") or "").split())
 
 
 def native_bf16(device: torch.device) -> bool:

@@ -59,8 +59,7 @@ def checked(cls: type[T], d: dict[str, Any], what: str) -> T:
         # imported here: rnmt.config needs jsonschema, which a parse job's environment lacks
         from rnmt.config import closest
 
-        hints = [f"{k} (did you mean {closest(k, sorted(names))[0]}?)" if closest(k, sorted(names)) else k
-                 for k in unknown]
+        hints = [f"{k} (did you mean {near[0]}?)" if (near := closest(k, sorted(names))) else k for k in unknown]
         raise InputError(f"unknown {what} setting(s) {', '.join(hints)}; valid: {', '.join(sorted(names))}")
     d = dict(d)
     for k, v in d.items():                       # the type of each default is the setting's type

@@ -117,8 +117,8 @@ class Trainee:
         self.model.train()
         self.opt = torch.optim.Adam(self.model.parameters(), lr=1e-4)
         self.batch = random_batch(cfg, device)
-        self.bf16 = hardware.bf16_training(device, TrainSettings().amp,
-                                           sum(p.numel() for p in self.model.parameters()))
+        self.params = sum(p.numel() for p in self.model.parameters())
+        self.bf16 = hardware.bf16_training(device, TrainSettings().amp, self.params)
         self.seconds: list[float] = []
         self.faults: list[int] = []              # minor page faults of each timed step
 
@@ -141,7 +141,7 @@ class Trainee:
         flops = 3 * forward_flops(self.model, b)
         log.info("%s: %.0f target words/s", row.system, b.tgt_tokens / t)
         return {"table": row.table, "system": row.system, "arch": row.arch, "emb": cfg.emb, "hidden": cfg.hidden,
-                "vocab": cfg.vocab, "batch": cfg.batch, "params": sum(p.numel() for p in self.model.parameters()),
+                "vocab": cfg.vocab, "batch": cfg.batch, "params": self.params,
                 "step_seconds": t, "tgt_words_per_s": b.tgt_tokens / t, "src_words_per_s": b.src_words / t,
                 "gflops": flops / t / 1e9, "reps": len(self.seconds),
                 "page_faults": int(statistics.median(self.faults)) if self.faults else 0,

@@ -11,7 +11,7 @@ log-softmax, the NLL and the smoothing term separately: a zero-filled [tokens, V
 [tokens, V] gradient added to it, then the log-softmax's backward, each a pass over the largest tensors
 of an RNN training step. `token_loss` writes the gradient in one expression over the saved
 log-probabilities instead; tested equal to `F.cross_entropy` in values and gradients. What it saves per
-step is in benchmarks/README.md ("Training loss").
+step is in benchmarks/README.md ("Training on the CPU").
 """
 
 from __future__ import annotations
