@@ -208,3 +208,19 @@ def test_option_errors_are_clear() -> None:
         build_cell("ran", 3, 4, content_projection=False)
     with pytest.raises(InputError, match="tgru reads no input"):
         build_cell("tgru", 3, 4)
+
+
+def test_every_cell_and_architecture_file_registers_itself_when_the_package_is_imported() -> None:
+    """A new file in cells/ or models/ is found by auto-import: no list of modules to keep by hand."""
+    import re
+    from pathlib import Path
+
+    from rnmt.models import MODELS
+
+    src = Path(__file__).resolve().parents[1] / "src" / "rnmt"
+    for package, decorator, registry in (("cells", "register_cell", CELLS), ("models", "register_model", MODELS)):
+        declared = {name for path in (src / package).glob("*.py") if path.name != "registry.py"
+                    for name in re.findall(rf'@{decorator}\("([^"]+)"\)', path.read_text())}
+        assert declared, f"no @{decorator} found in {package}/"
+        missing = declared - set(registry)
+        assert not missing, f"{package}: registered in the source but not imported: {missing}"

@@ -1,11 +1,11 @@
-"""The cells' whole-sequence paths (fused ATR/GRU loops, SRU/SR-NMT linear scans) against the plain step
+"""The cells' whole-sequence paths (ATR/GRU loops, SRU/SR-NMT linear scans) against the plain step
 loop: same outputs, final states and gradients, with padding, reversal and initial states."""
 
 import pytest
 import torch
 
 from cellpaths import both_paths, float64, outputs_and_grads  # noqa: F401 (float64: autouse fixture)
-from rnmt.cells import build_cell, run
+from rnmt.cells import CELLS, build_cell, run
 from rnmt.cells.scan import linear_scan
 from rnmt.cells.srnmt import DecoderUnit, EncoderUnit
 from rnmt.models import build_model
@@ -128,3 +128,19 @@ def test_sequence_path_runs_in_float32_under_autocast(name: str) -> None:
     torch.testing.assert_close(out, cell.output(states) * mask.unsqueeze(-1))
     out.sum().backward()
     assert x.grad is not None and torch.isfinite(x.grad).all()
+
+
+@pytest.mark.parametrize("name", sorted(n for n in CELLS if n != "tgru"))
+def test_every_registered_cells_default_fast_path_equals_its_step_loop(name: str) -> None:
+    """A new cell's whole-sequence path is checked here without a row of its own."""
+    torch.manual_seed(0)
+    cell = build_cell(name, 5, 5)
+    x = torch.randn(3, 6, 5, requires_grad=True)
+    mask = torch.ones(3, 6, dtype=torch.bool)
+    mask[1, 3:] = False
+    h0 = torch.randn(3, cell.state_size, requires_grad=True)
+    if cell.sequence(cell.project_inputs(x), mask, h0) is None:
+        pytest.skip(f"{name} runs its step loop only")
+    loop, fast = both_paths(lambda: outputs_and_grads(cell, x, mask, h0, False))
+    for a, b in zip(loop, fast, strict=True):
+        torch.testing.assert_close(b, a, rtol=1e-10, atol=1e-12)

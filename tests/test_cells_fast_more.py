@@ -1,4 +1,4 @@
-"""Whole-sequence paths chained from step kernels (cells/fused_steps.py: LSTM, UD-LSTM, L-GRU, LAU, T-GRU,
+"""Whole-sequence paths chained from step kernels (cells/kernel.py: LSTM, UD-LSTM, L-GRU, LAU, T-GRU,
 the gate-normalised GRU, RAN, UD-GRU and the composite cells) against the plain step loop: outputs, final
 states and the gradients of the input, the initial state and every parameter, in float64; with padding,
 reversal, candidate dropout (seeded), and in whole models."""

@@ -9,20 +9,34 @@ Options from the reference code: `state_tanh` gives h' = tanh(i ⊙ p + f ⊙ h)
 uses i = 1 − f instead of eq. 7. `bias=False` is eq. 6 as printed, p = W_x x and q = W_h h (the ATR
 tables' setting); the reference code adds the biases. Two weight matrices (Table 1); p of all
 timesteps is one product.
+
+Whole-sequence paths (default options): on CUDA the Triton kernels of cells/triton; on the CPU
+`ATRSequence`, a time-major loop without an autograd graph whose backward computes per step only the
+state gradient, and the weight gradient of all steps as one product, ∂L/∂W_h = Σ_t δ_tᵀ h_{t−1}.
+Backward at step t from ∂h' (δ = ∂q):
+
+    ∂a_i = ∂h' ⊙ p ⊙ σ'(a_i),   ∂a_f = ∂h' ⊙ h ⊙ σ'(a_f)            (a_i = p + q, a_f = p − q)
+    ∂p = ∂h' ⊙ i + ∂a_i + ∂a_f,   δ = ∂a_i − ∂a_f,   ∂h = ∂h' ⊙ f + δ W_h
+
+`ATRKernel` is the same step, batch-major, for composite cells that chain it with other cells'
+kernels (cells/kernel.py; the context-aware encoder runs two ATR steps a timestep). The single cell
+keeps its own loop, which measured faster at hidden 256 (benchmarks/README.md, "Fast paths in the cells").
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor, nn
+from torch.autograd.function import once_differentiable
 
 from rnmt.cells.base import RecurrentCell
-from rnmt.cells.fused import ATRSequence, time_major
-from rnmt.cells.fused_atr import ATRKernel
+from rnmt.cells.kernel import StepKernel, product_grad, row_sum, sigmoid_grad, time_major, weight_grads
 from rnmt.cells.registry import register_cell
 from rnmt.cells.triton import triton_path
 from rnmt.io import InputError
-from rnmt.matmul import linear
+from rnmt.matmul import addmm, linear, mm
 
 
 @register_cell("atr")
@@ -62,13 +76,13 @@ class ATR(RecurrentCell):
         return torch.tanh(h) if self.state_tanh else h
 
     def step_kernel(self) -> ATRKernel | None:
-        """The step for composite cells' chained loops (cells/fused_atr.py); the default options only."""
+        """The step for composite cells' chained loops (`ATRKernel`, below); the default options only."""
         if self.state_tanh or self.twin != "add":
             return None
         return ATRKernel(self.weight_hh, self._recurrent_bias())
 
     def sequence(self, projected: Tensor, mask: Tensor | None, state: Tensor) -> Tensor | None:
-        """Eqs. 6-9 over all steps in one fused loop (cells/fused.py; Triton kernels on CUDA, cells/triton);
+        """Eqs. 6-9 over all steps in one loop (`ATRSequence`, below; Triton kernels on CUDA, cells/triton);
         the default options only."""
         if self.state_tanh or self.twin != "add":
             return None
@@ -79,3 +93,89 @@ class ATR(RecurrentCell):
 
     def _recurrent_bias(self) -> Tensor:
         return self.bias_hh if self.bias_hh is not None else self.no_bias
+
+
+class ATRKernel(StepKernel):
+    """ATR's step for cells/kernel.py's chained loop (batch-major); the equations above."""
+
+    def __init__(self, weight: Tensor, bias: Tensor) -> None:
+        """U = weight [H, H], b = bias [H]; the projection is p = W x + b_x (H)."""
+        super().__init__([weight, bias], weight.size(0))
+        self.weight, self.bias = weight, bias
+
+    def begin(self, p: Tensor, h0: Tensor) -> None:
+        B, T, H = h0.size(0), p.size(1), h0.size(1)
+        self.wt = self.weight.t()
+        self.gates = h0.new_empty(B, T, 2 * H)                          # i, f
+        self.delta = h0.new_empty(B, T, H)                              # ∂q of every step
+
+    def forward(self, t: int, p: Tensor, h: Tensor, out: Tensor) -> None:
+        H = h.size(1)
+        q = addmm(self.bias, h, self.wt)
+        i, f = self.gates[:, t].split(H, 1)
+        torch.sigmoid(torch.add(p, q, out=i), out=i)
+        torch.sigmoid(torch.sub(p, q, out=f), out=f)
+        torch.mul(i, p, out=out).addcmul_(f, h)
+
+    def backward(self, t: int, p: Tensor, h: Tensor, g: Tensor, dp: Tensor) -> Tensor:
+        H = h.size(1)
+        gates = self.gates[:, t]
+        i, f = gates.split(H, 1)
+        ds_i, ds_f = sigmoid_grad(gates).split(H, 1)
+        d_i = g * p * ds_i
+        d_f = g * h * ds_f
+        torch.addcmul(d_i + d_f, g, i, out=dp)
+        delta = torch.sub(d_i, d_f, out=self.delta[:, t])
+        return mm(delta, self.weight).addcmul_(g, f)
+
+    def grads(self, ins: Tensor, dp: Tensor) -> list[Tensor]:
+        return [product_grad(self.delta, ins), row_sum(self.delta)]
+
+
+def _carry(new: Tensor, h: Tensor, m: Tensor | None, out: Tensor) -> Tensor:
+    """out ← m ⊙ new + (1 − m) ⊙ h (just new without a mask)."""
+    if m is None:
+        return out.copy_(new)
+    return torch.lerp(h, new, m, out=out)
+
+
+class ATRSequence(torch.autograd.Function):
+    """The single cell's loop: time-major p [T, B, H], float mask m [T, B, 1] or None (padded steps carry
+    the state, h' = m ⊙ new + (1 − m) ⊙ h), h0 [B, H], W_h, b_h → all states [T, B, H]."""
+
+    @staticmethod
+    def forward(ctx: Any, p: Tensor, m: Tensor | None, h0: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
+        T = p.size(0)
+        hs, i_all, f_all = torch.empty_like(p), torch.empty_like(p), torch.empty_like(p)
+        wt, h = weight.t(), h0
+        for t in range(T):
+            q = addmm(bias, h, wt)
+            i = torch.sigmoid(torch.add(p[t], q, out=i_all[t]), out=i_all[t])
+            f = torch.sigmoid(torch.sub(p[t], q, out=f_all[t]), out=f_all[t])
+            new = torch.addcmul(i * p[t], f, h)
+            h = _carry(new, h, None if m is None else m[t], hs[t])
+        ctx.save_for_backward(p, m, h0, weight, hs, i_all, f_all)
+        return hs
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
+        p, m, h0, weight, hs, i_all, f_all = ctx.saved_tensors
+        grad = grad.contiguous()
+        T = p.size(0)
+        dp, dq = torch.empty_like(p), torch.empty_like(p)
+        g = torch.zeros_like(h0)
+        for t in range(T - 1, -1, -1):
+            g = g + grad[t]
+            h = hs[t - 1] if t else h0
+            gn = g if m is None else g * m[t]
+            i, f = i_all[t], f_all[t]
+            gi, gf = gn * i, gn * f                                  # gf: the state's direct path
+            di = gi * (1 - i) * p[t]                                 # ∂L/∂(p + q) through i
+            df = gf * (1 - f) * h                                    # ∂L/∂(p − q) through f
+            torch.sub(di, df, out=dq[t])
+            torch.add(gi + di, df, out=dp[t])
+            carried = gf if m is None else torch.addcmul(gf, g, 1 - m[t])
+            g = addmm(carried, dq[t], weight)
+        dw, db = weight_grads(dq, hs, h0)
+        return dp, None, g, dw, db

@@ -6,9 +6,9 @@ projection and the previous state. The state is a single tensor [batch, state_si
 concatenates h and c), so beam search can reorder any cell's state with one `index_select`.
 
 A cell may also offer `sequence`, the whole recurrence at once (a scan or a fused loop with its own
-backward, cells/scan.py and cells/fused.py); `run` then uses it instead of the step loop. It must give
+backward, cells/scan.py and cells/kernel.py); `run` then uses it instead of the step loop. It must give
 the step loop's numbers; `fused(False)` turns it off (for the equivalence tests and the benchmark).
-A cell that offers `step_kernel` (its step with a hand-written backward, cells/fused_steps.py) gets
+A cell that offers `step_kernel` (its step with a hand-written backward, run by cells/kernel.py) gets
 `sequence` from it, and composite cells chain their parts' kernels.
 """
 
@@ -22,7 +22,7 @@ from contextvars import ContextVar
 import torch
 from torch import Tensor, nn
 
-from rnmt.cells.fused_steps import StepKernel, kernel_sequence
+from rnmt.cells.kernel import StepKernel, kernel_sequence
 
 
 class RecurrentCell(nn.Module, ABC):
@@ -63,7 +63,7 @@ class RecurrentCell(nn.Module, ABC):
         return like.new_zeros(batch, self.state_size)
 
     def step_kernel(self) -> StepKernel | None:
-        """The step with a hand-written backward for the whole-sequence path (cells/fused_steps.py), for
+        """The step with a hand-written backward for the whole-sequence path (cells/kernel.py), for
         the current options and mode; None where there is none."""
         return None
 

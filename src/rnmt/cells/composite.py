@@ -8,7 +8,7 @@
   Its input is the concatenation [a_t; b_t].
 
 Both run over a whole sequence in one loop when all their cells have step kernels: the kernels are
-chained per timestep (cells/fused_steps.py), and the step loop is the fallback otherwise.
+chained per timestep (cells/kernel.py), and the step loop is the fallback otherwise.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from rnmt.cells.base import RecurrentCell
-from rnmt.cells.fused_steps import kernel_sequence
+from rnmt.cells.kernel import kernel_sequence
 
 
 def chained(cells: Sequence[RecurrentCell], projected: Tensor, mask: Tensor | None, state: Tensor) -> Tensor | None:

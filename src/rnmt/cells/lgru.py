@@ -16,10 +16,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from rnmt.cells.base import RecurrentCell
-from rnmt.cells.fused_dtmt import GatedLinearKernel
-from rnmt.cells.fused_gates import dropout_rate, sigmoid_gates
+from rnmt.cells.gates import SigmoidGates, dropout_rate, sigmoid_gates
+from rnmt.cells.gru import GatedKernel
 from rnmt.cells.registry import register_cell
-from rnmt.matmul import linear
+from rnmt.matmul import linear, mm
 
 
 class GatedLinearBase(RecurrentCell):
@@ -63,7 +63,7 @@ class GatedLinearBase(RecurrentCell):
     def dropped(self, x: Tensor) -> Tensor:
         return F.dropout(x, self.candidate_dropout, self.training) if self.candidate_dropout else x
 
-    lau = False             # which of the two steps `step_kernel` differentiates (cells/fused_dtmt.py)
+    lau = False             # which of the two steps `step_kernel` differentiates (`GatedLinearKernel`, below)
 
     def step_kernel(self) -> GatedLinearKernel | None:
         gates = sigmoid_gates(self.hidden_size, self.norms if self.gate_norm else None,
@@ -80,3 +80,49 @@ class LGRU(GatedLinearBase):
         _, z, lin, candidate, hx = self.parts(p, state)     # gates: r, z, l (the linear gate)
         h_tilde = self.dropped(torch.tanh(candidate) + lin * hx)
         return state + z * (h_tilde - state)
+
+
+class GatedLinearKernel(GatedKernel):
+    """L-GRU (lau=False) or LAU (lau=True); gates in the order r, z, l (LAU: r, z, g); `lin`: the third."""
+
+    def __init__(self, weight: Tensor, bias: Tensor, gates: SigmoidGates, dropout: float, lau: bool) -> None:
+        super().__init__(weight, bias, gates, dropout, 5 * weight.size(1))
+        self.lau = lau
+
+    def begin(self, p: Tensor, h0: Tensor) -> None:
+        super().begin(p, h0)
+        self.rest = torch.empty_like(self.diff) if self.lau else None      # LAU: Hx − v
+
+    def forward(self, t: int, p: Tensor, h: Tensor, out: Tensor) -> None:
+        H = self.H
+        q = mm(h, self.wt)
+        r, z, lin = self._gate_values(t, p, q).split(H, 1)
+        hx = p[:, 4 * H:]
+        n = self._candidate(t, p[:, 3 * H:4 * H], q, r)
+        diff = torch.sub(self._drop(t, n if self.lau else torch.addcmul(n, lin, hx)), h, out=self.diff[:, t])
+        if self.lau:
+            v = torch.addcmul(h, z, diff)
+            torch.addcmul(v, lin, torch.sub(hx, v, out=self.rest[:, t]), out=out)
+        else:
+            torch.addcmul(h, z, diff, out=out)
+
+    def backward(self, t: int, p: Tensor, h: Tensor, g: Tensor, dp: Tensor) -> Tensor:
+        H = self.H
+        _, z, lin = self.s[:, t].split(H, 1)
+        ds = torch.empty_like(self.s[:, t])
+        dr, dz, dl = ds.split(H, 1)
+        if self.lau:                                            # h' = v + l ⊙ (Hx − v)
+            torch.mul(g, self.rest[:, t], out=dl)
+            dv = g - torch.mul(g, lin, out=dp[:, 4 * H:])
+        else:
+            dv = g
+        torch.mul(dv, self.diff[:, t], out=dz)
+        dn = dv * z                                             # ∂L/∂ñ, then ∂L/∂(ñ before dropout)
+        if self.noise is not None:
+            dn.mul_(self.noise[:, t])
+        if not self.lau:                                        # ñ = n + l ⊙ Hx
+            torch.mul(dn, p[:, 4 * H:], out=dl)
+            torch.mul(dn, lin, out=dp[:, 4 * H:])
+        direct = torch.addcmul(dv, dv, z, value=-1)
+        self._candidate_backward(t, dn, dp[:, 3 * H:4 * H], dr)
+        return self._backward_through(t, ds, direct, dp)

@@ -14,8 +14,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from rnmt.cells.base import RecurrentCell
-from rnmt.cells.fused_dtmt import GRUKernel
-from rnmt.cells.fused_gates import dropout_rate, sigmoid_gates
+from rnmt.cells.gates import dropout_rate, sigmoid_gates
+from rnmt.cells.gru import GRUKernel
 from rnmt.cells.registry import register_cell
 from rnmt.io import InputError
 from rnmt.matmul import linear

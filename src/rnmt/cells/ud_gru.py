@@ -16,9 +16,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from rnmt.cells.fused_ud_gru import UDGRUKernel
+from rnmt.cells.kernel import StepKernel, product_grad, sigmoid_grad, tanh, tanh_grad
 from rnmt.cells.registry import register_cell
 from rnmt.cells.single_product import SingleProductCell
+from rnmt.matmul import addmm
 
 
 @register_cell("ud-gru")
@@ -39,3 +40,50 @@ class UDGRU(SingleProductCell):
 
     def step_kernel(self) -> UDGRUKernel:
         return UDGRUKernel(self.weight_hh, self.coupled)
+
+
+class UDGRUKernel(StepKernel):
+    """The UD paper's single-product GRU step with a hand-written backward for cells/kernel.py's loop.
+
+        [a_u, a_f, a_n] = p + W_h h,   u, f, n = σ(a_u), σ(a_f), tanh(a_n)
+        h' = (1 − u) ⊙ f ⊙ h + u ⊙ n        (coupled)        h' = f ⊙ h + u ⊙ n        (not coupled)
+
+    Backward at step t from ∂h', with k = ∂h' ⊙ (1 − u) (coupled) or ∂h':
+        ∂a_u = ∂h' ⊙ (n − f ⊙ h) ⊙ σ'(a_u)   (not coupled: ∂h' ⊙ n ⊙ σ'(a_u)),   ∂a_f = k ⊙ h ⊙ σ'(a_f),
+        ∂a_n = ∂h' ⊙ u ⊙ (1 − n²),   ∂h = k ⊙ f + ∂a W_h;   after the loop ∂W_h = Σ_t ∂a_tᵀ h_{t−1}.
+    """
+
+    def __init__(self, weight: Tensor, coupled: bool) -> None:
+        """W_h = weight [3H, H]; the projection p = W_x x + b is [3H]."""
+        super().__init__([weight], weight.size(0))
+        self.weight, self.coupled = weight, coupled
+        self.H = weight.size(1)
+
+    def begin(self, p: Tensor, h0: Tensor) -> None:
+        self.wt = self.weight.t()
+        self.acts = h0.new_empty(h0.size(0), p.size(1), 3 * self.H)      # u, f, n
+
+    def forward(self, t: int, p: Tensor, h: Tensor, out: Tensor) -> None:
+        H, acts = self.H, self.acts[:, t]
+        a = addmm(p, h, self.wt)
+        torch.sigmoid(a[:, : 2 * H], out=acts[:, : 2 * H])
+        u, f, n = acts.split(H, 1)
+        tanh(a[:, 2 * H:], out=n)
+        kept = f * h
+        if self.coupled:
+            kept.addcmul_(u, kept, value=-1)
+        torch.addcmul(kept, u, n, out=out)
+
+    def backward(self, t: int, p: Tensor, h: Tensor, g: Tensor, dp: Tensor) -> Tensor:
+        H, acts = self.H, self.acts[:, t]
+        u, f, n = acts.split(H, 1)
+        ds = sigmoid_grad(acts[:, : 2 * H])
+        k = torch.addcmul(g, g, u, value=-1) if self.coupled else g
+        du = torch.addcmul(n, f, h, value=-1) if self.coupled else n
+        torch.mul(g * du, ds[:, :H], out=dp[:, :H])
+        torch.mul(k * h, ds[:, H:], out=dp[:, H:2 * H])
+        torch.mul(g * u, tanh_grad(n), out=dp[:, 2 * H:])
+        return addmm(k * f, dp, self.weight)
+
+    def grads(self, ins: Tensor, dp: Tensor) -> list[Tensor]:
+        return [product_grad(dp, ins)]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from rnmt.cells.fused_lstm import LSTMKernel
+from rnmt.cells.lstm import LSTMKernel
 from rnmt.cells.registry import register_cell
 from rnmt.cells.single_product import SingleProductCell
 

@@ -3,7 +3,7 @@
 A cell's `sequence` asks `triton_path(tensor)`: it returns the autograd functions of `functions.py`
 when the tensor is on CUDA, is float32 or float64, the environment does not say `RNMT_TRITON=0`, and
 triton imports (CUDA builds of torch on Linux ship it); otherwise None, and the cell takes its CPU path
-(cells/fused.py, cells/scan.py). triton is imported on first use only, so CPU runs never load it.
+(cells/kernel.py, cells/scan.py). triton is imported on first use only, so CPU runs never load it.
 
 Tests run the kernels on CPU tensors through triton's interpreter: `TRITON_INTERPRET=1` in the
 environment before the kernels are first imported (in practice a fresh process), and `force_on_cpu()`

@@ -1,9 +1,9 @@
 """Autograd functions that run the recurrences as the Triton kernels of kernels.py.
 
-`TritonATR` and `TritonGRU` take the arguments of cells/fused.py's ATRSequence
+`TritonATR` and `TritonGRU` take the arguments of cells/atr.py's ATRSequence
 (time-major p [T, B, G·H], float mask m [T, B, 1] or None, h0 [B, H], W_hh, b_hh) and give the same
 states [T, B, H]: per step one torch.addmm for W_hh h and one elementwise kernel, forward and backward;
-∂L/∂W_hh and ∂L/∂b_hh are one product over all steps at the end (fused.py's `_weight_grads`).
+∂L/∂W_hh and ∂L/∂b_hh are one product over all steps at the end (cells/kernel.py's `weight_grads`).
 `sru_sequence` and `weak_sequence` take a cell's `sequence` arguments (projected [B, T, P], bool mask
 [B, T] or None, state) and return its states [B, T, S]; one kernel runs the whole sequence forward and
 one runs it backward.
@@ -19,7 +19,7 @@ import triton
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from rnmt.cells.fused import _weight_grads
+from rnmt.cells.kernel import weight_grads
 from rnmt.cells.triton import kernels
 
 STEP_BLOCK = 256       # elements per program of the per-step kernels (2 per thread with 4 warps)
@@ -78,7 +78,7 @@ class TritonATR(torch.autograd.Function):
                 kernels.atr_step_backward[grid](g, grad, p if m is None else m, p, hs[t - 1] if t else h0, i_all,
                                                 f_all, dp, dq, carry, t, B * H, B, H, HAS_MASK=m is not None, **opts)
                 torch.addmm(carry, dq[t], weight, out=g)
-        dw, db = _weight_grads(dq, hs, h0)
+        dw, db = weight_grads(dq, hs, h0)
         return dp, None, g, dw, db
 
 
@@ -119,7 +119,7 @@ class TritonGRU(torch.autograd.Function):
                                                 n_all, gn_all, dp, dg, carry, t, B * H, B, H,
                                                 HAS_MASK=m is not None, **opts)
                 torch.addmm(carry, dg[t], weight, out=g)
-        dw, db = _weight_grads(dg, hs, h0)
+        dw, db = weight_grads(dg, hs, h0)
         return dp, None, g, dw, db
 
 

@@ -1,5 +1,6 @@
-"""Whole-sequence recurrences chained from step kernels, each differentiated by hand (fused.py's method
-for any cell that offers a `StepKernel`, and for composite cells made of such cells).
+"""The engine of the cells' whole-sequence paths on the CPU: a recurrence run as a loop without an autograd
+graph, differentiated by hand, for any cell whose file offers a `StepKernel` (its `step_kernel`) and for
+composite cells made of such cells. The cells' own files hold their kernels' equations.
 
 A kernel is one cell's step split for a backward through time without an autograd graph:
 
@@ -14,9 +15,10 @@ A kernel is one cell's step split for a backward through time without an autogra
 state over padding, h_t = m_t ⊙ s^K + (1 − m_t) ⊙ h_{t−1}: one cell (K = 1), DTMT's deep transition block
 (an L-GRU and T-GRUs, whose projections have width 0) and the context-aware encoder's two cells per step.
 Its backward runs the chain in reverse, g ← ∂L/∂h_t + (kernels' ∂L/∂h_{t−1} for step t + 1).
-Everything is batch-major ([B, T, …], step t at [:, t]), unlike fused.py: the projection and its gradient
-are the input projection's own tensors, where a time-major copy of each cost L-GRU 7% of its
-forward+backward at hidden 512.
+Everything is batch-major ([B, T, …], step t at [:, t]): the projection and its gradient are the input
+projection's own tensors (a time-major copy of each costs a pass over them).
+`time_major` and `weight_grads` serve the loops that are time-major instead (ATR's own loop in
+cells/atr.py and the CUDA kernels of cells/triton).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from rnmt.matmul import mm
+from rnmt.matmul import addmm, mm
 
 
 class StepKernel(ABC):
@@ -58,9 +60,9 @@ class StepKernel(ABC):
 
 def product_grad(delta: Tensor, reads: Tensor) -> Tensor:
     """Σ_t δ_tᵀ r_t for δ [B, T, N] and r [B, T, K] → [N, K]: one product over the B·T rows, taken as
-    (Rᵀ Δ)ᵀ (oneDNN: 39 ms against 47 for Δᵀ R at hidden 512, LSTM). Slices of wider rows (an LSTM's h
-    in [h; c], RAN's gate gradients in ∂p) are copied to dense rows first: oneDNN has no fast path for
-    them, and torch's own product took 38 ms where the copy and oneDNN take 20."""
+    (Rᵀ Δ)ᵀ, the faster order measured. Slices of wider rows (an LSTM's h in [h; c], RAN's gate
+    gradients in ∂p) are copied to dense rows first, where oneDNN has its fast path (benchmarks/README.md,
+    "Measurements behind the CPU kernels")."""
     rows = delta.flatten(0, 1).contiguous()
     return mm(reads.reshape(-1, reads.size(-1)).contiguous().t(), rows).t().contiguous()
 
@@ -76,9 +78,8 @@ def sigmoid_grad(s: Tensor) -> Tensor:
 
 
 def tanh(x: Tensor, out: Tensor) -> Tensor:
-    """tanh x into out; on the CPU as 2σ(2x) − 1 (4 passes, 17 µs on [80, 512] floats): torch's CPU tanh
-    took 86 µs there, its sigmoid 9, and the LSTM's two tanh per step were 2/3 of its forward's elementwise
-    time. The result is within a few ulps of 1 of tanh x."""
+    """tanh x into out; on the CPU as 2σ(2x) − 1, four passes that measured faster than torch's CPU tanh
+    (benchmarks/README.md, "Measurements behind the CPU kernels"). Within a few ulps of 1 of tanh x."""
     if x.device.type != "cpu":
         return torch.tanh(x, out=out)
     return torch.sigmoid(torch.mul(x, 2, out=out), out=out).mul_(2).sub_(1)
@@ -142,3 +143,17 @@ def kernel_sequence(kernels: Sequence[StepKernel], projected: Tensor, mask: Tens
     m = None if mask is None else mask.unsqueeze(-1).to(projected.dtype)
     params = [q for kernel in kernels for q in kernel.params]
     return StepSequence.apply(kernels, projected.contiguous(), m, state.contiguous(), *params)[:, 1:]
+
+
+def weight_grads(delta: Tensor, hs: Tensor, h0: Tensor) -> tuple[Tensor, Tensor]:
+    """Δ [T, B, G·H] and the states → (∂L/∂W_hh [G·H, H], ∂L/∂b_hh [G·H]) in one product each."""
+    dw = mm(delta[0].t(), h0)                  # step 0 reads h0; steps 1.. read hs[:-1] (no copy of the states)
+    if delta.size(0) > 1:
+        dw = addmm(dw, delta[1:].flatten(0, 1).t(), hs[:-1].flatten(0, 1))
+    return dw, delta.flatten(0, 1).sum(0)
+
+
+def time_major(projected: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor | None]:
+    """[B, T, P] and mask [B, T] → contiguous [T, B, P] and a float mask [T, B, 1] (or None)."""
+    p = projected.transpose(0, 1).contiguous()
+    return p, None if mask is None else mask.t().unsqueeze(-1).to(p.dtype).contiguous()

@@ -1,5 +1,5 @@
 """Sigmoid gates with per-gate layer normalisation (DTMT, "Advanced Techniques") or biases, for the step
-kernels of cells/fused_steps.py: the forward and backward of one step and the parameter gradients.
+kernels of cells/kernel.py: the forward and backward of one step and the parameter gradients.
 
 For k gates of width H over the pre-activations a = [a_1 … a_k] [B, k·H]:
 
@@ -10,7 +10,7 @@ Backward from ∂s: ∂y = ∂s ⊙ s ⊙ (1 − s) (y: the sigmoid's input), �
 ∂a = ρ (∂â − mean(∂â) − â ⊙ mean(∂â ⊙ â)), layer norm's backward, which `native_layer_norm_backward`
 (the kernel the step loop's autograd runs) computes from the kept â given μ = 0 and ρ = 1, before the
 product with ρ. ∂γ_j = Σ ∂y_j ⊙ â_j and ∂β_j = Σ ∂y_j (∂b = Σ ∂y) are summed over the batch at each
-step, while ∂y and â are in cache: as sums over all steps after the loop they took 16 of T-GRU's 120 ms.
+step, while ∂y and â are in cache (as sums over all steps after the loop they cost more; benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from rnmt.cells.fused_steps import row_sum, sigmoid_grad
+from rnmt.cells.kernel import row_sum, sigmoid_grad
 
 
 class SigmoidGates:
