@@ -112,16 +112,19 @@ def test_experiment_errors_name_the_file(config: dict, tmp_path: Path) -> None:
     assert "unknown key 'rows.0(RNNSearch + GRU).seed' (did you mean 'seeds'?)" in str(e.value)
 
 
-def test_a_key_written_twice_in_an_experiment_row_is_refused(config: dict, tmp_path: Path) -> None:
-    """YAML keeps the last of two equal keys: a row with two `model:` entries would lose the first's
+def test_a_key_written_twice_in_a_systems_definition_is_refused(config: dict, tmp_path: Path) -> None:
+    """YAML keeps the last of two equal keys: a system with two `model:` entries would lose the first's
     settings (a cell option) without a word."""
     root = tmp_path / "repo"
-    (root / "workflow/experiments").mkdir(parents=True)
+    (root / "workflow/systems").mkdir(parents=True)
     (root / "workflow/schemas").symlink_to(ROOT / "workflow/schemas")
-    text = (ROOT / "workflow/experiments/demo-rnnsearch.yaml").read_text()
+    (root / "workflow/experiments").symlink_to(ROOT / "workflow/experiments")
+    for path in (ROOT / "workflow/systems").glob("*.yaml"):
+        (root / "workflow/systems" / path.name).write_text(path.read_text())
+    text = (ROOT / "workflow/systems/demo.yaml").read_text()
     text = text.replace("    cell: gru\n", "    cell: gru\n    model: {hidden: 32}\n    model: {emb: 32}\n", 1)
-    (root / "workflow/experiments/demo-rnnsearch.yaml").write_text(text)
-    with pytest.raises(ConfigError, match=r"demo-rnnsearch.yaml: line \d+: key 'model' appears twice"):
+    (root / "workflow/systems/demo.yaml").write_text(text)
+    with pytest.raises(ConfigError, match=r"demo.yaml: line \d+: key 'model' appears twice"):
         Plan({**config, "tables": ["demo-rnnsearch"]}, root)
 
 
@@ -252,3 +255,31 @@ def test_every_command_the_readme_shows_runs_as_written(tmp_path: Path) -> None:
             m = subprocess.run(["make", "-n", *shlex.split(part)[1:]], cwd=ROOT, capture_output=True, text=True)
             assert m.returncode == 0, m.stderr
     assert {c.split()[0] for c in commands} <= {"make", "source", "snakemake", "rnmt", "echo", "cd"}, commands
+
+
+def test_tables_take_their_papers_settings_with_their_own_over_them(config: dict) -> None:
+    """One definition a paper: DTMT's WMT En-De table keeps the paper's shared training settings (Zh-En's)
+    and puts its own dropout and schedule over them; ATR's Zh-En table drops dropout only."""
+    plan = Plan({**config, "scale": "paper", "run": "p", "tables": ["dtmt-table1", "dtmt-table2", "atr-table4",
+                                                                   "atr-table5"]}, ROOT)
+    by_table = {t: plan.variant(plan.tables[t].corpus, plan.tables[t].trained_rows[-1].variant)
+                for t in plan.tables}
+    zh, de = by_table["dtmt-table1"], by_table["dtmt-table2"]
+    assert (zh.model["rnn_dropout"], zh.train["lr"], zh.train["decay_end"]) == (0.3, 0.001, 64000)
+    assert (de.model["rnn_dropout"], de.train["lr"], de.train["decay_end"]) == (0.1, 0.0001, 1200000)
+    assert zh.train["init_scale"] == de.train["init_scale"] == 0.08 and zh.decode == de.decode
+    en_de, zh_en = by_table["atr-table4"], by_table["atr-table5"]
+    assert (en_de.model["dropout"], zh_en.model["dropout"]) == (0.2, 0.0)
+    assert en_de.train == zh_en.train and en_de.model["hidden"] == zh_en.model["hidden"] == 1000
+
+
+def test_every_shipped_system_is_defined_once_and_trained_by_a_table() -> None:
+    """The shipped tables name their systems (no row defines one in place) and no systems file keeps a
+    system that no table trains."""
+    experiments = [yaml.safe_load(p.read_text()) for p in (ROOT / "workflow/experiments").glob("*.yaml")]
+    named = {r["variant"] for e in experiments for r in e["rows"] if "variant" in r}
+    in_place = [r["system"] for e in experiments for r in e["rows"] if "arch" in r]
+    assert not in_place, f"rows that define their system in place: {in_place}"
+    defined = [name for p in (ROOT / "workflow/systems").glob("*.yaml")
+               for name in yaml.safe_load(p.read_text())["systems"]]
+    assert len(defined) == len(set(defined)) and set(defined) == named

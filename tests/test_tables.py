@@ -17,6 +17,7 @@ import yaml
 from conftest import ROOT, jobs, run_snakemake
 
 EXPERIMENTS = ROOT / "workflow/experiments"
+SYSTEMS = ROOT / "workflow/systems"
 ALL_TABLES = yaml.safe_load((ROOT / "config.yaml").read_text())["tables"]
 NIST = [t for t in ALL_TABLES if "nist" in yaml.safe_load((EXPERIMENTS / f"{t}.yaml").read_text()).get("corpus", "")]
 TINY_TABLES = ["atr-table1", "atr-table4", "atr-figure3"]
@@ -102,7 +103,9 @@ TINY = {
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("tables")
     shutil.copytree(EXPERIMENTS, d / "experiments")
-    (d / "tiny.yaml").write_text(yaml.safe_dump({**TINY, "experiments_dir": str(d / "experiments")}))
+    shutil.copytree(SYSTEMS, d / "systems")
+    (d / "tiny.yaml").write_text(yaml.safe_dump({**TINY, "experiments_dir": str(d / "experiments"),
+                                                 "systems_dir": str(d / "systems")}))
     r = run_snakemake(["--cores", "2", "--configfile", "tiny.yaml"], d, timeout=1200)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     return d
@@ -179,13 +182,13 @@ def test_markdown_latex_figure_and_runs_csv(built: Path) -> None:
 
 
 @pytest.mark.workflow
-def test_editing_one_row_reruns_only_that_row(built: Path) -> None:
-    path = built / "experiments/atr-table4.yaml"
+def test_editing_one_system_reruns_only_its_row(built: Path) -> None:
+    path = built / "systems/atr.yaml"
     original, stat = path.read_text(), path.stat()
-    exp = yaml.safe_load(original)
-    row = next(r for r in exp["rows"] if r["system"] == "RNNSearch+RAN")
-    row["train"] = {**(row.get("train") or {}), "lr": 0.003}
-    path.write_text(yaml.safe_dump(exp))
+    doc = yaml.safe_load(original)
+    ran = doc["systems"]["atr-rnnsearch-ran"]
+    ran["train"] = {**(ran.get("train") or {}), "lr": 0.003}
+    path.write_text(yaml.safe_dump(doc))
     try:
         r = run_snakemake(["-n", "--configfile", "tiny.yaml"], built)
         assert r.returncode == 0, r.stderr[-2000:]

@@ -1,5 +1,5 @@
-"""What an experiment file must hold beyond what its schema says: complete rows, an existing baseline, a
-name that matches the file, and model settings that each row's architecture takes."""
+"""What an experiment or systems file must hold beyond what its schema says: complete rows, an existing
+baseline, a name that matches the file, and model settings that each system's architecture takes."""
 
 from __future__ import annotations
 
@@ -27,9 +27,10 @@ def check_experiment(exp: dict[str, Any], path: Path) -> None:
             continue
         if "arch" in r and "variant" not in r:
             raise ConfigError(f"{where}: a row to train needs 'variant' (a name for its models)")
-        if "arch" not in r and not r.get("why_not"):
-            raise ConfigError(f"{where}: give 'arch' (and 'variant') to train this row, or 'why_not' to say why "
-                              "the table shows only the paper's number")
+        if "variant" not in r and not r.get("why_not"):
+            raise ConfigError(f"{where}: give 'variant' (a system of workflow/systems/, or one the row defines "
+                              "with 'arch') to train this row, or 'why_not' to say why the table shows only the "
+                              "paper's number")
     if kind == "translation" and "corpus" not in exp:
         raise ConfigError(f"{path}: missing key 'corpus' (the paper's corpus, e.g. atr-wmt14-en-de)")
 
@@ -51,26 +52,30 @@ def check_row_models(exp: dict[str, Any], path: Path) -> None:
     Settings for all rows (config, scale, the table's) are filtered per architecture instead, so a row's
     own settings are the ones that can name a setting its architecture does not have.
     """
+    for i, row in enumerate(exp["rows"]):
+        if "arch" in row and exp.get("kind", "translation") == "translation":
+            check_definition(row, f"{path}: rows[{i}] ({row['system']!r})")
+
+
+def check_definition(definition: dict[str, Any], where: str) -> None:
+    """A system's architecture exists and its model settings (also those of its `scales:`) are ones the
+    architecture takes; `where` names the definition in the error."""
     import rnmt.models  # noqa: F401  (fills the registry)
     from rnmt.models.registry import MODELS, accepted_settings
 
-    for i, row in enumerate(exp["rows"]):
-        arch = row.get("arch")
-        if arch is None or exp.get("kind", "translation") != "translation":
-            continue
-        where = f"{path}: rows[{i}] ({row['system']!r})"
-        if arch not in MODELS:
-            hint = closest(arch, sorted(MODELS))
-            raise ConfigError(f"{where}: unknown architecture {arch!r}" + (f" (did you mean {hint[0]!r}?)" if hint
-                              else "") + f"; valid architectures: {', '.join(sorted(MODELS))}")
-        names = accepted_settings(arch)
-        if names is None:
-            continue
-        blocks = [("model", row.get("model"))] + [(f"scales.{sc}.model", (v or {}).get("model"))
-                                                   for sc, v in (row.get("scales") or {}).items()]
-        for where_in_row, block in blocks:
-            for key in sorted(set(block or {}) - names):
-                hint = closest(key, sorted(names))
-                raise ConfigError(f"{where}: {where_in_row}.{key} is not a setting of architecture {arch!r}"
-                                  + (f" (did you mean {hint[0]!r}?)" if hint else "")
-                                  + f"; its settings: {', '.join(sorted(names))}")
+    arch = definition["arch"]
+    if arch not in MODELS:
+        hint = closest(arch, sorted(MODELS))
+        raise ConfigError(f"{where}: unknown architecture {arch!r}" + (f" (did you mean {hint[0]!r}?)" if hint
+                          else "") + f"; valid architectures: {', '.join(sorted(MODELS))}")
+    names = accepted_settings(arch)
+    if names is None:
+        return
+    blocks = [("model", definition.get("model"))] + [(f"scales.{sc}.model", (v or {}).get("model"))
+                                                      for sc, v in (definition.get("scales") or {}).items()]
+    for where_in, block in blocks:
+        for key in sorted(set(block or {}) - names):
+            hint = closest(key, sorted(names))
+            raise ConfigError(f"{where}: {where_in}.{key} is not a setting of architecture {arch!r}"
+                              + (f" (did you mean {hint[0]!r}?)" if hint else "")
+                              + f"; its settings: {', '.join(sorted(names))}")

@@ -1,10 +1,12 @@
 """From a validated config and the experiment files to the jobs the Snakefile runs.
 
 A *variant* is one trained configuration (architecture, cell, sizes, training and decoding settings)
-on one corpus; it is named by (corpus, name), so a row shared by several tables on the same corpus
-is trained once. A row's settings are, from weakest to strongest: the config's `model` / `train` /
-`decode` defaults, the config's `scales.<scale>` entries, the table's `settings.<scale>`, the row's
-own `model` / `train` / `decode`, the row's `scales.<scale>`, and the config's `override`.
+on one corpus; it is named by (corpus, name), so a system shared by several tables on the same corpus
+is trained once. Systems are defined in the papers' systems files (rnmt.systems) or in a row. A row's
+settings are, from weakest to strongest: the config's `model` / `train` / `decode` defaults, the
+config's `scales.<scale>` entries, the paper's `settings.<scale>` (its systems file), the table's
+`settings.<scale>`, the system's own `model` / `train` / `decode`, its `scales.<scale>`, and the
+config's `override`.
 
 The scale also picks each table's corpus: at `demo` every table runs on `scales.demo.corpus` (the
 synthetic pair); at `mini` on the Multi30k pair `scales.mini.corpus` maps the paper's corpus to; at `small` on
@@ -24,6 +26,7 @@ from rnmt.data.registry import check_corpora, registry_corpus_ids
 from rnmt.decode.settings import DecodeSettings
 from rnmt.experiments import accepted, check_experiment, check_row_models
 from rnmt.io import InputError
+from rnmt.systems import load_systems
 from rnmt.train.settings import complete
 
 SPLITS = ("train", "dev", "test")
@@ -129,7 +132,7 @@ def table_from_experiment(exp: dict[str, Any], path: Path, corpus: str | None = 
     the corpus the plan's scale chose for it, `max_seeds` its cap on seeds per row."""
     rows = []
     for r in exp["rows"]:
-        trained = "arch" in r and exp.get("kind", "translation") == "translation"
+        trained = "variant" in r and exp.get("kind", "translation") == "translation"
         rows.append(Row(r["system"], r.get("variant") if trained else None, r.get("paper") or {},
                         row_seeds(r, max_seeds), bool(r.get("ensemble", False)), r.get("why_not", ""),
                         r.get("cell"), r.get("labels")))
@@ -174,8 +177,11 @@ class Plan:
         self.corpora_config: dict[str, Any] = dict(config["corpora"])
         self.tables: dict[str, Table] = {}
         self.variants: dict[tuple[str, str], Variant] = {}
-        owner: dict[tuple[str, str], str] = {}
+        owner: dict[tuple[str, str], str] = {}                  # the first table that trains a variant
+        self.defined_in: dict[tuple[str, str], str] = {}        # the file that defines its system
         exp_dir = self.experiments_dir = Path(config.get("experiments_dir") or self.root / "workflow/experiments")
+        self.systems_dir = Path(config.get("systems_dir") or self.root / "workflow/systems")
+        systems = load_systems(self.systems_dir, self.root / "workflow/schemas")
         missing = [name for name in config["tables"] if not (exp_dir / f"{name}.yaml").is_file()]
         if missing:
             raise ConfigError(f"config 'tables' names {self._unknown(missing)}, but {exp_dir} has no such experiment "
@@ -183,6 +189,7 @@ class Plan:
         for name in config["tables"]:
             path = exp_dir / f"{name}.yaml"
             exp = validate(load_yaml(path), self.root / "workflow/schemas/experiment.schema.yaml", str(path))
+            exp = systems.resolve(exp, path)
             check_experiment(exp, path)
             check_row_models(exp, path)
             corpus = self._table_corpus(exp, path) if exp.get("kind", "translation") == "translation" else None
@@ -201,8 +208,8 @@ class Plan:
                 seeds = tuple(sorted(set(v.seeds) | set(old.seeds if old else ())))
                 self.variants[k] = Variant(v.name, v.corpus, v.model, v.train, v.decode, seeds, v.labels)
                 owner.setdefault(k, str(path))
+                self.defined_in.setdefault(k, str(systems.system_files.get(v.name, path)))
             self.tables[name] = table
-        self.owner = owner
         check_corpora({**config, "corpora": self.corpora_config}, self.root)
 
     # ---- scales ------------------------------------------------------------------------------------
@@ -283,7 +290,7 @@ class Plan:
                 with torch.device("meta"):
                     build_model(cfg.pop("arch"), 64, 64, **cfg)
             except InputError as e:
-                raise ConfigError(f"{self.owner[(corpus, name)]}: variant {name!r}: {e}") from None
+                raise ConfigError(f"{self.defined_in[(corpus, name)]}: variant {name!r}: {e}") from None
 
     # ---- paths, all under results/<run>/ -------------------------------------------------------
     @property

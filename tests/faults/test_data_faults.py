@@ -138,18 +138,20 @@ def test_unknown_cell_given_to_rnmt_train(corpus: dict[str, Path], tmp_path: Pat
 
 
 def test_check_config_reports_an_unknown_cell_before_any_job(tmp_path: Path, record) -> None:
-    record.bad_input("a misspelled cell in an experiment file (`rnmt check-config`)")
+    record.bad_input("a misspelled cell in a systems file (`rnmt check-config`)")
     shutil.copytree(ROOT / "workflow/schemas", tmp_path / "workflow/schemas")
+    shutil.copytree(ROOT / "workflow/systems", tmp_path / "workflow/systems")
     shutil.copy(ROOT / "workflow/corpora.yaml", tmp_path / "workflow/corpora.yaml")
     (tmp_path / "workflow/experiments").mkdir()
-    exp = (ROOT / "workflow/experiments/demo-rnnsearch.yaml").read_text()
-    assert "cell: atr\n" in exp
-    (tmp_path / "workflow/experiments/demo-rnnsearch.yaml").write_text(exp.replace("cell: atr\n", "cell: atrr\n"))
+    shutil.copy(ROOT / "workflow/experiments/demo-rnnsearch.yaml", tmp_path / "workflow/experiments")
+    systems = (tmp_path / "workflow/systems/demo.yaml").read_text()
+    assert "cell: atr\n" in systems
+    (tmp_path / "workflow/systems/demo.yaml").write_text(systems.replace("cell: atr\n", "cell: atrr\n"))
     (tmp_path / "tables.yaml").write_text("tables: [demo-rnnsearch]\n")
     got = rnmt("check-config", str(ROOT / "config.yaml"), "--configfile", str(tmp_path / "tables.yaml"),
                "--root", str(tmp_path))
     assert got.returncode == 2 and "Traceback" not in got.stderr, got.stderr[-2000:]
-    assert "demo-rnnsearch.yaml: variant 'rnnsearch-atr': unknown cell 'atrr'; valid cells: atr, gru," in got.stderr
+    assert "systems/demo.yaml: variant 'rnnsearch-atr': unknown cell 'atrr'; valid cells: atr, gru," in got.stderr
 
 
 def test_full_disk_in_a_corpus_stage_keeps_the_previous_output(small_disk: Path, tmp_path: Path, record) -> None:
@@ -279,6 +281,7 @@ def test_identical_sides_and_a_test_set_inside_the_training_data_are_warned_abou
 def check_config_with(tmp_path: Path, corpus: dict) -> subprocess.CompletedProcess[str]:
     """`rnmt check-config` of the shipped config with the demo table run on `corpus` (a config entry)."""
     shutil.copytree(ROOT / "workflow/schemas", tmp_path / "workflow/schemas", dirs_exist_ok=True)
+    shutil.copytree(ROOT / "workflow/systems", tmp_path / "workflow/systems", dirs_exist_ok=True)
     shutil.copy(ROOT / "workflow/corpora.yaml", tmp_path / "workflow/corpora.yaml")
     (tmp_path / "workflow/experiments").mkdir(exist_ok=True)
     shutil.copy(ROOT / "workflow/experiments/demo-rnnsearch.yaml", tmp_path / "workflow/experiments")

@@ -39,9 +39,16 @@ def plan_error(cfg: Path) -> str:
     return str(e.value)
 
 
+def defined_in_place(r: dict, **settings: Any) -> dict:
+    """Row `r` defining its system itself (the shipped system's definition with `settings` over it), under
+    a name of its own: a row's settings are checked as the systems files' are."""
+    shipped = yaml.safe_load((ROOT / "workflow/systems/atr.yaml").read_text())["systems"][r["variant"]]
+    return {**r, **shipped, **settings, "variant": f"{r['variant']}-mine"}
+
+
 def row(i: int, **settings: Any) -> Any:
     def change(exp: dict) -> None:
-        exp["rows"][i].update(settings)
+        exp["rows"][i] = defined_in_place(exp["rows"][i], **settings)
     return change
 
 
@@ -58,7 +65,7 @@ BAD_ROWS = {
     "model: {layers: 2} for rnnsearch": (row(0, model={"layers": 2}), "model.layers is not a setting of "
                                                                       "architecture 'rnnsearch'"),
     "model: {heads: 4} for dtmt that 4 heads cannot split": (
-        lambda exp: exp["rows"].append({**exp["rows"][0], "system": "DTMT", "variant": "dtmt-odd", "arch": "dtmt",
+        lambda exp: exp["rows"].append({"system": "DTMT", "variant": "dtmt-odd", "arch": "dtmt",
                                         "cell": "gru", "model": {"emb": 30, "hidden": 30, "heads": 4}}),
         "variant 'dtmt-odd': architecture 'dtmt': 4 heads must divide"),
 }
@@ -126,7 +133,7 @@ def test_a_variant_defined_differently_in_two_tables_names_both_and_the_differen
     d.mkdir()
     for name, hidden in (("mine-a", 32), ("mine-b", 48)):
         exp = yaml.safe_load((ROOT / f"workflow/experiments/{TABLE}.yaml").read_text())
-        exp["table"], exp["rows"] = name, [{**exp["rows"][0], "model": {"hidden": hidden}}]
+        exp["table"], exp["rows"] = name, [defined_in_place(exp["rows"][0], model={"hidden": hidden})]
         exp.pop("baseline", None)
         exp["metrics"] = ["bleu"]
         (d / f"{name}.yaml").write_text(yaml.safe_dump(exp, sort_keys=False))
@@ -199,3 +206,41 @@ def test_settings_the_trainer_would_refuse_stop_the_workflow_at_its_start() -> N
     with pytest.raises(ConfigError, match=r"table atr-table2, row '.+' \(variant atr-.+\): select_by: bleu needs "
                                           r"the dev BLEU of every validation"):
         Plan(config, ROOT)
+
+
+def rename(i: int, variant: str, **own: Any) -> Any:
+    def change(exp: dict) -> None:
+        exp["rows"][i] = {**exp["rows"][i], "variant": variant, **own}
+    return change
+
+
+SYSTEM_ERRORS = {
+    "a misspelled system": (rename(0, "atr-rnnsearch-gruu"),
+                            "variant 'atr-rnnsearch-gruu' is no system of the systems files (did you mean "
+                            "'atr-rnnsearch-gru'?); name one of theirs, or give the row 'arch'"),
+    "a shipped system redefined in a row": (rename(0, "atr-rnnsearch-gru", cell="lstm"),
+                                            "variant 'atr-rnnsearch-gru' is a system of "
+                                            f"{ROOT / 'workflow/systems/atr.yaml'}, which defines it; remove cell "
+                                            "from the row"),
+    "a paper without a systems file": (lambda exp: exp.update(systems="atrr"),
+                                       "'systems: atrr' names no systems file; the papers: atr, demo, dtmt"),
+}
+
+
+@pytest.mark.parametrize("what", list(SYSTEM_ERRORS))
+def test_a_table_naming_its_systems_wrongly_stops_the_plan(what: str, tmp_path: Path, record) -> None:
+    record.bad_input(f"an experiment file with {what}")
+    change, message = SYSTEM_ERRORS[what]
+    assert message in plan_error(table_with(tmp_path, change))
+
+
+def test_a_system_defined_in_two_systems_files_names_both(tmp_path: Path, record) -> None:
+    record.bad_input("one system name defined in two systems files")
+    d = tmp_path / "systems"
+    d.mkdir()
+    for path in (ROOT / "workflow/systems").glob("*.yaml"):
+        (d / path.name).write_text(path.read_text())
+    (d / "mine.yaml").write_text("systems:\n  atr-rnnsearch-gru: {arch: rnnsearch, cell: lstm}\n")
+    cfg = tmp_path / "my.yaml"
+    cfg.write_text(yaml.safe_dump({"systems_dir": str(d)}))
+    assert f"system 'atr-rnnsearch-gru' is defined in {d / 'atr.yaml'} and in {d / 'mine.yaml'}" in plan_error(cfg)
