@@ -52,6 +52,12 @@ def row(i: int, **settings: Any) -> Any:
     return change
 
 
+def rename(i: int, variant: str, **own: Any) -> Any:
+    def change(exp: dict) -> None:
+        exp["rows"][i] = {**exp["rows"][i], "variant": variant, **own}
+    return change
+
+
 BAD_ROWS = {
     "decode: {beem: 3}": (row(0, decode={"beem": 3}), "unknown key 'rows.0(RNNSearch+GRU).decode.beem' (did you "
                                                       "mean 'beam'?)"),
@@ -68,12 +74,21 @@ BAD_ROWS = {
         lambda exp: exp["rows"].append({"system": "DTMT", "variant": "dtmt-odd", "arch": "dtmt",
                                         "cell": "gru", "model": {"emb": 30, "hidden": 30, "heads": 4}}),
         "variant 'dtmt-odd': architecture 'dtmt': 4 heads must divide"),
+    "a misspelled system": (rename(0, "atr-rnnsearch-gruu"),
+                            "variant 'atr-rnnsearch-gruu' is no system of the systems files (did you mean "
+                            "'atr-rnnsearch-gru'?); name one of theirs, or give the row 'arch'"),
+    "a shipped system redefined in a row": (rename(0, "atr-rnnsearch-gru", cell="lstm"),
+                                            "variant 'atr-rnnsearch-gru' is a system of "
+                                            f"{ROOT / 'workflow/systems/atr.yaml'}, which defines it; remove cell "
+                                            "from the row"),
+    "a paper without a systems file": (lambda exp: exp.update(systems="atrr"),
+                                       "'systems: atrr' names no systems file; the papers: atr, demo, dtmt"),
 }
 
 
 @pytest.mark.parametrize("what", list(BAD_ROWS))
-def test_a_bad_row_setting_stops_the_plan(what: str, tmp_path: Path, record) -> None:
-    record.bad_input(f"an experiment row with {what}")
+def test_a_bad_row_or_system_name_stops_the_plan(what: str, tmp_path: Path, record) -> None:
+    record.bad_input(f"an experiment file with {what}")
     change, message = BAD_ROWS[what]
     assert message in plan_error(table_with(tmp_path, change))
 
@@ -207,31 +222,6 @@ def test_settings_the_trainer_would_refuse_stop_the_workflow_at_its_start() -> N
                                           r"the dev BLEU of every validation"):
         Plan(config, ROOT)
 
-
-def rename(i: int, variant: str, **own: Any) -> Any:
-    def change(exp: dict) -> None:
-        exp["rows"][i] = {**exp["rows"][i], "variant": variant, **own}
-    return change
-
-
-SYSTEM_ERRORS = {
-    "a misspelled system": (rename(0, "atr-rnnsearch-gruu"),
-                            "variant 'atr-rnnsearch-gruu' is no system of the systems files (did you mean "
-                            "'atr-rnnsearch-gru'?); name one of theirs, or give the row 'arch'"),
-    "a shipped system redefined in a row": (rename(0, "atr-rnnsearch-gru", cell="lstm"),
-                                            "variant 'atr-rnnsearch-gru' is a system of "
-                                            f"{ROOT / 'workflow/systems/atr.yaml'}, which defines it; remove cell "
-                                            "from the row"),
-    "a paper without a systems file": (lambda exp: exp.update(systems="atrr"),
-                                       "'systems: atrr' names no systems file; the papers: atr, demo, dtmt"),
-}
-
-
-@pytest.mark.parametrize("what", list(SYSTEM_ERRORS))
-def test_a_table_naming_its_systems_wrongly_stops_the_plan(what: str, tmp_path: Path, record) -> None:
-    record.bad_input(f"an experiment file with {what}")
-    change, message = SYSTEM_ERRORS[what]
-    assert message in plan_error(table_with(tmp_path, change))
 
 
 def test_a_system_defined_in_two_systems_files_names_both(tmp_path: Path, record) -> None:
