@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from conftest import greedy_loop
+from conftest import ROOT, greedy_loop
 from rnmt.data.batching import pad
 from rnmt.data.vocab import BOS_ID, EOS_ID
 from rnmt.decode.beam import beam_search
@@ -110,7 +110,7 @@ def test_step_matches_forward_and_beam_one_is_greedy(key: str) -> None:
 @pytest.mark.parametrize("row", [r for r in all_rows() if r.table in ("atr-table4", "dtmt-table1", "dtmt-table3")],
                          ids=lambda r: f"{r.table}:{r.system}")
 def test_parameter_counts_match_the_papers(row) -> None:
-    result = evaluate([row])[0]
+    result = evaluate([row], ROOT)[0]
     if row.miss:
         assert abs(result["rel_diff"]) > row.tolerance, "a row marked as a miss now matches: drop the mark"
     else:

@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from conftest import ROOT
 from rnmt.cells import build_cell, run
 from rnmt.cells.srnmt import DecoderUnit, EncoderUnit
 from rnmt.data.batching import pad
@@ -375,7 +376,7 @@ def test_srnmt_layers_match_the_paper_shapes() -> None:
 # ---------------------------------------------------------------- SR-NMT Table 2 parameter counts
 
 def test_table2_parameter_counts_within_tolerance() -> None:
-    results = evaluate(table2.ROWS)
+    results = evaluate(table2.ROWS, ROOT)
     assert [r["system"] for r in results] == ["LSTM 2L", "LSTM 3L", "LSTM 5L", "SRU 3L",
                                               *(f"SR-NMT {n}L" for n in range(1, 11))]
     for r in results:

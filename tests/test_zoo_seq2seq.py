@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from conftest import greedy_loop
+from conftest import ROOT, greedy_loop
 from rnmt.cells import build_cell, run
 from rnmt.cells.single_product import paper_counts
 from rnmt.data.batching import pad
@@ -343,5 +343,5 @@ def test_transformer_base_counts_and_the_atr_table4_row() -> None:
     assert weights(untied) == core + (1000 + 2 * 1200) * d
     with pytest.raises(InputError, match="share_embeddings needs one joint vocabulary"):
         build_model("transformer", 10, 12, d_model=8, ffn=8, heads=2, share_embeddings=True)
-    row = next(r for r in evaluate(atr.ROWS) if r["system"] == "Transformer")
+    row = next(r for r in evaluate(atr.ROWS, ROOT) if r["system"] == "Transformer")
     assert abs(row["rel_diff"]) <= row["tolerance"]

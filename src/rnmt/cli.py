@@ -165,7 +165,7 @@ def cmd_average_checkpoints(a: argparse.Namespace) -> None:
 def cmd_params(a: argparse.Namespace) -> None:
     from rnmt.report.params import evaluate, to_csv
 
-    results = evaluate()
+    results = evaluate(root=Path(a.root))
     if a.table:
         results = [r for r in results if r["table"] in a.table]
     sys.stdout.write(to_csv(results))
@@ -317,6 +317,7 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("params", help="parameter counts of the papers' rows, rebuilt at the papers' settings")
     s.add_argument("--table", action="append", help="only these tables (e.g. atr-table4)")
+    s.add_argument("--root", default=".", help="the checkout whose systems and experiment files to read")
     s.set_defaults(func=cmd_params)
 
     s = sub.add_parser("bench", help="speed benchmarks: cells, train, decode, data (tables + CSVs)")
