@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from conftest import ROOT
 from rnmt.bench import cells, data, decode, train
 from rnmt.bench.runner import run_benchmark
 from rnmt.bench.timing import measure
@@ -60,7 +61,7 @@ def test_cells_rows_and_ratios_come_from_measured_times() -> None:
 
 def test_train_rows_relative_to_rnnsearch_gru() -> None:
     cfg = train.Config(emb=8, hidden=8, vocab=30, batch=3, max_len=4)
-    rows = train.bench(CPU, quick=True, systems=("RNNSearch+ATR", "LSTM 2L", "SR-NMT 1L"), cfg=cfg)
+    rows = train.bench(CPU, quick=True, systems=("RNNSearch+ATR", "LSTM 2L", "SR-NMT 1L"), cfg=cfg, root=ROOT)
     assert [r["system"] for r in rows] == ["RNNSearch+GRU", "RNNSearch+ATR", "LSTM 2L", "SR-NMT 1L"]
     batch = train.random_batch(cfg, CPU)
     for r in rows:
@@ -81,7 +82,7 @@ def test_train_row_failing_in_its_process_names_the_row() -> None:
             broken.ready()
     finally:
         broken.close()
-    worker = train.TraineeProcess(train.ROWS[0], cfg, CPU)
+    worker = train.TraineeProcess(train.rows(ROOT)[0], cfg, CPU)
     try:
         worker.ready()
         assert worker.call("step") is None and worker.call("result")["reps"] == 1

@@ -1,6 +1,8 @@
 """`rnmt bench train`: training words/s of whole models, the rows of ATR Table 4 (RNNSearch with GRU,
 LSTM, RAN, ATR, ATR+CA) and SR-NMT Table 1 (LSTM 2L, SRU 3L, SR-NMT 1L/2L), at one small configuration,
 each with its ratio to RNNSearch+GRU (ATR Table 4's comparison) and to LSTM 2L (SR-NMT Table 1's).
+Each row is its table's system (architecture, cell, model options, from the systems files) at the
+benchmark's sizes.
 
 A training step is the trainer's: teacher-forced forward in train mode (dropout on; in bfloat16 autocast
 where the trainer's default `amp` takes it, column `bf16_autocast`), token-level cross-entropy, backward,
@@ -25,6 +27,7 @@ import random
 import statistics
 import traceback
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -32,9 +35,11 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from rnmt import allocator, hardware, matmul
 from rnmt.bench.timing import Peak, environment, measure
+from rnmt.config import ConfigError, load_yaml
 from rnmt.data.batching import Batch, pad
 from rnmt.models import build_model
 from rnmt.models.base import Seq2Seq
+from rnmt.systems import load_systems
 from rnmt.train.loss import token_loss
 from rnmt.train.settings import TrainSettings
 
@@ -49,20 +54,29 @@ class Row:
     settings: dict[str, Any]
 
 
-ROWS = (
-    Row("atr-table4", "RNNSearch+GRU", "rnnsearch", {"cell": "gru"}),
-    Row("atr-table4", "RNNSearch+LSTM", "rnnsearch", {"cell": "lstm"}),
-    Row("atr-table4", "RNNSearch+RAN", "rnnsearch", {"cell": "ran"}),
-    Row("atr-table4", "RNNSearch+ATR", "rnnsearch", {"cell": "atr"}),
-    Row("atr-table4", "RNNSearch+ATR+CA", "rnnsearch-ca", {"cell": "atr"}),
-    Row("srnmt-table1", "LSTM 2L", "stacked", {"cell": "lstm", "layers": 2}),
-    Row("srnmt-table1", "SRU 3L", "stacked", {"cell": "sru", "layers": 3, "input_feeding": False}),
-    Row("srnmt-table1", "SR-NMT 1L", "srnmt", {"layers": 1}),
-    Row("srnmt-table1", "SR-NMT 2L", "srnmt", {"layers": 2}),
-)
+SYSTEMS = (("atr-table4", "RNNSearch+GRU"), ("atr-table4", "RNNSearch+LSTM"), ("atr-table4", "RNNSearch+RAN"),
+           ("atr-table4", "RNNSearch+ATR"), ("atr-table4", "RNNSearch+ATR+CA"), ("srnmt-table1", "LSTM 2L"),
+           ("srnmt-table1", "SRU 3L"), ("srnmt-table1", "SR-NMT 1L"), ("srnmt-table1", "SR-NMT 2L"))
+SIZES = ("emb", "hidden", "dropout", "rnn_dropout")      # the benchmark's own (Config; dropout: the model's)
 QUICK_ROWS = ("RNNSearch+GRU", "RNNSearch+ATR", "RNNSearch+ATR+CA", "LSTM 2L", "SR-NMT 1L")
 BASELINE = "RNNSearch+GRU"
 LSTM_2L = "LSTM 2L"          # SR-NMT Table 1's reference row
+
+
+def rows(root: Path = Path(".")) -> list[Row]:
+    """Each benchmarked row as its table trains it (its system's architecture, cell and model options, from
+    the systems files of the checkout at `root`), without the system's sizes."""
+    systems = load_systems(root / "workflow/systems", root / "workflow/schemas")
+    out = []
+    for table, name in SYSTEMS:
+        path = root / "workflow/experiments" / f"{table}.yaml"
+        found = [r for r in systems.resolve(load_yaml(path), path)["rows"] if r["system"] == name and "arch" in r]
+        if not found:
+            raise ConfigError(f"bench train: {path} has no trained row {name!r}")
+        r = found[0]
+        model = {k: v for k, v in (r.get("model") or {}).items() if k not in SIZES}
+        out.append(Row(table, name, r["arch"], {**({"cell": r["cell"]} if "cell" in r else {}), **model}))
+    return out
 
 
 @dataclass(frozen=True)
@@ -213,7 +227,7 @@ class TraineeProcess:
 
 
 def bench(device: torch.device, quick: bool = False, systems: tuple[str, ...] | None = None,
-          cfg: Config | None = None) -> list[dict[str, Any]]:
+          cfg: Config | None = None, root: Path = Path(".")) -> list[dict[str, Any]]:
     """Every row's training step, each row in its own process, the rows interleaved: each repetition times
     one step of every row in turn, so a machine that speeds up or slows down during the run (frequency,
     other processes) moves all rows alike instead of the ratios (two back-to-back runs of rows measured one
@@ -221,11 +235,12 @@ def bench(device: torch.device, quick: bool = False, systems: tuple[str, ...] | 
     script that calls this needs the `if __name__ == "__main__":` guard (`rnmt bench train` has it)."""
     cfg = cfg or (QUICK if quick else FULL)
     warmup, reps = (3, 2) if quick else (3, 5)      # a fresh process takes about 3 steps to stop growing its heap
-    wanted = systems or (QUICK_ROWS if quick else tuple(r.system for r in ROWS))
+    every = rows(root)
+    wanted = systems or (QUICK_ROWS if quick else tuple(r.system for r in every))
     if BASELINE not in wanted:
         wanted = (BASELINE, *wanted)
     peak = Peak(device, quick)
-    trainees = [TraineeProcess(r, cfg, device) for r in ROWS if r.system in wanted]
+    trainees = [TraineeProcess(r, cfg, device) for r in every if r.system in wanted]
     try:
         for t in trainees:
             t.ready()
@@ -237,16 +252,16 @@ def bench(device: torch.device, quick: bool = False, systems: tuple[str, ...] | 
                 t.call("step")
             peak.sample(quick=True)
             log.info("round %d of %d done", i + 1, reps)
-        rows = [t.call("result") for t in trainees]
+        results = [t.call("result") for t in trainees]
     finally:
         for t in trainees:
             t.close()
     peak.sample()
     env = environment(device, peak)
-    speed = {r["system"]: r["tgt_words_per_s"] for r in rows}
+    speed = {r["system"]: r["tgt_words_per_s"] for r in results}
     return [{**r, "ratio_to_rnnsearch_gru": r["tgt_words_per_s"] / speed[BASELINE],
              "ratio_to_lstm_2l": r["tgt_words_per_s"] / speed[LSTM_2L] if LSTM_2L in speed else "",
-             "fraction_of_peak": r["gflops"] / peak.best, **env} for r in rows]
+             "fraction_of_peak": r["gflops"] / peak.best, **env} for r in results]
 
 
 COLUMNS = ("table", "system", "params", "tgt_words_per_s", "ratio_to_rnnsearch_gru", "ratio_to_lstm_2l",
