@@ -473,3 +473,25 @@ def test_a_resumed_run_shows_each_step_once_in_tensorboard(corpus: dict[str, Pat
 def test_tensorboard_off_writes_no_event_files(corpus: dict[str, Path], tmp_path: Path) -> None:
     trainer(corpus, tmp_path, max_steps=5).run()
     assert not (tmp_path / "tensorboard").exists()
+
+
+def test_translate_takes_the_workflows_decoding_settings_as_one_json(corpus: dict[str, Path], tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """The translate rule passes a variant's decoding settings as one `--settings` JSON, checked as the
+    plan checks them; a single flag still goes over it."""
+    from rnmt.cli import main
+
+    trainer(corpus, tmp_path, max_steps=5).run()
+    model, src = str(tmp_path / "model.pt"), str(corpus["dev_src"])
+    speed = {}
+    for name, args in (("json", ["--settings", json.dumps({"beam": 3, "length_penalty": "none"})]),
+                       ("flags", ["--beam", "3", "--length-penalty", "none"]),
+                       ("over", ["--settings", json.dumps({"beam": 7, "length_penalty": "none"}), "--beam", "3"])):
+        assert main(["-q", "translate", "--model", model, *args, "--speed-beams", "--metrics",
+                     str(tmp_path / f"{name}.json"), src, str(tmp_path / f"{name}.txt")]) == 0
+        speed[name] = json.loads((tmp_path / f"{name}.json").read_text())
+        assert (speed[name]["beam"], speed[name]["length_penalty"]) == (3, "none"), name
+    assert (tmp_path / "json.txt").read_text() == (tmp_path / "flags.txt").read_text() == \
+        (tmp_path / "over.txt").read_text()
+    assert main(["-q", "translate", "--model", model, "--settings", '{"beem": 3}', src, str(tmp_path / "x")]) == 2
+    assert "unknown decoding setting(s) beem (did you mean beam?)" in capsys.readouterr().err

@@ -58,6 +58,10 @@ class Variant:
     def model_settings(self) -> str:
         return json.dumps(self.model, sort_keys=True)
 
+    def decode_settings(self) -> str:
+        """The search's settings as `rnmt translate --settings` takes them (threads are the job's)."""
+        return json.dumps({k: v for k, v in self.decode.items() if k != "threads"}, sort_keys=True)
+
 
 @dataclass
 class Row:

@@ -11,9 +11,8 @@ rule translate:
         bpe=run_path("translations/{corpus}/{variant}/{member}/{testset}.bpe"),
         speed=run_path("translations/{corpus}/{variant}/{member}/{testset}.speed.json"),
     params:
-        d=lambda wc: variant_of(wc).decode,
+        settings=lambda wc: variant_of(wc).decode_settings(),
         models=lambda wc, input: [x for m in input.models for x in ("--model", m)],
-        floor=lambda wc: ["--greedy-floor"] if variant_of(wc).decode.get("greedy_floor") else [],
         labels=lambda wc, input: ["--src-labels", input.labels] if "labels" in input.keys() else [],
     threads: lambda wc: DECODE_RES.get("threads") or variant_of(wc).decode.get("threads") or 1
     resources:
@@ -25,9 +24,7 @@ rule translate:
     log:
         run_path("logs/translate/{corpus}/{variant}.{member}.{testset}.log"),
     shell:
-        "rnmt translate {params.models:q} --beam {params.d[beam]:q} --batch-size {params.d[batch_size]:q} "
-        "--length-penalty {params.d[length_penalty]:q} --alpha {params.d[alpha]:q} "
-        "--max-len-ratio {params.d[max_len_ratio]:q} --max-len-extra {params.d[max_len_extra]:q} {params.labels:q} {params.floor:q} "
+        "rnmt translate {params.models:q} --settings {params.settings:q} {params.labels:q} "
         "--threads {threads:q} --metrics {output.speed:q} {input.src:q} {output.bpe:q} 2> {log:q}"
 
 

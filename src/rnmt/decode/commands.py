@@ -19,7 +19,7 @@ def cmd_translate(a: argparse.Namespace) -> None:
     import torch
 
     from rnmt import hardware
-    from rnmt.decode.settings import SEARCH_KEYS
+    from rnmt.decode.settings import SEARCH_KEYS, DecodeSettings
     from rnmt.decode.translate import translate_file
     from rnmt.io import write_json
 
@@ -28,7 +28,14 @@ def cmd_translate(a: argparse.Namespace) -> None:
     if bool(a.bundle) == bool(a.model):
         raise InputError("give either --bundle DIR (raw text in, detokenized text out) or --model M.pt (segmented "
                          "text in and out; repeat --model for an ensemble), not both or neither")
-    given = {k: getattr(a, k) for k in SEARCH_KEYS if getattr(a, k) not in (None, False)}
+    try:
+        settings = json.loads(a.settings) if a.settings else {}
+    except json.JSONDecodeError as e:
+        raise InputError(f"--settings takes the decoding settings as one JSON object: {e}") from None
+    if not isinstance(settings, dict):
+        raise InputError("--settings takes the decoding settings as one JSON object ({\"beam\": 5, ...})")
+    given = {k: v for k, v in DecodeSettings.from_dict(settings).search().items() if k in settings}
+    given.update({k: getattr(a, k) for k in SEARCH_KEYS if getattr(a, k) not in (None, False)})
     if a.bundle:
         _translate_bundle(a, hardware.pick_device(a.device), given)
         return
@@ -87,7 +94,9 @@ def add_parsers(sub: Any) -> None:
                                    "in, segmented translations out.")
     s.add_argument("--bundle", help="a bundle folder (rnmt export; results/<run>/bundles/...)")
     s.add_argument("--model", action="append", help="a checkpoint; repeat the option for an ensemble")
-    # decoding settings: left out, the bundle's (--bundle) or translate_file's defaults (--model) apply
+    # decoding settings: all at once as JSON (what the workflow passes), or one by one (over --settings);
+    # left out, the bundle's (--bundle) or DecodeSettings' defaults (--model) apply
+    s.add_argument("--settings", help="decoding settings as one JSON object (DecodeSettings: beam, batch_size, ...)")
     s.add_argument("--beam", type=int)
     s.add_argument("--batch-size", type=int)
     s.add_argument("--length-penalty", choices=PENALTIES)
