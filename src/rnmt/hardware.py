@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from rnmt import allocator, matmul
+from rnmt import allocator, fastpath, matmul
 
 
 def pick_device(requested: str = "auto", local_rank: int = 0) -> torch.device:
@@ -82,6 +82,7 @@ def describe(device: torch.device) -> dict[str, Any]:
         "python": platform.python_version(),
         "malloc_tuned": allocator.tuned,
         "matmul": matmul.mode(),           # how CPU float32 products are computed (rnmt.matmul)
+        "fast_paths": fastpath.chosen(),   # the paths measured fastest for this run's computations
     }
     if device.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(device)

@@ -1,18 +1,20 @@
-"""Float32 matrix products on the CPU through oneDNN instead of the BLAS.
+"""Float32 matrix products on the CPU through oneDNN or the BLAS, whichever measured faster here.
 
-torch hands a CPU float32 `F.linear`, `addmm` or `mm` to MKL's sgemm. On AMD CPUs MKL takes its AVX2
-code path even where the CPU has AVX-512, while oneDNN, which torch bundles (it is behind `nn.LSTM` on
-the CPU and inductor's CPU linear layers), uses AVX-512. Below about 2²⁰ multiply-adds oneDNN's per-call
-overhead loses, so small products stay with the BLAS. The measurements behind both choices are in
-benchmarks/README.md ("Matrix products on the CPU").
+torch hands a CPU float32 `F.linear`, `addmm` or `mm` to its BLAS (MKL's sgemm). oneDNN, which torch
+bundles (it is behind `nn.LSTM` on the CPU and inductor's CPU linear layers), can be faster: on AMD CPUs
+MKL takes its AVX2 code path even where the CPU has AVX-512, which oneDNN uses; on Intel CPUs the BLAS
+can win. Which route is faster depends on the CPU and on the product's size (oneDNN's per-call overhead
+loses on small ones), so it is measured (rnmt.fastpath): once per machine, thread count and size class
+(the number of multiply-adds to a power of two), on a product of the first shape met in that class.
+The measurements behind the defaults are in benchmarks/README.md ("Matrix products on the CPU").
 
 `linear`, `addmm` and `mm` are drop-ins for `F.linear`, `torch.addmm` and `torch.mm` that take the
 oneDNN route where it applies (`linear`'s backward products too) and torch's own everywhere else
-(CUDA, other dtypes, autocast, tensors on the meta device, small products). The route depends on the
-shapes alone, so a run and its resumed rerun multiply the same way. `RNMT_MATMUL` chooses:
-`auto` (the default, as above), `onednn` (every float32 CPU product) or `blas` (always torch's own);
-`backend()` does the same within a block (FLOP counting needs `blas`: FlopCounterMode does not see
-oneDNN's ops).
+(CUDA, other dtypes, autocast, tensors on the meta device). A run and its resumed rerun on one machine
+multiply the same way (the choices are kept per machine). `RNMT_MATMUL` chooses: `auto` (the default,
+as above; with RNMT_FASTPATH=default, oneDNN from MIN_MACS multiply-adds up, without measuring),
+`onednn` (every float32 CPU product) or `blas` (always torch's own); `backend()` does the same within a
+block (FLOP counting needs `blas`: FlopCounterMode does not see oneDNN's ops).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from torch.autograd.function import once_differentiable
 
 from rnmt.io import InputError
 
-MIN_MACS = 1 << 20                 # smaller products stay with the BLAS (oneDNN's call overhead)
+MIN_MACS = 1 << 20                 # the default split where nothing is measured: smaller products stay with the BLAS
 MODES = ("auto", "onednn", "blas")
 
 
@@ -77,12 +79,37 @@ def backend(name: str) -> Iterator[None]:
         _MODE.reset(token)
 
 
-def _onednn(a: Tensor, b: Tensor, macs: int) -> bool:
-    """Whether the product of a and b (`macs` multiply-adds) goes to oneDNN."""
+def _onednn(a: Tensor, b: Tensor, M: int, K: int, N: int) -> bool:
+    """Whether the product of a [M, K] (or [..., K]) and b (K by N) goes to oneDNN."""
     m = mode()
-    return (m != "blas" and a.dtype == torch.float32 and b.dtype == torch.float32 and a.device.type == "cpu"
-            and b.device.type == "cpu" and (m == "onednn" or macs >= MIN_MACS)
-            and not torch.is_autocast_enabled("cpu"))
+    if not (m != "blas" and a.dtype == torch.float32 and b.dtype == torch.float32 and a.device.type == "cpu"
+            and b.device.type == "cpu" and not torch.is_autocast_enabled("cpu")):
+        return False
+    return m == "onednn" or (M * K * N > 0 and _measured(M, K, N))
+
+
+_ROUTES: dict[tuple[int, int], bool] = {}      # (size class, threads) → oneDNN measured faster
+
+
+def _measured(M: int, K: int, N: int) -> bool:
+    """Whether oneDNN measured faster than the BLAS here for products of as many multiply-adds as M·K·N."""
+    macs = M * K * N
+    key = (macs.bit_length(), torch.get_num_threads())
+    if key not in _ROUTES:
+        from rnmt import fastpath
+
+        if fastpath.mode() == "default":
+            _ROUTES[key] = macs >= MIN_MACS
+            return _ROUTES[key]
+        with torch.random.fork_rng(devices=[]), torch.no_grad():      # the RNG stream stays as it was
+            a, w = torch.randn(M, K), torch.randn(N, K)
+            repeat = max(1, MIN_MACS // macs)           # time at least ~2^20 multiply-adds a run
+            candidates = {"blas": lambda: [torch.mm(a, w.t()) for _ in range(repeat)],
+                          "onednn": lambda: [_product(a, w) for _ in range(repeat)]}
+            default = "onednn" if macs >= MIN_MACS else "blas"
+            what = f"float32 product of {1 << (key[0] - 1)} to {(1 << key[0]) - 1} multiply-adds, cpu"
+            _ROUTES[key] = fastpath.choose(what, candidates, default, torch.device("cpu"), reps=5) == "onednn"
+    return _ROUTES[key]
 
 
 def _dense(b: Tensor) -> Tensor:
@@ -99,14 +126,14 @@ def _product(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 
 def mm(a: Tensor, b: Tensor) -> Tensor:
     """a [M, K] @ b [K, N] (either may be a transposed view); no autograd."""
-    if _onednn(a, b, a.size(0) * a.size(1) * b.size(1)):
+    if _onednn(a, b, a.size(0), a.size(1), b.size(1)):
         return _product(a, b.t())
     return torch.mm(a, b)
 
 
 def addmm(c: Tensor, a: Tensor, b: Tensor) -> Tensor:
     """c + a [M, K] @ b [K, N], c [N] (a bias) or [M, N]; no autograd."""
-    if _onednn(a, b, a.size(0) * a.size(1) * b.size(1)):
+    if _onednn(a, b, a.size(0), a.size(1), b.size(1)):
         if c.dim() == 1:
             return _product(a, b.t(), c)
         return _LINEAR.binary(a, c, _dense(b).t(), None, "add")
@@ -137,7 +164,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """`F.linear(x, weight, bias)` for x [..., K], weight [N, K], bias [N]."""
     K, N = weight.shape[1], weight.shape[0]
     M = x.numel() // K if K else 0
-    if not _onednn(x, weight, M * K * N) or (bias is not None and bias.dtype != torch.float32) or M == 0:
+    if not _onednn(x, weight, M, K, N) or (bias is not None and bias.dtype != torch.float32) or M == 0:
         return F.linear(x, weight, bias)
     x2 = x.reshape(M, K)
     grad = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad

@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from rnmt.bench.timing import Peak, environment, measure
 from rnmt.cells import CELLS, build_cell, run
-from rnmt.cells.base import RecurrentCell, fused
+from rnmt.cells.base import RecurrentCell, chosen_path, fused
 from rnmt.cells.triton import uses_triton
 
 log = logging.getLogger(__name__)
@@ -35,6 +35,15 @@ def matmul_flops_per_token(module: nn.Module) -> int:
 
 def input_size(name: str, hidden: int) -> int:
     return 0 if name == "tgru" else hidden
+
+
+def taken_path(cell: RecurrentCell, x: Tensor) -> str:
+    """The path `run` takes for the cell on x (measured fastest here, rnmt.fastpath): "torch layer"
+    (torch's own GRU or LSTM), "triton", "sequence" (scan or loop with its own backward) or "step loop"."""
+    chosen = chosen_path(cell, x)
+    if chosen == "sequence":
+        return sequence_path(cell, x.device) or "step loop"
+    return "torch layer" if chosen == "torch" else "step loop"
 
 
 def sequence_path(cell: RecurrentCell, device: torch.device) -> str | None:
@@ -74,7 +83,7 @@ def measure_layer(name: str, hidden: int, device: torch.device, batch: int, leng
              batch * length / t.median)
     tokens = batch * length
     path = "cuDNN" if name in BASELINES and device.type == "cuda" else "torch" if name in BASELINES else (
-        (sequence_path(module, device) if use_sequence else None) or "step loop")
+        taken_path(module, x) if use_sequence else "step loop")
     return {"cell": name, "path": path, "hidden": hidden, "batch": batch, "length": length,
             "seconds": t.median, "tokens_per_s": tokens / t.median,
             "gflops": 3 * matmul_flops_per_token(module) * tokens / t.median / 1e9, "reps": reps}

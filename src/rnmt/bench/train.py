@@ -35,6 +35,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from rnmt import allocator, hardware, matmul
 from rnmt.bench.timing import Peak, environment, measure
+from rnmt.cells.base import use_path
 from rnmt.config import ConfigError, load_yaml
 from rnmt.data.batching import Batch, pad
 from rnmt.models import build_model
@@ -114,8 +115,10 @@ def loss_of(model: Seq2Seq, b: Batch) -> torch.Tensor:
 
 
 def forward_flops(model: Seq2Seq, b: Batch) -> int:
+    """The FLOPs of one forward pass as FlopCounterMode counts them. It sees torch's own products only (not
+    oneDNN's, nor those inside a fused recurrent layer), so the count runs on the BLAS and the step loops."""
     counter = FlopCounterMode(display=False)
-    with torch.no_grad(), matmul.backend("blas"), counter:     # FlopCounterMode sees torch's own products only
+    with torch.no_grad(), matmul.backend("blas"), use_path("loop"), counter:
         loss_of(model, b)
     return counter.get_total_flops()
 

@@ -18,10 +18,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
+from rnmt import fastpath
 from rnmt.cells.kernel import StepKernel, kernel_sequence
 
 
@@ -74,18 +76,43 @@ class RecurrentCell(nn.Module, ABC):
         kernel = self.step_kernel()
         return None if kernel is None else kernel_sequence([kernel], projected, mask, state)
 
+    def torch_layer(self, x: Tensor, lengths: Tensor | None, state: Tensor) -> tuple[Tensor, Tensor] | None:
+        """The recurrence as torch's own fused layer, from the raw inputs x [batch, time, input] (the layer
+        applies the input weights itself), each sequence's length (None: no padding) and the initial state:
+        (outputs [batch, time, hidden], final state). None where torch has no layer for these options."""
+        return None
 
-_FUSED: ContextVar[bool] = ContextVar("rnmt_fused", default=True)
+    def path_key(self) -> str:
+        """What decides which path is fastest besides the batch: the cell's kind, sizes and options, and
+        those of the cells it is made of."""
+        parts = [m._own_key() for m in self.modules() if m is not self and isinstance(m, RecurrentCell)]
+        return self._own_key() + (f"{parts}" if parts else "")
+
+    def _own_key(self) -> str:
+        options = {k: v for k, v in vars(self).items() if isinstance(v, (bool, int, float, str)) and k[0] != "_"}
+        return f"{type(self).__name__}{sorted(options.items())}"
+
+
+PATHS = ("loop", "sequence", "torch")
+_FORCED: ContextVar[str | None] = ContextVar("rnmt_cell_path", default=None)
 
 
 @contextmanager
-def fused(enabled: bool) -> Iterator[None]:
-    """Within the block, `run` uses cells' `sequence` (True, the default) or always the step loop (False)."""
-    token = _FUSED.set(enabled)
+def use_path(name: str | None) -> Iterator[None]:
+    """Within the block, `run` takes path `name` ("loop", "sequence", "torch") where the cell has it (else
+    the next one down: torch → sequence → loop); None: the measured choice."""
+    if name is not None and name not in PATHS:
+        raise ValueError(f"unknown path {name!r}; valid: {', '.join(PATHS)}")
+    token = _FORCED.set(name)
     try:
         yield
     finally:
-        _FUSED.reset(token)
+        _FORCED.reset(token)
+
+
+def fused(enabled: bool) -> Any:
+    """`use_path(None)` (the measured choice) or, with enabled=False, `use_path("loop")`."""
+    return use_path(None if enabled else "loop")
 
 
 def _autocast() -> str | None:
@@ -96,30 +123,142 @@ def _autocast() -> str | None:
     return None
 
 
-def _sequence(cell: RecurrentCell, projected: Tensor, mask: Tensor, full: bool,
-              state: Tensor) -> tuple[Tensor, Tensor] | None:
-    """(states, final state) from the cell's `sequence`, or None where it has none or it is off.
+def _whole(cell: RecurrentCell, projected: Tensor, mask: Tensor, full: bool,
+           state: Tensor) -> tuple[Tensor, Tensor] | None:
+    """(outputs, final state) from the cell's `sequence`; None where it has none for its options.
 
     Under autocast (training's bfloat16 default on CUDA and on CPUs with bfloat16 units) the recurrence
-    runs in float32 with autocast off inside it, as a whole: its fused loops and kernels keep their buffers
-    in the dtype of their inputs, and a state carried through hundreds of steps keeps float32's precision.
+    runs in float32 with autocast off inside it, as a whole: its loops and kernels keep their buffers in
+    the dtype of their inputs, and a state carried through hundreds of steps keeps float32's precision.
     The products that feed it (the input projection) and those after it stay under autocast.
     """
-    if not _FUSED.get() or projected.size(1) == 0:
-        return None
     amp = _autocast()
     if amp is not None:
         with torch.autocast(amp, enabled=False):
-            return _sequence(cell, projected.float(), mask, full, state.float())
+            return _whole(cell, projected.float(), mask, full, state.float())
     states = cell.sequence(projected, None if full else mask, state)
     if states is None:
         return None
     if full:
-        return states, states[:, -1]
+        return cell.output(states), states[:, -1]
     t = torch.arange(1, mask.size(1) + 1, device=mask.device)
     last = (mask.long() * t).max(1).values                    # 1 + index of the last real step, 0: none
     gathered = states[torch.arange(states.size(0), device=states.device), (last - 1).clamp(min=0)]
-    return states, torch.where((last > 0).unsqueeze(1), gathered, state)
+    return cell.output(states), torch.where((last > 0).unsqueeze(1), gathered, state)
+
+
+def _torch(cell: RecurrentCell, x: Tensor, lengths: Tensor, full: bool,
+           state: Tensor) -> tuple[Tensor, Tensor] | None:
+    """(outputs, final state) from torch's own layer (in float32 under autocast, as `_whole`)."""
+    amp = _autocast()
+    if amp is not None:
+        with torch.autocast(amp, enabled=False):
+            return _torch(cell, x.float(), lengths, full, state.float())
+    return cell.torch_layer(x, None if full else lengths, state)
+
+
+def _loop(cell: RecurrentCell, projected: Tensor, mask: Tensor, full: bool, state: Tensor) -> tuple[Tensor, Tensor]:
+    outputs = []
+    for t, p_t in enumerate(projected.unbind(1)):  # not projected[:, t]: its backward fills a
+        new = cell.step(p_t, state)                  # full-size zero gradient at every step
+        state = new if full else torch.where(mask[:, t, None], new, state)
+        outputs.append(cell.output(state))
+    return torch.stack(outputs, 1), state
+
+
+def _through(path: str, cell: RecurrentCell, x: Tensor, mask: Tensor, lengths: Tensor, full: bool,
+             state: Tensor | None) -> tuple[Tensor, Tensor]:
+    """The recurrence by `path`, or by the next path down where the cell has not that one."""
+    if path == "torch" and x.size(1):
+        got = _torch(cell, x, lengths, full, cell.initial_state(x.size(0), x) if state is None else state)
+        if got is not None:
+            return got
+    projected = cell.project_inputs(x)
+    if state is None:
+        state = cell.initial_state(x.size(0), projected)
+    if path != "loop" and projected.size(1):
+        got = _whole(cell, projected, mask, full, state)
+        if got is not None:
+            return got
+    return _loop(cell, projected, mask, full, state)
+
+
+MEASURE_STEPS = 24          # the length a path choice is measured at (a typical sentence in subwords)
+_CHOICES: dict[tuple[Any, ...], str] = {}
+
+
+def chosen_path(cell: RecurrentCell, x: Tensor) -> str:
+    """The path `run` takes: the forced one, else the one measured fastest (rnmt.fastpath) for this cell,
+    its options and sizes, the batch size (to a power of two), forward or forward and backward, the device
+    and the dtype."""
+    forced = _FORCED.get()
+    if forced is not None:
+        return forced
+    if fastpath.mode() == "default":        # the cell's whole-sequence path where it has one (`_through`)
+        return "sequence"
+    params = [p for p in cell.parameters() if p.requires_grad]
+    grad = torch.is_grad_enabled() and (x.requires_grad or bool(params))
+    amp = _autocast()
+    key = (cell.path_key(), x.size(0).bit_length(), grad, x.device, x.dtype, amp)
+    if key not in _CHOICES:
+        with torch.random.fork_rng(devices=[x.device] if x.device.type == "cuda" else []):   # training's RNG
+            candidates, default = _candidates(cell, x, grad, params)                         # stays as it was
+        what = (f"cell {key[0]}, batch < {2 ** key[1]}, {'forward+backward' if grad else 'forward'}, "
+                f"{x.device.type} {str(x.dtype).removeprefix('torch.')}{', autocast' if amp else ''}")
+        _CHOICES[key] = fastpath.choose(what, candidates, default, x.device)
+    return _CHOICES[key]
+
+
+def _candidates(cell: RecurrentCell, x: Tensor, grad: bool, params: list[Tensor]) -> tuple[dict[str, Any], str]:
+    """The paths the cell has for its options, each as a run over MEASURE_STEPS steps of random inputs of
+    x's batch size (with the backward pass where `grad`), and the default one."""
+    B = x.size(0)
+    xm = torch.randn(B, MEASURE_STEPS, x.size(-1), device=x.device, dtype=x.dtype, requires_grad=grad)
+    ones = torch.ones(B, MEASURE_STEPS, dtype=torch.bool, device=x.device)
+    lengths = ones.sum(1)
+    with torch.no_grad():
+        small = x.new_zeros(1, 2, x.size(-1))
+        state0 = cell.initial_state(1, small)
+        has = {"loop": True,
+               "sequence": _whole(cell, cell.project_inputs(small), ones[:1, :2], True, state0) is not None,
+               "torch": _torch(cell, small, lengths[:1], True, state0) is not None}
+
+    def timed(path: str) -> Any:
+        def fn() -> None:
+            out, last = _through(path, cell, xm, ones, lengths, True, None)
+            if grad:
+                torch.autograd.grad(out.float().sum() + last.float().sum(), [xm, *params], allow_unused=True)
+        return fn
+
+    return {p: timed(p) for p in PATHS if has[p]}, "sequence" if has["sequence"] else "loop"
+
+
+_TORCH_LAYERS: dict[tuple[str, int, int], nn.RNNBase] = {}
+
+
+def torch_recurrence(kind: str, x: Tensor, lengths: Tensor | None, h0: Tensor, c0: Tensor | None,
+                     weights: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor | None] | None:
+    """torch's own one-layer GRU or LSTM (`kind`) over x [B, T, I] from h0 (and c0) [B, H], with a cell's
+    weights under torch's names (weight_ih_l0, weight_hh_l0, bias_ih_l0, bias_hh_l0); padded sequences go
+    through a packed sequence. (outputs [B, T, H], last h, last c or None); None where a sequence has
+    length 0 (torch cannot pack it)."""
+    if lengths is not None and bool((lengths == 0).any()):
+        return None
+    key = (kind, x.size(-1), h0.size(1))
+    if key not in _TORCH_LAYERS:          # shapes only: the weights are the cell's (torch.func.functional_call)
+        layer = nn.GRU if kind == "gru" else nn.LSTM
+        _TORCH_LAYERS[key] = layer(x.size(-1), h0.size(1), batch_first=True, device="meta")
+    hx: Any = h0.unsqueeze(0).contiguous()
+    if c0 is not None:
+        hx = (hx, c0.unsqueeze(0).contiguous())
+    packed = lengths is not None
+    inp: Any = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False) \
+        if packed else x
+    out, last = torch.func.functional_call(_TORCH_LAYERS[key], weights, (inp, hx))
+    if packed:
+        out = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=x.size(1))[0]
+    h_n, c_n = (last, None) if c0 is None else last
+    return out, h_n[0], None if c_n is None else c_n[0]
 
 
 def reverse_padded(x: Tensor, lengths: Tensor) -> Tensor:
@@ -142,21 +281,8 @@ def run(cell: RecurrentCell, x: Tensor, mask: Tensor, state: Tensor | None = Non
     lengths = mask.sum(1)
     if reverse:
         x = reverse_padded(x, lengths)
-    projected = cell.project_inputs(x)
-    if state is None:
-        state = cell.initial_state(x.size(0), projected)
     full = bool(mask.all())
-    whole = _sequence(cell, projected, mask, full, state)
-    if whole is not None:
-        states, state = whole
-        out = cell.output(states)
-    else:
-        outputs = []
-        for t, p_t in enumerate(projected.unbind(1)):  # not projected[:, t]: its backward fills a
-            new = cell.step(p_t, state)                  # full-size zero gradient at every step
-            state = new if full else torch.where(mask[:, t, None], new, state)
-            outputs.append(cell.output(state))
-        out = torch.stack(outputs, 1)
+    out, state = _through(chosen_path(cell, x), cell, x, mask, lengths, full, state)
     if not full:
         out = out * mask.unsqueeze(-1).to(out.dtype)
     if reverse:

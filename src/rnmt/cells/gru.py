@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from rnmt.cells.base import RecurrentCell
+from rnmt.cells.base import RecurrentCell, torch_recurrence
 from rnmt.cells.gates import SigmoidGates, dropout_rate, sigmoid_gates
 from rnmt.cells.kernel import StepKernel, product_grad, row_sum, sigmoid_grad, tanh, tanh_grad, time_major
 from rnmt.cells.registry import register_cell
@@ -106,6 +106,16 @@ class GRU(RecurrentCell):
             return super().sequence(projected, mask, state)
         p, m = time_major(projected, mask)
         return kernels.TritonGRU.apply(p, m, state.contiguous(), self.weight_hh, self.bias_hh).transpose(0, 1)
+
+    def torch_layer(self, x: Tensor, lengths: Tensor | None, state: Tensor) -> tuple[Tensor, Tensor] | None:
+        """torch's nn.GRU with this cell's weights (the same equations and layout): the reset gate after the
+        product, without gate norm and, in training, without candidate dropout."""
+        if self.gate_norm or self.reset != "after" or (self.candidate_dropout and self.training):
+            return None
+        got = torch_recurrence("gru", x, lengths, state, None, {
+            "weight_ih_l0": self.weight_ih, "weight_hh_l0": self.weight_hh,
+            "bias_ih_l0": self.bias_ih, "bias_hh_l0": self.bias_hh})
+        return None if got is None else (got[0], got[1])
 
 
 class ResetBeforeKernel(StepKernel):

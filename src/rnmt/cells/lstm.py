@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from rnmt.cells.base import RecurrentCell
+from rnmt.cells.base import RecurrentCell, torch_recurrence
 from rnmt.cells.kernel import StepKernel, product_grad, row_sum, sigmoid_grad, tanh, tanh_grad
 from rnmt.cells.registry import register_cell
 from rnmt.matmul import addmm, linear, mm
@@ -51,6 +51,14 @@ class LSTM(RecurrentCell):
 
     def step_kernel(self) -> LSTMKernel:
         return LSTMKernel(self.weight_hh, self.bias_hh, "ifgo")
+
+    def torch_layer(self, x: Tensor, lengths: Tensor | None, state: Tensor) -> tuple[Tensor, Tensor] | None:
+        """torch's nn.LSTM with this cell's weights (the same equations and gate order)."""
+        h0, c0 = state.chunk(2, -1)
+        got = torch_recurrence("lstm", x, lengths, h0, c0, {
+            "weight_ih_l0": self.weight_ih, "weight_hh_l0": self.weight_hh,
+            "bias_ih_l0": self.bias_ih, "bias_hh_l0": self.bias_hh})
+        return None if got is None else (got[0], torch.cat([got[1], got[2]], -1))
 
 
 class LSTMKernel(StepKernel):

@@ -1,0 +1,164 @@
+"""The fast path of a computation is the candidate measured fastest on this machine, measured once and
+kept per machine; torch's own GRU and LSTM layers are a path of rnmt's GRU and LSTM cells with the step
+loop's numbers. Timings here come from a given clock, never the machine's."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from cellpaths import float64, outputs_and_grads  # noqa: F401 (float64: autouse fixture)
+from rnmt import fastpath, matmul
+from rnmt.cells import base, build_cell
+from rnmt.cells.base import use_path
+
+CPU = torch.device("cpu")
+
+
+def clock(durations: dict[str, float], calls: list[str]):
+    """A timer whose readings make each candidate take `durations[name]` seconds (calls: the run order)."""
+    now = [0.0]
+
+    def timer() -> float:
+        return now[0]
+
+    def candidate(name: str):
+        def run() -> None:
+            calls.append(name)
+            now[0] += durations[name]
+        return run
+    return timer, candidate
+
+
+@pytest.fixture
+def measuring(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    cache = tmp_path / "fastpath.json"
+    monkeypatch.setenv("RNMT_FASTPATH", "measure")
+    monkeypatch.setenv("RNMT_FASTPATH_CACHE", str(cache))
+    fastpath.forget()
+    yield cache
+    fastpath.forget()
+
+
+def test_the_candidate_with_the_lowest_median_time_wins_and_is_kept_for_the_machine(measuring: Path) -> None:
+    calls: list[str] = []
+    timer, candidate = clock({"a": 0.003, "b": 0.001, "c": 0.002}, calls)
+    names = ("a", "b", "c")
+    assert fastpath.choose("k", {n: candidate(n) for n in names}, "a", CPU, reps=3, timer=timer) == "b"
+    assert calls == ["a", "b", "c"] * 4          # a warm-up run each, then three interleaved rounds
+    kept = json.loads(measuring.read_text())
+    assert kept == {fastpath.machine(CPU): {"k": "b"}}
+    assert any(k.endswith("| k") and v == "b" for k, v in fastpath.chosen().items())
+    fastpath.forget()                              # a new process: the file answers, nothing runs
+    calls.clear()
+    assert fastpath.choose("k", {n: candidate(n) for n in names}, "a", CPU, timer=timer) == "b"
+    assert calls == []
+
+
+def test_without_measuring_the_default_is_taken(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("RNMT_FASTPATH", "default")
+    monkeypatch.setenv("RNMT_FASTPATH_CACHE", str(tmp_path / "c.json"))
+    calls: list[str] = []
+    timer, candidate = clock({"a": 1.0, "b": 0.0}, calls)
+    assert fastpath.choose("k", {"a": candidate("a"), "b": candidate("b")}, "a", CPU, timer=timer) == "a"
+    assert calls == [] and not (tmp_path / "c.json").exists()
+    monkeypatch.setenv("RNMT_FASTPATH", "fastest")
+    with pytest.raises(fastpath.InputError, match="RNMT_FASTPATH='fastest': valid values are measure, default"):
+        fastpath.choose("k", {"a": candidate("a"), "b": candidate("b")}, "a", CPU)
+
+
+def test_an_unreadable_cache_is_measured_again(measuring: Path) -> None:
+    measuring.write_text("{not json")
+    calls: list[str] = []
+    timer, candidate = clock({"a": 0.002, "b": 0.001}, calls)
+    assert fastpath.choose("k", {"a": candidate("a"), "b": candidate("b")}, "a", CPU, timer=timer) == "b"
+    assert json.loads(measuring.read_text())[fastpath.machine(CPU)] == {"k": "b"}
+
+
+def test_measuring_leaves_the_random_number_stream_as_it_was(measuring: Path) -> None:
+    torch.manual_seed(3)
+    expected = torch.rand(4)
+    torch.manual_seed(3)
+    fastpath.choose("rng", {"a": lambda: torch.rand(100), "b": lambda: torch.rand(10)}, "a", CPU)
+    assert torch.equal(torch.rand(4), expected)
+
+
+@pytest.mark.parametrize("name", ["gru", "lstm"])
+@pytest.mark.parametrize("padded", [False, True])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_torchs_own_layer_gives_the_step_loops_numbers(name: str, padded: bool, reverse: bool) -> None:
+    torch.manual_seed(0)
+    cell = build_cell(name, 5, 6)
+    x = torch.randn(3, 7, 5, requires_grad=True)
+    mask = torch.ones(3, 7, dtype=torch.bool)
+    if padded:
+        mask[1, 4:] = False
+        mask[2, 1:] = False
+    h0 = torch.randn(3, cell.state_size, requires_grad=True)
+    got = {}
+    for path in ("loop", "torch"):
+        with use_path(path):
+            got[path] = outputs_and_grads(cell, x, mask, h0, reverse)
+    for a, b in zip(got["loop"], got["torch"], strict=True):
+        torch.testing.assert_close(b, a, rtol=1e-10, atol=1e-12)
+
+
+def test_cells_without_torchs_layer_for_their_options_take_the_next_path() -> None:
+    torch.manual_seed(0)
+    x, mask = torch.randn(2, 4, 5), torch.ones(2, 4, dtype=torch.bool)
+    for cell in (build_cell("gru", 5, 6, reset="before"), build_cell("gru", 5, 6, gate_norm=True),
+                 build_cell("atr", 5, 6)):
+        with use_path("sequence"):
+            want = base.run(cell, x, mask)[0]
+        with use_path("torch"):
+            torch.testing.assert_close(base.run(cell, x, mask)[0], want)
+    assert build_cell("gru", 5, 6, gate_norm=True).torch_layer(x, None, torch.zeros(2, 6)) is None
+
+
+def test_run_takes_the_measured_path_once_per_cell_and_size(measuring: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every path the cell has is a candidate; the choice holds for later batches of the same size class."""
+    seen: list[tuple[str, ...]] = []
+
+    def fake_timings(candidates, device, reps=3, timer=None):
+        seen.append(tuple(candidates))
+        return {name: 1.0 if name != "torch" else 0.5 for name in candidates}
+
+    monkeypatch.setattr(fastpath, "timings", fake_timings)
+    monkeypatch.setattr(base, "_CHOICES", {})
+    cell = build_cell("gru", 5, 6)
+    x, mask = torch.randn(3, 4, 5), torch.ones(3, 4, dtype=torch.bool)
+    state = torch.get_rng_state()
+    base.run(cell.eval(), x, mask)
+    assert torch.equal(torch.get_rng_state(), state), "measuring drew from the training's random numbers"
+    cell.train()
+    seen.clear()
+    base.run(cell, x, mask)
+    base.run(cell, torch.randn(2, 9, 5), torch.ones(2, 9, dtype=torch.bool))      # batch 2 and 3: one class
+    assert seen == [("loop", "sequence", "torch")]       # training measured once (evaluation: its own choice)
+    assert list(base._CHOICES.values()) == ["torch", "torch"]
+    base.run(build_cell("atr", 5, 6), x, mask)
+    assert seen[-1] == ("loop", "sequence")
+
+
+def test_the_product_route_is_measured_per_size_class(measuring: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    measured: list[tuple[str, ...]] = []
+
+    def fake_timings(candidates, device, reps=3, timer=None):
+        measured.append(tuple(candidates))
+        return {"blas": 1.0, "onednn": 2.0}
+
+    monkeypatch.setattr(fastpath, "timings", fake_timings)
+    monkeypatch.setattr(matmul, "_ROUTES", {})
+    a, b = torch.randn(64, 256, dtype=torch.float32), torch.randn(256, 500, dtype=torch.float32)
+    state = torch.get_rng_state()
+    torch.testing.assert_close(matmul.mm(a, b), a @ b)
+    assert torch.equal(torch.get_rng_state(), state), "measuring drew from the training's random numbers"
+    torch.testing.assert_close(matmul.mm(a, b[:, :480]), a @ b[:, :480])     # the same class: not measured again
+    assert measured == [("blas", "onednn")] and list(matmul._ROUTES.values()) == [False]
+
+
+def test_a_candidate_within_the_margin_of_the_default_leaves_the_default(measuring: Path) -> None:
+    calls: list[str] = []
+    timer, candidate = clock({"a": 0.0100, "b": 0.0098}, calls)
+    assert fastpath.choose("close", {"a": candidate("a"), "b": candidate("b")}, "a", CPU, timer=timer) == "a"
