@@ -214,6 +214,7 @@ class Plan:
                 owner.setdefault(k, str(path))
                 self.defined_in.setdefault(k, str(systems.system_files.get(v.name, path)))
             self.tables[name] = table
+        self.owner = owner
         check_corpora({**config, "corpora": self.corpora_config}, self.root)
 
     # ---- scales ------------------------------------------------------------------------------------

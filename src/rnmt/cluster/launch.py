@@ -21,7 +21,7 @@ from typing import Any
 from rnmt.cluster import gpus as slots
 
 log = logging.getLogger(__name__)
-EXIT_INTERRUPTED = 75
+EXIT_INTERRUPTED = 75       # EX_TEMPFAIL: the checkpoint is saved, a rerun resumes
 
 
 def is_worker() -> bool:

@@ -1,5 +1,6 @@
-"""`rnmt corpus ...`: the subcommands of the corpus rules (download, fetch, assemble, chunk, clean,
-merge, prepare dev/test text, truecase, BPE on the training pairs) and `rnmt corpus list`."""
+"""The data commands: `rnmt synth`, `tokenize`, `bpe learn|apply` and `vocab`, and `rnmt corpus ...`, the
+subcommands of the corpus rules (download, fetch, assemble, chunk, clean, merge, prepare dev/test text,
+truecase, BPE on the training pairs) and `rnmt corpus list`."""
 
 from __future__ import annotations
 
@@ -13,6 +14,50 @@ from rnmt.io import InputError
 
 log = logging.getLogger("rnmt")
 ROOT = Path(__file__).resolve().parents[3]
+
+
+def cmd_synth(a: argparse.Namespace) -> None:
+    from rnmt.data.synthetic import LANGUAGE_SEED, write_corpus
+
+    sizes = {"train": a.train, "dev": a.dev, "test": a.test}
+    written = write_corpus(Path(a.out_dir), sizes, a.seed, a.language_seed or LANGUAGE_SEED, a.max_words)
+    log.info("synthetic corpus in %s: %s", a.out_dir, written)
+
+
+def cmd_tokenize(a: argparse.Namespace) -> None:
+    from rnmt.data.tokenize import tokenize
+    from rnmt.io import atomic_writer, read_lines
+
+    lines = read_lines(a.input)
+    with atomic_writer(a.output) as f:
+        for line in lines:
+            f.write(tokenize(line, a.lang, escape=not a.no_escape, normalize=not a.no_normalize,
+                             lowercase=a.lowercase) + "\n")
+    log.info("tokenized %d lines (%s) → %s", len(lines), a.lang, a.output)
+
+
+def cmd_bpe_learn(a: argparse.Namespace) -> None:
+    from rnmt.data import bpe
+
+    bpe.learn(bpe.file_lines(a.inputs), a.codes, a.merges, a.min_frequency)
+    log.info("learned up to %d BPE merges from %s → %s", a.merges, ", ".join(a.inputs), a.codes)
+
+
+def cmd_bpe_apply(a: argparse.Namespace) -> None:
+    from rnmt.data import bpe
+    from rnmt.io import read_lines, write_lines
+
+    seg = bpe.Segmenter(a.codes)
+    write_lines(a.output, [seg(line) for line in read_lines(a.input)])
+
+
+def cmd_vocab(a: argparse.Namespace) -> None:
+    from rnmt.data.bpe import file_lines
+    from rnmt.data.vocab import Vocab
+
+    v = Vocab.build(file_lines([a.input]), max_size=a.max_size, min_count=a.min_count)
+    v.save(a.output)
+    log.info("vocabulary of %d entries → %s", len(v), a.output)
 
 
 def _registry(a: argparse.Namespace) -> Any:
@@ -159,6 +204,45 @@ def pair_io(p: argparse.ArgumentParser, inputs: bool = True) -> None:
 
 
 def add_parsers(sub: Any) -> None:
+    s = sub.add_parser("synth", help="generate the synthetic language pair")
+    s.add_argument("--out-dir", required=True)
+    s.add_argument("--seed", type=int, default=1)
+    s.add_argument("--language-seed", type=int, default=None)
+    s.add_argument("--train", type=int, default=20000)
+    s.add_argument("--dev", type=int, default=500)
+    s.add_argument("--test", type=int, default=1000)
+    s.add_argument("--max-words", type=int, default=None)
+    s.set_defaults(func=cmd_synth)
+
+    s = sub.add_parser("tokenize", help="normalise punctuation and Moses-tokenize a file")
+    s.add_argument("--lang", required=True)
+    s.add_argument("--no-escape", action="store_true")
+    s.add_argument("--no-normalize", action="store_true")
+    s.add_argument("--lowercase", action="store_true")
+    s.add_argument("input")
+    s.add_argument("output")
+    s.set_defaults(func=cmd_tokenize)
+
+    bpe = sub.add_parser("bpe", help="learn or apply BPE").add_subparsers(dest="bpe_command", required=True)
+    s = bpe.add_parser("learn")
+    s.add_argument("--merges", type=int, required=True)
+    s.add_argument("--min-frequency", type=int, default=2)
+    s.add_argument("--codes", required=True)
+    s.add_argument("inputs", nargs="+")
+    s.set_defaults(func=cmd_bpe_learn)
+    s = bpe.add_parser("apply")
+    s.add_argument("--codes", help="the codes file; omit for word level (lines pass unsegmented)")
+    s.add_argument("input")
+    s.add_argument("output")
+    s.set_defaults(func=cmd_bpe_apply)
+
+    s = sub.add_parser("vocab", help="build a vocabulary from a segmented file")
+    s.add_argument("--max-size", type=int, default=None)
+    s.add_argument("--min-count", type=int, default=1, help="leave out tokens seen fewer times")
+    s.add_argument("input")
+    s.add_argument("output")
+    s.set_defaults(func=cmd_vocab)
+
     """Register `rnmt corpus <command>` on the CLI's subparsers."""
     corpus = sub.add_parser("corpus", help="download, fetch, clean and prepare corpora")
     cs = corpus.add_subparsers(dest="corpus_command", required=True)

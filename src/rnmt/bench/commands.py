@@ -1,0 +1,30 @@
+"""`rnmt bench`: the command line of the speed benchmarks."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+from rnmt.bench import BENCHMARKS
+
+log = logging.getLogger("rnmt")
+
+
+def cmd_bench(a: argparse.Namespace) -> None:
+    from rnmt.bench.runner import run_benchmark
+
+    for name in a.names:
+        _, text = run_benchmark(name, a.out, a.quick, a.device, a.threads)
+        print(text + "\n", flush=True)
+        log.info("%s → %s/%s.csv", name, a.out, name)
+
+
+def add_parsers(sub: Any) -> None:
+    s = sub.add_parser("bench", help="speed benchmarks: cells, train, decode, data (tables + CSVs)")
+    s.add_argument("names", nargs="+", choices=BENCHMARKS, metavar="{" + ",".join(BENCHMARKS) + "}")
+    s.add_argument("--quick", action="store_true", help="small sizes, under a minute each")
+    s.add_argument("--out", default="results/bench", help="directory for <name>.csv")
+    s.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:1, ...")
+    s.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default); recorded per row")
+    s.set_defaults(func=cmd_bench)

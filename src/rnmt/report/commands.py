@@ -1,0 +1,116 @@
+"""`rnmt table`, `figure`, `runs`, `plot-curve`, `plot-cost` and `params`: the command line of the report."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("rnmt")
+
+
+def cmd_table(a: argparse.Namespace) -> None:
+    from rnmt.plan import load_table
+    from rnmt.report.tables import build
+
+    table = load_table(a.experiment, a.corpus or None, a.max_seeds or None, a.scale_note)
+    df = build(table, a.metrics, a.run, a.scale, a.csv, a.md, a.tex, a.gates, a.html, a.cells)
+    log.info("table %s: %d cells → %s, %s", table.name, len(df), a.csv, a.md)
+
+
+def cmd_figure(a: argparse.Namespace) -> None:
+    from rnmt.plan import load_table
+    from rnmt.report.figures import draw
+
+    table = load_table(a.experiment, None, a.max_seeds or None)
+    if a.curves:
+        from rnmt.report.figures import curves
+
+        curves(table, a.logs, a.output)
+    else:
+        draw(table, a.output, a.metrics, a.gates, a.logs)
+    log.info("figure %s → %s", table.name, a.output)
+
+
+def cmd_runs(a: argparse.Namespace) -> None:
+    from rnmt.report.runs import write_runs
+
+    df = write_runs(a.metrics, a.output)
+    log.info("%d runs → %s", len(df), a.output)
+
+
+def cmd_plot_curve(a: argparse.Namespace) -> None:
+    from rnmt.report.curves import plot
+
+    plot(a.log, a.output, a.title)
+
+
+def cmd_plot_cost(a: argparse.Namespace) -> None:
+    from rnmt.report.cost import plot_cost
+
+    plot_cost(a.logs, a.output, a.name or None, a.smooth, a.title)
+    log.info("training cost of %d run(s) → %s", len(a.logs), a.output)
+
+
+def cmd_params(a: argparse.Namespace) -> None:
+    from rnmt.report.params import evaluate, to_csv
+
+    results = evaluate(root=Path(a.root))
+    if a.table:
+        results = [r for r in results if r["table"] in a.table]
+    sys.stdout.write(to_csv(results))
+
+
+def add_parsers(sub: Any) -> None:
+    s = sub.add_parser("table", help="build a table's CSV, Markdown and LaTeX from metrics files")
+    s.add_argument("--experiment", required=True)
+    s.add_argument("--run", required=True)
+    s.add_argument("--scale", required=True)
+    s.add_argument("--corpus", default="", help="the corpus the table ran on at this scale")
+    s.add_argument("--max-seeds", type=int, default=0, help="the scale's cap on seeds per row (0: none)")
+    s.add_argument("--scale-note", default="", help="what the scale changes (config scales.<scale>.note)")
+    s.add_argument("--csv", required=True)
+    s.add_argument("--md", required=True)
+    s.add_argument("--tex")
+    s.add_argument("--html", help="the table as an HTML page (the report shows it)")
+    s.add_argument("--gates", nargs="*", default=[], help="gate statistics (rnmt gates) of the rows' models")
+    s.add_argument("--cells", nargs="*", default=[], help="cell counts (rnmt cell-counts) of a table of kind cells")
+    s.add_argument("metrics", nargs="*")
+    s.set_defaults(func=cmd_table)
+
+    s = sub.add_parser("figure", help="draw a table's figure (gates, BLEU by length, training cost) as PNG")
+    s.add_argument("--experiment", required=True)
+    s.add_argument("--scale", default="")
+    s.add_argument("--max-seeds", type=int, default=0, help="the scale's cap on seeds per row (0: none)")
+    s.add_argument("--output", required=True)
+    s.add_argument("--metrics", nargs="*", default=[])
+    s.add_argument("--gates", nargs="*", default=[])
+    s.add_argument("--logs", nargs="*", default=[], help="train.jsonl of the rows' models")
+    s.add_argument("--curves", action="store_true", help="the rows' learning curves instead of the paper's figure")
+    s.set_defaults(func=cmd_figure)
+
+    s = sub.add_parser("runs", help="one CSV row per run (model + decoding) with every metric and setting")
+    s.add_argument("--output", required=True)
+    s.add_argument("metrics", nargs="*")
+    s.set_defaults(func=cmd_runs)
+
+    s = sub.add_parser("plot-curve", help="plot a training log's learning curve")
+    s.add_argument("--title", default="")
+    s.add_argument("log")
+    s.add_argument("output")
+    s.set_defaults(func=cmd_plot_curve)
+
+    s = sub.add_parser("plot-cost", help="training cost per minibatch of several runs (UD paper, Figure 2)")
+    s.add_argument("--output", required=True, help="the PNG to write")
+    s.add_argument("--name", action="append", help="legend name of each log, in order (default: its folder)")
+    s.add_argument("--smooth", type=int, default=5, help="moving-average window in logged minibatches (1: none)")
+    s.add_argument("--title", default="Training cost per minibatch")
+    s.add_argument("logs", nargs="+", help="train.jsonl of each run")
+    s.set_defaults(func=cmd_plot_cost)
+
+    s = sub.add_parser("params", help="parameter counts of the papers' rows, rebuilt at the papers' settings")
+    s.add_argument("--table", action="append", help="only these tables (e.g. atr-table4)")
+    s.add_argument("--root", default=".", help="the checkout whose systems and experiment files to read")
+    s.set_defaults(func=cmd_params)
