@@ -375,3 +375,18 @@ def test_latex_tables_compile_and_fit_the_page(built: Path, tmp_path: Path) -> N
         log = (tmp_path / f"{name}-doc.log").read_text(errors="replace")
         assert r.returncode == 0, log[-2000:]
         assert "Overfull \\hbox" not in log, name
+
+
+def test_the_metrics_a_table_may_list_are_the_labelled_ones() -> None:
+    """The experiment schema's metric names come from METRIC_LABELS: a labelled metric is accepted, with
+    tok_ where it is a BLEU, and an unlabelled one is refused."""
+    from rnmt.config import ConfigError, validate
+    from rnmt.report.metric_names import METRIC_LABELS
+
+    schema = ROOT / "workflow/schemas/experiment.schema.yaml"
+    exp = yaml.safe_load((EXPERIMENTS / "atr-table4.yaml").read_text())
+    for metric in [*METRIC_LABELS, "tok_bleu", "bleu@nist-mt02", "tok_bleu_len@10-20", "bleu_len@60-inf"]:
+        validate({**exp, "metrics": [metric]}, schema, "t")
+    for metric in ("train_hours", "tok_chrf", "bleu@"):
+        with pytest.raises(ConfigError, match=f"'metrics.0' is '{metric}'"):
+            validate({**exp, "metrics": [metric]}, schema, "t")

@@ -79,10 +79,12 @@ def checked(cls: type[T], d: dict[str, Any], what: str) -> T:
 
 
 def class_schema(name: str) -> dict[str, Any]:
-    """The schema block of the settings class `name` (`module.Class`), for `x-generated-from`."""
+    """The schema block for `x-generated-from: name`: of the settings class `module.Class`, or what the
+    function `module.function` returns."""
     module, _, cls = name.rpartition(".")
     try:
         found = getattr(importlib.import_module(module), cls)
     except (ImportError, AttributeError, ValueError):
-        raise InputError(f"schema: x-generated-from names {name!r}, which is not a settings class") from None
-    return json_schema(found)
+        raise InputError(f"schema: x-generated-from names {name!r}, which is not a settings class or a schema "
+                         "function") from None
+    return json_schema(found) if isinstance(found, type) else found()

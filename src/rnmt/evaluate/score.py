@@ -36,10 +36,10 @@ from sacrebleu.metrics import BLEU, CHRF
 
 from rnmt.data.tokenize import DASH_SPLIT
 from rnmt.io import InputError
+from rnmt.report.metric_names import TOKENIZED
 
 LENGTH_BUCKETS = (0, 10, 20, 30, 40, 50)     # (0,10], (10,20], ..., (50, ∞)
 LONGER_THAN = (0, 10, 20, 30, 40, 50, 60)    # DTMT Figure 3's x-axis: sources longer than x words
-TOKENIZED = "tok_"                           # the key prefix of a score on tokenized text
 
 # get_ende_bleu.sh's compound splitting, `s{(\S)-(\S)}{$1 ##AT##-##AT## $2}g`: like Perl's /g, re.sub
 # resumes after each match, so "a-b-c" becomes "a ##AT##-##AT## b-c"

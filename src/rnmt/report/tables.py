@@ -17,38 +17,14 @@ from typing import Any
 
 import pandas as pd
 
-from rnmt.evaluate.score import TOKENIZED, bucket_name
+from rnmt.evaluate.score import bucket_name
 from rnmt.io import InputError, atomic_writer, read_json
 from rnmt.plan import Row, Table
+from rnmt.report.metric_names import METRIC_LABELS, TOKENIZED, bleu_family
 
-METRIC_LABELS = {
-    "bleu": "BLEU",
-    "tok_bleu_compound": "tok BLEU (compounds split)",
-    "chrf": "chrF",
-    "params_m": "#Params (M)",
-    "train_tgt_words_per_s": "Train words/s",
-    "train_src_words_per_s": "Train src words/s",
-    "decode_words_per_s": "Decode words/s",
-    "decode_seconds_per_sentence": "Decode s/sent",
-    "decode_words_per_s_beam1": "Decode words/s (beam 1)",
-    "decode_seconds_per_sentence_beam1": "Decode s/sent (beam 1)",
-    "train_tgt_words_per_s_ratio": "Train speed ×",
-    "decode_words_per_s_beam1_ratio": "Decode speed ×",
-    "gate_pearson_r": "Pearson r (i, f)",
-    "weight_matrices": "#WM",
-    "matrix_transformations": "#MT",
-    "train_minutes": "Train min",
-    "best_dev_ppl": "Dev ppl",
-    "bleu_avg": "Avg",
-}
 # `row`: the paper's row order; `members`: what a row's numbers come from (seeds, or one ensemble)
 COLUMNS = ["table", "row", "system", "variant", "members", "metric", "paper", "ours", "diff", "std", "n_seeds",
            "why_empty", "scale", "run", "corpus", "signature"]
-
-
-def _bleu_family(metric: str) -> bool:
-    """bleu and the metrics made of it: per test set (bleu@), per source length (bleu_len@), the sets' mean."""
-    return metric in ("bleu", "bleu_avg") or metric.startswith(("bleu@", "bleu_len@"))
 
 
 def tokenized(metric: str) -> tuple[str, str]:
@@ -56,7 +32,7 @@ def tokenized(metric: str) -> tuple[str, str]:
     "tok_bleu@nist-mt02" → ("tok_", "bleu@nist-mt02"), multi-bleu on tokenized text (the same for
     tok_bleu, tok_bleu_avg and tok_bleu_len@); any other metric → ("", metric)."""
     base = metric.removeprefix(TOKENIZED)
-    return (TOKENIZED, base) if base != metric and _bleu_family(base) else ("", metric)
+    return (TOKENIZED, base) if base != metric and bleu_family(base) else ("", metric)
 
 
 def signature_key(metric: str) -> str | None:
@@ -65,7 +41,7 @@ def signature_key(metric: str) -> str | None:
     if metric in ("chrf", "tok_bleu_compound"):
         return f"{metric}_signature"
     prefix, base = tokenized(metric)
-    return f"{prefix}bleu_signature" if _bleu_family(base) else None
+    return f"{prefix}bleu_signature" if bleu_family(base) else None
 
 
 def label(metric: str) -> str:
