@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from rnmt.cells import run
-from rnmt.cells.base import fused
+from rnmt.cells.base import use_path
 
 
 @pytest.fixture(autouse=True)
@@ -29,8 +29,8 @@ def outputs_and_grads(cell, x, mask, h0, reverse):
 def both_paths(fn, seed=0):
     """fn() under the step loop and under the whole-sequence path, each after seeding the RNG."""
     out = []
-    for enabled in (False, True):
+    for path in ("loop", "sequence"):
         torch.manual_seed(seed)
-        with fused(enabled):
+        with use_path(path):
             out.append(fn())
     return out

@@ -22,7 +22,7 @@ import torch
 import rnmt
 from rnmt.cells import build_cell, run
 from rnmt.cells import triton as triton_cells
-from rnmt.cells.base import fused
+from rnmt.cells.base import use_path
 from rnmt.cells.srnmt import DecoderUnit, EncoderUnit
 
 NAMES = ["atr", "gru", "sru", "srnmt"]
@@ -50,7 +50,7 @@ def outputs_and_grads(cell: torch.nn.Module, x: torch.Tensor, mask: torch.Tensor
 
 def three_paths(fn) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
     """fn() under the step loop, today's CPU sequence path, and the Triton kernels."""
-    with fused(False):
+    with use_path("loop"):
         loop = fn()
     seq = fn()
     with triton_cells.force_on_cpu():

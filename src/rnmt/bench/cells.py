@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from rnmt.bench.timing import Peak, environment, measure
 from rnmt.cells import CELLS, build_cell, run
-from rnmt.cells.base import RecurrentCell, chosen_path, fused
+from rnmt.cells.base import RecurrentCell, chosen_path, use_path
 from rnmt.cells.triton import uses_triton
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ def taken_path(cell: RecurrentCell, x: Tensor) -> str:
 
 def sequence_path(cell: RecurrentCell, device: torch.device) -> str | None:
     """The whole-sequence path `run` takes for the cell: "triton" (CUDA kernels, cells/triton), "sequence"
-    (scan / fused loop), or None (the step loop)."""
+    (a scan or a loop with its own backward), or None (the step loop)."""
     p = torch.zeros(1, 1, cell.projection_size, device=device, requires_grad=True)
     states = cell.sequence(p, None, cell.initial_state(1, p))
     return None if states is None else "triton" if uses_triton(states) else "sequence"
@@ -62,7 +62,7 @@ def _layer(name: str, hidden: int, device: torch.device,
     cell = build_cell(name, input_size(name, hidden), hidden).to(device)
 
     def forward(x: Tensor) -> Tensor:
-        with fused(use_sequence):
+        with use_path(None if use_sequence else "loop"):
             return run(cell, x, torch.ones(x.shape[:2], dtype=torch.bool, device=x.device))[0]
     return cell, forward
 

@@ -5,9 +5,11 @@ matrix product over [batch, time, input]), and `step` applies the recurrence to 
 projection and the previous state. The state is a single tensor [batch, state_size] (an LSTM
 concatenates h and c), so beam search can reorder any cell's state with one `index_select`.
 
-A cell may also offer `sequence`, the whole recurrence at once (a scan or a fused loop with its own
-backward, cells/scan.py and cells/kernel.py); `run` then uses it instead of the step loop. It must give
-the step loop's numbers; `fused(False)` turns it off (for the equivalence tests and the benchmark).
+A cell may also offer `sequence`, the whole recurrence at once (a scan or a loop with its own backward,
+cells/scan.py and cells/kernel.py), and `torch_layer`, the same recurrence as torch's own fused layer
+(GRU, LSTM: cuDNN on a GPU, oneDNN on a CPU). Both must give the step loop's numbers. `run` takes the
+path that measured fastest for the cell, its sizes and the device (`chosen_path`, rnmt.fastpath; the
+step loop where the cell has no other); `use_path` forces one (the equivalence tests and the benchmark).
 A cell that offers `step_kernel` (its step with a hand-written backward, run by cells/kernel.py) gets
 `sequence` from it, and composite cells chain their parts' kernels.
 """
@@ -108,11 +110,6 @@ def use_path(name: str | None) -> Iterator[None]:
         yield
     finally:
         _FORCED.reset(token)
-
-
-def fused(enabled: bool) -> Any:
-    """`use_path(None)` (the measured choice) or, with enabled=False, `use_path("loop")`."""
-    return use_path(None if enabled else "loop")
 
 
 def _autocast() -> str | None:
