@@ -2,10 +2,9 @@
 
 glibc's malloc hands allocations above its mmap threshold (128 KiB, raised adaptively up to 32 MiB) to
 fresh `mmap`s and gives them back on `free`, and trims the top of the heap beyond its trim threshold.
-A training step allocates the same tens of megabytes of activations and gradients every time, so
-every step faulted them in again: ATR's whole-sequence loop at hidden 1000, batch 80, length 50 took about
-20,000 minor page faults (≈ 80 MB zeroed by the kernel) per forward+backward, and its per-step
-elementwise ops into fresh buffers ran 5× slower than into warm ones (137 vs 25 µs in torch.profiler).
+A training step allocates the same tens of megabytes of activations and gradients every time, so every
+step faulted them in again, and elementwise ops into fresh buffers ran several times slower than into warm
+ones (benchmarks/README.md, "Measurements behind the CPU kernels").
 With both thresholds raised, the steady state takes no page faults (`tests/test_allocator.py`).
 
 PyTorch's CPU tuning guide recommends jemalloc or tcmalloc for the same reason; this needs neither.

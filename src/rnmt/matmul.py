@@ -114,8 +114,8 @@ def _measured(M: int, K: int, N: int) -> bool:
 
 def _dense(b: Tensor) -> Tensor:
     """b, copied to dense rows where it is a slice of wider ones (such as an LSTM's h in its state [h; c]):
-    as oneDNN's weight operand such a b takes a slow path, [80, 1024]·[1024, 512] in 860 ms instead of
-    0.5 ms (1 thread), where the copy costs microseconds."""
+    as oneDNN's weight operand such a b takes a slow path, three orders of magnitude slower, where the copy
+    costs microseconds (benchmarks/README.md, "Matrix products on the CPU")."""
     return b if b.is_contiguous() or b.t().is_contiguous() else b.contiguous()
 
 
@@ -155,7 +155,7 @@ class _Linear(torch.autograd.Function):
         x, weight = ctx.saved_tensors
         need_x, need_w, need_b = ctx.needs_input_grad
         dx = mm(grad, weight) if need_x else None
-        dw = mm(x.t(), grad).t() if need_w else None     # (xᵀ ∂y)ᵀ: 59 vs 83 ms as ∂yᵀ x at [4000, 3000]ᵀ·[4000, 1000]
+        dw = mm(x.t(), grad).t() if need_w else None     # as (xᵀ ∂y)ᵀ, the faster order (benchmarks/README.md)
         db = grad.sum(0) if need_b and ctx.has_bias else None
         return dx, dw, db
 
