@@ -82,7 +82,9 @@ def describe(device: torch.device) -> dict[str, Any]:
         "python": platform.python_version(),
         "malloc_tuned": allocator.tuned,
         "matmul": matmul.mode(),           # how CPU float32 products are computed (rnmt.matmul)
-        "fast_paths": fastpath.chosen(),   # the paths measured fastest for this run's computations
+        # the paths measured fastest for this run's computations, "<machine> | <computation>: <path>" (a
+        # list, so that runs.csv keeps it in one column)
+        "fast_paths": [f"{key}: {path}" for key, path in fastpath.chosen().items()],
     }
     if device.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(device)
