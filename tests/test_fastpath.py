@@ -162,3 +162,29 @@ def test_a_candidate_within_the_margin_of_the_default_leaves_the_default(measuri
     calls: list[str] = []
     timer, candidate = clock({"a": 0.0100, "b": 0.0098}, calls)
     assert fastpath.choose("close", {"a": candidate("a"), "b": candidate("b")}, "a", CPU, timer=timer) == "a"
+
+
+def test_the_first_choice_written_stands_and_a_resumed_run_adopts_its_own(measuring: Path) -> None:
+    """Two jobs measuring one key at once keep one answer (the first written); a checkpoint's choices
+    come back with `adopt`, whatever the file says by then."""
+    calls: list[str] = []
+    timer, candidate = clock({"a": 0.003, "b": 0.001}, calls)
+    section = fastpath.machine(CPU)
+    measuring.write_text(json.dumps({section: {}}))
+    original = fastpath._read_cache
+
+    def racing() -> dict:                # another job writes "a" between our read and our write
+        data = original()
+        if calls:
+            data.setdefault(section, {})["k"] = "a"
+        return data
+
+    fastpath._read_cache = racing
+    try:
+        assert fastpath.choose("k", {"a": candidate("a"), "b": candidate("b")}, "a", CPU, timer=timer) == "a"
+    finally:
+        fastpath._read_cache = original
+    assert fastpath.measuring_seconds() > 0
+    fastpath.forget()
+    fastpath.adopt({f"{section} | k": "b"})
+    assert fastpath.choose("k", {"a": candidate("a"), "b": candidate("b")}, "a", CPU, timer=timer) == "b"

@@ -493,5 +493,9 @@ def test_translate_takes_the_workflows_decoding_settings_as_one_json(corpus: dic
         assert (speed[name]["beam"], speed[name]["length_penalty"]) == (3, "none"), name
     assert (tmp_path / "json.txt").read_text() == (tmp_path / "flags.txt").read_text() == \
         (tmp_path / "over.txt").read_text()
+    zero = ["--settings", json.dumps({"length_penalty": "gnmt", "alpha": 0.6}), "--alpha", "0", "--max-len-extra", "0"]
+    assert main(["-q", "translate", "--model", model, *zero, "--speed-beams", "--metrics", str(tmp_path / "z.json"),
+                 src, str(tmp_path / "z.txt")]) == 0
+    assert json.loads((tmp_path / "z.json").read_text())["alpha"] == 0        # a flag of 0 goes over the JSON too
     assert main(["-q", "translate", "--model", model, "--settings", '{"beem": 3}', src, str(tmp_path / "x")]) == 2
     assert "unknown decoding setting(s) beem (did you mean beam?)" in capsys.readouterr().err

@@ -9,8 +9,12 @@ interleaved, and the lowest median time wins if it beats the default candidate's
 (closer than that, the default stays: a choice made once should not follow the noise).
 
 Choices are kept for the process and in a JSON file (`RNMT_FASTPATH_CACHE`, default
-~/.cache/rnmt/fastpath.json) under the machine's name (CPU model or GPU name, torch version, threads), so
-every job on a machine and a resumed run take the paths of the first measurement. `RNMT_FASTPATH`:
+~/.cache/rnmt/fastpath.json) under the machine's name (CPU model or GPU name, torch and rnmt versions,
+threads, the RNMT_MATMUL and RNMT_TRITON switches). The first choice written for a key stands: a job that
+measured the same key meanwhile takes the file's, so every job on a machine takes the same paths. A
+training checkpoint keeps its run's choices (`adopt` restores them), so a resumed run takes its first
+start's paths even where the file is gone. Time spent measuring is not the computation's:
+`measuring_seconds()` lets timed regions (training and decoding speed) leave it out. `RNMT_FASTPATH`:
 `measure` (the default), or `default` to take each computation's default candidate without measuring
 (what the tests do, so that no test depends on how fast or busy the machine is). `chosen()` lists this
 process's choices; every metrics file records them (`hardware.fast_paths`).
@@ -38,6 +42,8 @@ MODES = ("measure", "default")
 MARGIN = 0.05
 _CHOSEN: dict[str, str] = {}
 _LOCK = threading.Lock()
+_SPENT = [0.0]                                  # seconds spent measuring in this process
+_CACHES: list[dict[Any, Any]] = []              # callers' own lookups of choices, cleared by `forget`
 
 
 def mode() -> str:
@@ -52,8 +58,13 @@ def cache_path() -> Path:
 
 
 def machine(device: torch.device) -> str:
-    """What a measurement holds for: the processor, torch's version and the thread count."""
-    return f"{_processor(device.type, device.index)} | torch {torch.__version__} | {torch.get_num_threads()} threads"
+    """What a measurement holds for: the processor, the torch and rnmt versions, the thread count and the
+    switches that change the candidates."""
+    from rnmt import __version__
+
+    switches = ",".join(f"{k}={os.environ[k]}" for k in ("RNMT_MATMUL", "RNMT_TRITON") if k in os.environ)
+    return (f"{_processor(device.type, device.index)} | torch {torch.__version__} | rnmt {__version__} | "
+            f"{torch.get_num_threads()} threads" + (f" | {switches}" if switches else ""))
 
 
 @functools.cache
@@ -75,18 +86,26 @@ def _read_cache() -> dict[str, dict[str, str]]:
         return {}
 
 
-def _write_cache(section: str, key: str, winner: str) -> None:
-    """Add one choice to the cache file, atomically (concurrent jobs at worst measure a key twice)."""
+def _keep(section: str, key: str, winner: str) -> str:
+    """Add one choice to the cache file, under a lock, unless another job wrote that key first: then the
+    file's choice is returned and taken (every job on the machine takes the same path)."""
+    import fcntl
+
     from rnmt.io import write_json
 
     path = cache_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        data = _read_cache()
-        data.setdefault(section, {})[key] = winner
-        write_json(path, data)
+        with open(path.with_name(path.name + ".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            data = _read_cache()
+            kept = data.setdefault(section, {}).setdefault(key, winner)
+            if kept == winner:
+                write_json(path, data)
+            return kept
     except OSError as e:
         log.warning("could not keep the fast-path choice in %s (%s); it holds for this process", path, e)
+        return winner
 
 
 def timings(candidates: Mapping[str, Callable[[], Any]], device: torch.device, reps: int = 3,
@@ -126,13 +145,18 @@ def choose(key: str, candidates: Mapping[str, Callable[[], Any]], default: str, 
     if kept in candidates:
         winner = kept
     else:
+        start = time.perf_counter()
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):   # training's RNG untouched
             times = timings(candidates, device, reps, timer)
         best = min(times, key=lambda name: times[name])
         winner = best if times[best] < (1 - MARGIN) * times[default] else default
         log.info("fast path for %s: %s (%s)", key, winner,
                  ", ".join(f"{name} {t * 1e3:.2f} ms" for name, t in times.items()))
-        _write_cache(section, key, winner)
+        kept = _keep(section, key, winner)
+        if kept != winner and kept in candidates:
+            log.info("fast path for %s: %s, as another job measured first", key, kept)
+            winner = kept
+        _SPENT[0] += time.perf_counter() - start
     with _LOCK:
         _CHOSEN[full] = winner
     return winner
@@ -144,7 +168,28 @@ def chosen() -> dict[str, str]:
         return dict(_CHOSEN)
 
 
+def adopt(choices: Mapping[str, str]) -> None:
+    """Take `choices` (a checkpoint's `chosen()`) as this process's own: a resumed run takes the paths
+    its first start took, whatever the cache file says now."""
+    with _LOCK:
+        _CHOSEN.update(choices)
+
+
+def measuring_seconds() -> float:
+    """Seconds this process has spent measuring candidates, for timed regions to leave out."""
+    return _SPENT[0]
+
+
+def lookup(cache: dict[Any, Any]) -> dict[Any, Any]:
+    """Register a caller's own dict of choices (looked up before `choose`), so that `forget` clears it."""
+    _CACHES.append(cache)
+    return cache
+
+
 def forget() -> None:
-    """Drop this process's choices (the cache file stays): the next `choose` of each key reads or measures."""
+    """Drop this process's choices and its callers' lookups (the cache file stays): the next `choose` of
+    each key reads the file or measures."""
     with _LOCK:
         _CHOSEN.clear()
+        for cache in _CACHES:
+            cache.clear()

@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
+from rnmt import fastpath
 from rnmt.io import InputError
 
 MIN_MACS = 1 << 20                 # the default split where nothing is measured: smaller products stay with the BLAS
@@ -88,7 +89,7 @@ def _onednn(a: Tensor, b: Tensor, M: int, K: int, N: int) -> bool:
     return m == "onednn" or (M * K * N > 0 and _measured(M, K, N))
 
 
-_ROUTES: dict[tuple[int, int], bool] = {}      # (size class, threads) → oneDNN measured faster
+_ROUTES: dict[tuple[int, int], bool] = fastpath.lookup({})     # (size class, threads) → oneDNN faster
 
 
 def _measured(M: int, K: int, N: int) -> bool:
@@ -96,8 +97,6 @@ def _measured(M: int, K: int, N: int) -> bool:
     macs = M * K * N
     key = (macs.bit_length(), torch.get_num_threads())
     if key not in _ROUTES:
-        from rnmt import fastpath
-
         if fastpath.mode() == "default":
             _ROUTES[key] = macs >= MIN_MACS
             return _ROUTES[key]

@@ -27,14 +27,16 @@ class Systems:
     definitions: dict[str, dict[str, Any]] = field(default_factory=dict)   # system name → its definition
     paper_files: dict[str, Path] = field(default_factory=dict)             # paper → its file
     system_files: dict[str, Path] = field(default_factory=dict)            # system name → its file
+    folder: Path = Path("workflow/systems")
 
     def resolve(self, exp: dict[str, Any], path: Path) -> dict[str, Any]:
         """The experiment `exp` (read from `path`) with its paper's settings under its own and each row that
         names a system completed with the system's definition."""
         paper = exp.get("systems")
         if paper is not None and paper not in self.settings:
-            raise ConfigError(f"{path}: 'systems: {paper}' names no systems file; the papers: "
-                              f"{', '.join(sorted(self.settings)) or 'none'} (one file each in the systems folder)")
+            raise ConfigError(f"{path}: 'systems: {paper}' names no systems file; {self.folder} holds "
+                              f"{', '.join(sorted(self.settings)) or 'none'} (one <paper>.yaml each; config "
+                              "systems_dir names another folder)")
         settings = _merge_settings(self.settings.get(paper) or {}, exp.get("settings") or {})
         rows = [self._row(row, i, path) for i, row in enumerate(exp["rows"])] \
             if exp.get("kind", "translation") == "translation" else exp["rows"]
@@ -73,7 +75,7 @@ def _merge_settings(under: dict[str, Any], over: dict[str, Any]) -> dict[str, An
 def load_systems(folder: Path, schemas: Path) -> Systems:
     """Every systems file of `folder`, checked against the schema in `schemas`; a system name defined in two
     files, or a model setting its architecture does not take, is refused naming the file."""
-    out = Systems()
+    out = Systems(folder=Path(folder))
     for path in sorted(Path(folder).glob("*.yaml")):
         doc = validate(load_yaml(path), schemas / "systems.schema.yaml", str(path))
         out.settings[path.stem] = doc.get("settings") or {}

@@ -82,7 +82,8 @@ BAD_ROWS = {
                                             f"{ROOT / 'workflow/systems/atr.yaml'}, which defines it; remove cell "
                                             "from the row"),
     "a paper without a systems file": (lambda exp: exp.update(systems="atrr"),
-                                       "'systems: atrr' names no systems file; the papers: atr, demo, dtmt"),
+                                       f"'systems: atrr' names no systems file; {ROOT / 'workflow/systems'} "
+                                       "holds atr, demo, dtmt, srnmt, ud"),
 }
 
 

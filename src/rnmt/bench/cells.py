@@ -108,7 +108,7 @@ def bench(device: torch.device, quick: bool = False, hidden: tuple[int, ...] | N
             peak.sample(quick=True)
         if not quick:
             for r in list(group):
-                if r["path"] in ("sequence", "triton"):
+                if r["path"] not in ("step loop", "torch", "cuDNN"):
                     group.append(measure_layer(r["cell"], h, device, batch, length, warmup, reps, use_sequence=False))
                     peak.sample(quick=True)
         ref = {r["cell"]: r["tokens_per_s"] for r in group if r["cell"] in BASELINES}

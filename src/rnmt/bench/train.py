@@ -67,6 +67,9 @@ LSTM_2L = "LSTM 2L"          # SR-NMT Table 1's reference row
 def rows(root: Path = Path(".")) -> list[Row]:
     """Each benchmarked row as its table trains it (its system's architecture, cell and model options, from
     the systems files of the checkout at `root`), without the system's sizes."""
+    if not (root / "workflow/experiments").is_dir():
+        raise ConfigError(f"bench train: {root.resolve()} has no workflow/experiments; run it from the checkout's "
+                          "root (the rows are the tables' systems)")
     systems = load_systems(root / "workflow/systems", root / "workflow/schemas")
     out = []
     for table, name in SYSTEMS:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
 from typing import Any
 
@@ -181,7 +181,7 @@ def _through(path: str, cell: RecurrentCell, x: Tensor, mask: Tensor, lengths: T
 
 
 MEASURE_STEPS = 24          # the length a path choice is measured at (a typical sentence in subwords)
-_CHOICES: dict[tuple[Any, ...], str] = {}
+_CHOICES: dict[tuple[Any, ...], str] = fastpath.lookup({})
 
 
 def chosen_path(cell: RecurrentCell, x: Tensor) -> str:
@@ -196,7 +196,7 @@ def chosen_path(cell: RecurrentCell, x: Tensor) -> str:
     params = [p for p in cell.parameters() if p.requires_grad]
     grad = torch.is_grad_enabled() and (x.requires_grad or bool(params))
     amp = _autocast()
-    key = (cell.path_key(), x.size(0).bit_length(), grad, x.device, x.dtype, amp)
+    key = (cell.path_key(), x.size(0).bit_length(), grad, x.device, x.dtype, amp, torch.get_num_threads())
     if key not in _CHOICES:
         with torch.random.fork_rng(devices=[x.device] if x.device.type == "cuda" else []):   # training's RNG
             candidates, default = _candidates(cell, x, grad, params)                         # stays as it was
@@ -251,7 +251,11 @@ def torch_recurrence(kind: str, x: Tensor, lengths: Tensor | None, h0: Tensor, c
     packed = lengths is not None
     inp: Any = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False) \
         if packed else x
-    out, last = torch.func.functional_call(_TORCH_LAYERS[key], weights, (inp, hx))
+    cudnn = torch.backends.cudnn          # float32 stays float32 (cuDNN's TF32 default would not be the loop's)
+    no_tf32 = cudnn.flags(enabled=cudnn.enabled, benchmark=cudnn.benchmark, deterministic=cudnn.deterministic,
+                          allow_tf32=False) if x.is_cuda else nullcontext()
+    with no_tf32:
+        out, last = torch.func.functional_call(_TORCH_LAYERS[key], weights, (inp, hx))
     if packed:
         out = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=x.size(1))[0]
     h_n, c_n = (last, None) if c0 is None else last

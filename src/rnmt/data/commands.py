@@ -243,7 +243,6 @@ def add_parsers(sub: Any) -> None:
     s.add_argument("output")
     s.set_defaults(func=cmd_vocab)
 
-    """Register `rnmt corpus <command>` on the CLI's subparsers."""
     corpus = sub.add_parser("corpus", help="download, fetch, clean and prepare corpora")
     cs = corpus.add_subparsers(dest="corpus_command", required=True)
 

@@ -35,7 +35,7 @@ def cmd_translate(a: argparse.Namespace) -> None:
     if not isinstance(settings, dict):
         raise InputError("--settings takes the decoding settings as one JSON object ({\"beam\": 5, ...})")
     given = {k: v for k, v in DecodeSettings.from_dict(settings).search().items() if k in settings}
-    given.update({k: getattr(a, k) for k in SEARCH_KEYS if getattr(a, k) not in (None, False)})
+    given.update({k: getattr(a, k) for k in SEARCH_KEYS if getattr(a, k) is not None and getattr(a, k) is not False})
     if a.bundle:
         _translate_bundle(a, hardware.pick_device(a.device), given)
         return

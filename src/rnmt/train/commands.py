@@ -13,6 +13,7 @@ from rnmt.io import InputError
 
 log = logging.getLogger("rnmt")
 TRAIN_FILES = ("train-src", "train-tgt", "dev-src", "dev-tgt", "src-vocab", "tgt-vocab", "out-dir")
+LABEL_FILES = ("train-src-labels", "dev-src-labels", "src-label-vocab")     # the factored models' (optional)
 
 
 def cmd_train(a: argparse.Namespace) -> None:
@@ -23,6 +24,9 @@ def cmd_train(a: argparse.Namespace) -> None:
         args = [*(["-q"] if a.quiet else []), "train", "--model", a.model, "--settings", a.settings]
         for name in TRAIN_FILES:
             args += [f"--{name}", getattr(a, name.replace("-", "_"))]
+        for name in LABEL_FILES:
+            if getattr(a, name.replace("-", "_")):
+                args += [f"--{name}", getattr(a, name.replace("-", "_"))]
         sys.exit(launch.run_distributed(a.gpus, args))
     _train(a)
     del lease

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from rnmt import hardware
+from rnmt import fastpath, hardware
 from rnmt.data.batching import bucketed_batches, load_parallel, make_batch, token_batches
 from rnmt.data.vocab import Vocab
 from rnmt.io import InputError, write_json
@@ -135,7 +135,7 @@ class Trainer:
         if self.device.type == "cuda":
             rng["cuda"] = torch.cuda.get_rng_state(self.device)
         self._save("last.pt", {"step": self.p.step, "progress": asdict(self.p), "optimizer": self.opt.state_dict(),
-                               "rng": rng, "settings": asdict(self.s)})
+                               "rng": rng, "settings": asdict(self.s), "fast_paths": fastpath.chosen()})
 
     def _keep(self, name: str) -> None:
         if self.rank == 0:
@@ -172,6 +172,7 @@ class Trainer:
         self.model.load_state_dict(ckpt["state_dict"])
         self.opt.load_state_dict(ckpt["optimizer"])
         self.p = Progress(**ckpt["progress"])
+        fastpath.adopt(ckpt.get("fast_paths") or {})       # the paths of the first start, as its numbers are
         self._restore_outputs()
         rng = ckpt["rng"]
         random.setstate(rng["python"])
@@ -275,7 +276,7 @@ class Trainer:
         """One update from a group of batches (`accumulate` of them): the gradient of their summed loss over
         all their target tokens, which is the gradient of one batch as large as the group."""
         s, p, model = self.s, self.p, self.model
-        t0 = time.perf_counter()
+        t0, measuring0 = time.perf_counter(), fastpath.measuring_seconds()
         lr = s.lr * p.lr_factor * self.schedule(p.step, p.epoch)
         for g in self.opt.param_groups:
             g["lr"] = lr
@@ -305,7 +306,7 @@ class Trainer:
         self.opt.step()
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-        dt = time.perf_counter() - t0
+        dt = time.perf_counter() - t0 - (fastpath.measuring_seconds() - measuring0)    # the step's own time
         p.step += 1
         p.train_seconds += dt
         p.src_words += sum(b.src_words for b in parts) * self.world
