@@ -2,11 +2,11 @@
 
 Some computations have several implementations that give the same numbers: a recurrent layer runs as
 its step loop, as its cell's whole-sequence path, or (GRU, LSTM) as torch's own layer; a float32
-product on the CPU goes to the BLAS or to oneDNN. Which is fastest depends on the CPU (an AMD EPYC and an
-Intel Xeon disagree), the sizes, the thread count and the device, so it is measured, never assumed: the
-first time a choice is needed, each candidate runs once to warm up and then `reps` times, the candidates
-interleaved, and the lowest median time wins if it beats the default candidate's by more than MARGIN
-(closer than that, the default stays: a choice made once should not follow the noise).
+product on the CPU goes to the BLAS or to oneDNN. Which is fastest depends on the CPU model (machines
+disagree; benchmarks/README.md), the sizes, the thread count and the device, so it is measured, never
+assumed: the first time a choice is needed, each candidate runs once to warm up and then `reps` times,
+the candidates interleaved, and the lowest median time wins if it beats the default candidate's by more
+than MARGIN (closer than that, the default stays: a choice made once should not follow the noise).
 
 Choices are kept for the process and in a JSON file (`RNMT_FASTPATH_CACHE`, default
 ~/.cache/rnmt/fastpath.json) under the machine's name (CPU model or GPU name, torch and rnmt versions,

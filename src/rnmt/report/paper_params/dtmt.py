@@ -12,17 +12,8 @@ from rnmt.report.paper_params import ParamRow
 V = 32_768
 NOTE = "V=32768 per side (reference repo vocab_32k.*; the paper states 30K merges)"
 
-ROWS = [
-    ParamRow("dtmt-table1", "ShallowRNMT", V, V, NOTE),
-    ParamRow("dtmt-table1", "DTMT#1", V, V, NOTE),
-    ParamRow("dtmt-table1", "DTMT#4", V, V, NOTE),
-    ParamRow("dtmt-table3", "ShallowRNMT GRU", V, V, NOTE),
-    ParamRow("dtmt-table3", "ShallowRNMT LAU", V, V, NOTE),
-    ParamRow("dtmt-table3", "ShallowRNMT L-GRU", V, V, NOTE),
-    ParamRow("dtmt-table3", "DTMT#1 GRU+T-GRU", V, V, NOTE),
-    ParamRow("dtmt-table3", "DTMT#1 LAU+T-GRU", V, V, NOTE),
-    ParamRow("dtmt-table3", "DTMT#1 L-GRU+T-GRU", V, V, NOTE),
-    ParamRow("dtmt-table3", "DTMT#4 GRU+T-GRUs", V, V, NOTE),
-    ParamRow("dtmt-table3", "DTMT#4 LAU+T-GRUs", V, V, NOTE),
-    ParamRow("dtmt-table3", "DTMT#4 L-GRU+T-GRUs", V, V, NOTE),
-]
+SYSTEMS = {"dtmt-table1": ("ShallowRNMT", "DTMT#1", "DTMT#4"),
+           "dtmt-table3": ("ShallowRNMT GRU", "ShallowRNMT LAU", "ShallowRNMT L-GRU", "DTMT#1 GRU+T-GRU",
+                           "DTMT#1 LAU+T-GRU", "DTMT#1 L-GRU+T-GRU", "DTMT#4 GRU+T-GRUs", "DTMT#4 LAU+T-GRUs",
+                           "DTMT#4 L-GRU+T-GRUs")}
+ROWS = [ParamRow(table, system, V, V, NOTE) for table, systems in SYSTEMS.items() for system in systems]
