@@ -96,13 +96,17 @@ def _keep(section: str, key: str, winner: str) -> str:
     path = cache_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path.with_name(path.name + ".lock"), "w") as lock:
+        # The lock file only carries the lock: it is opened, never written.
+        lock = os.open(path.with_name(path.name + ".lock"), os.O_RDONLY | os.O_CREAT, 0o644)
+        try:
             fcntl.flock(lock, fcntl.LOCK_EX)
             data = _read_cache()
             kept = data.setdefault(section, {}).setdefault(key, winner)
             if kept == winner:
                 write_json(path, data)
             return kept
+        finally:
+            os.close(lock)
     except OSError as e:
         log.warning("could not keep the fast-path choice in %s (%s); it holds for this process", path, e)
         return winner
