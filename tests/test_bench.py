@@ -13,6 +13,7 @@ from rnmt.bench.runner import run_benchmark
 from rnmt.bench.timing import measure
 from rnmt.cells import build_cell, run
 from rnmt.cli import main
+from rnmt.config import ConfigError
 from rnmt.io import InputError
 
 CPU = torch.device("cpu")
@@ -70,6 +71,16 @@ def test_train_rows_relative_to_rnnsearch_gru() -> None:
         assert r["ratio_to_lstm_2l"] == pytest.approx(r["tgt_words_per_s"] / rows[2]["tgt_words_per_s"])
         assert r["gflops"] > 0 and r["device"] == "cpu" and r["threads"] == 1
         assert isinstance(r["page_faults"], int) and r["page_faults"] >= 0
+
+
+def test_train_rows_are_the_tables_systems_from_any_working_directory(tmp_path, monkeypatch) -> None:
+    """Run outside the checkout, `rnmt bench train` reads the systems of the checkout rnmt runs from."""
+    monkeypatch.chdir(tmp_path)
+    here = train.rows()
+    assert [(r.table, r.system) for r in here] == list(train.SYSTEMS)
+    assert here == train.rows(ROOT)
+    with pytest.raises(ConfigError, match="has no workflow/experiments; run it from the checkout's root"):
+        train.rows(tmp_path)
 
 
 def test_train_row_failing_in_its_process_names_the_row() -> None:

@@ -141,6 +141,16 @@ def test_run_takes_the_measured_path_once_per_cell_and_size(measuring: Path, mon
     assert seen[-1] == ("loop", "sequence")
 
 
+@pytest.mark.parametrize(("sequence", "want"), [(0.97, "torch"), (0.90, "sequence")])
+def test_a_gru_takes_its_own_path_only_where_it_beats_torchs_layer_by_the_margin(
+        measuring: Path, monkeypatch: pytest.MonkeyPatch, sequence: float, want: str) -> None:
+    monkeypatch.setattr(fastpath, "timings", lambda candidates, device, reps=3, timer=None: {
+        "loop": 2.0, "sequence": sequence, "torch": 1.0})
+    monkeypatch.setattr(base, "_CHOICES", {})
+    base.run(build_cell("gru", 5, 6), torch.randn(3, 4, 5), torch.ones(3, 4, dtype=torch.bool))
+    assert list(base._CHOICES.values()) == [want]
+
+
 def test_the_product_route_is_measured_per_size_class(measuring: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     measured: list[tuple[str, ...]] = []
 

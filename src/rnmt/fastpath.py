@@ -15,8 +15,9 @@ measured the same key meanwhile takes the file's, so every job on a machine take
 training checkpoint keeps its run's choices (`adopt` restores them), so a resumed run takes its first
 start's paths even where the file is gone. Time spent measuring is not the computation's:
 `measuring_seconds()` lets timed regions (training and decoding speed) leave it out. `RNMT_FASTPATH`:
-`measure` (the default), or `default` to take each computation's default candidate without measuring
-(what the tests do, so that no test depends on how fast or busy the machine is). `chosen()` lists this
+`measure` (the default), or `default` to run without measuring: a cell takes its own whole-sequence path
+(else its step loop), a product the default route (what the tests do, so that no test depends on how
+fast or busy the machine is). `chosen()` lists this
 process's choices; every metrics file records them (`hardware.fast_paths`).
 """
 

@@ -40,6 +40,7 @@ from rnmt.config import ConfigError, load_yaml
 from rnmt.data.batching import Batch, pad
 from rnmt.models import build_model
 from rnmt.models.base import Seq2Seq
+from rnmt.provenance import CHECKOUT
 from rnmt.systems import load_systems
 from rnmt.train.loss import token_loss
 from rnmt.train.settings import TrainSettings
@@ -64,9 +65,12 @@ BASELINE = "RNNSearch+GRU"
 LSTM_2L = "LSTM 2L"          # SR-NMT Table 1's reference row
 
 
-def rows(root: Path = Path(".")) -> list[Row]:
+def rows(root: Path | None = None) -> list[Row]:
     """Each benchmarked row as its table trains it (its system's architecture, cell and model options, from
-    the systems files of the checkout at `root`), without the system's sizes."""
+    the systems files of the checkout at `root`: by default the working directory where it is a checkout,
+    else the checkout rnmt runs from), without the system's sizes."""
+    if root is None:
+        root = next((r for r in (Path("."), CHECKOUT) if (r / "workflow/experiments").is_dir()), Path("."))
     if not (root / "workflow/experiments").is_dir():
         raise ConfigError(f"bench train: {root.resolve()} has no workflow/experiments; run it from the checkout's "
                           "root (the rows are the tables' systems)")
@@ -233,7 +237,7 @@ class TraineeProcess:
 
 
 def bench(device: torch.device, quick: bool = False, systems: tuple[str, ...] | None = None,
-          cfg: Config | None = None, root: Path = Path(".")) -> list[dict[str, Any]]:
+          cfg: Config | None = None, root: Path | None = None) -> list[dict[str, Any]]:
     """Every row's training step, each row in its own process, the rows interleaved: each repetition times
     one step of every row in turn, so a machine that speeds up or slows down during the run (frequency,
     other processes) moves all rows alike instead of the ratios (two back-to-back runs of rows measured one
