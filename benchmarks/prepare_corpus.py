@@ -1,8 +1,13 @@
 """Throughput of the prepare stage (assemble → chunk → clean → merge, plus dev/test) on the small real
-corpora in ../shared/data, through Snakemake with 1 and with 2 cores. Reported, never asserted.
+corpora in DATA, through Snakemake with 1 and with 2 cores. Reported, never asserted.
 
-    .venv/bin/python benchmarks/prepare_corpus.py              # both corpora, 1 and 2 cores
-    .venv/bin/python benchmarks/prepare_corpus.py --corpus enro --cores 2
+    .venv/bin/python benchmarks/prepare_corpus.py --data DATA              # both corpora, 1 and 2 cores
+    .venv/bin/python benchmarks/prepare_corpus.py --data DATA --corpus enro --cores 2
+
+DATA holds one folder per corpus: `toy-ende/` with OpenNMT-py's toy English-German data, already
+Moses-tokenized (src-train.txt, tgt-train.txt, src-val.txt, tgt-val.txt), and `enro-europarl-sample/`
+with raw parallel Europarl English-Romanian lines (corpus.en, corpus.ro). A corpus whose folder is
+missing is skipped.
 
 Writes results/benchmarks/prepare-<corpus>.json and prints lines kept per step and lines/second.
 """
@@ -21,15 +26,14 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared/data"
 CORPORA = {
     # already Moses-tokenized and escaped: not tokenized again; ATR's filters
-    "toy-ende": {"source": f"local:{SHARED / 'toy-ende'}", "src_lang": "en", "tgt_lang": "de",
+    "toy-ende": {"source": "local:toy-ende", "src_lang": "en", "tgt_lang": "de",
                  "files": {"train": ["src-train.txt", "tgt-train.txt"], "dev": ["src-val.txt", "tgt-val.txt"]},
                  "holdout": {"test": 500},
                  "preprocess": {"tokenized": True, "max_words": 80, "max_ratio": 9, "dedupe": True, "chunks": 2}},
     # raw Europarl En-Ro: normalisation, Romanian letters, Moses tokenization, SR-NMT/Sennrich's filters
-    "enro": {"source": f"local:{SHARED / 'enro-europarl-sample'}", "src_lang": "en", "tgt_lang": "ro",
+    "enro": {"source": "local:enro-europarl-sample", "src_lang": "en", "tgt_lang": "ro",
              "files": {"train": ["corpus.en", "corpus.ro"]}, "holdout": {"dev": 500, "test": 500},
              "preprocess": {"romanian": True, "max_words": 80, "max_ratio": 9, "dedupe": True, "chunks": 2}},
 }
@@ -45,9 +49,14 @@ def repeated(corpus: dict, times: int, d: str) -> dict:
     return {**corpus, "source": f"local:{d}"}
 
 
-def run(corpus: str, cores: int, times: int) -> dict:
+def located(corpus: str, data: Path) -> dict:
+    entry = CORPORA[corpus]
+    return {**entry, "source": f"local:{data.resolve() / entry['source'].removeprefix('local:')}"}
+
+
+def run(corpus: str, cores: int, times: int, data: Path) -> dict:
     with tempfile.TemporaryDirectory() as d:
-        entry = repeated(CORPORA[corpus], times, d)
+        entry = repeated(located(corpus, data), times, d)
         Path(d, "c.yaml").write_text(yaml.safe_dump({"run": "bench", "corpora": {corpus: entry}}))
         data = f"results/bench/data/{corpus}"
         targets = [f"{data}/prepare.json"] + [f"{data}/tok/{s}.{x}" for s in ("dev", "test") for x in ("src", "tgt")]
@@ -68,16 +77,17 @@ def run(corpus: str, cores: int, times: int) -> dict:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--data", type=Path, required=True, help="the folder holding the corpora's folders")
     p.add_argument("--corpus", choices=sorted(CORPORA), action="append")
     p.add_argument("--cores", type=int, action="append")
     p.add_argument("--repeat", type=int, default=1, help="concatenate the training files this many times")
     a = p.parse_args()
     for corpus in a.corpus or sorted(CORPORA):
-        folder = Path(CORPORA[corpus]["source"].removeprefix("local:"))
+        folder = Path(located(corpus, a.data)["source"].removeprefix("local:"))
         if not folder.is_dir():
             print(f"{corpus}: {folder} is not on this machine; skipped")
             continue
-        results = [run(corpus, c, a.repeat) for c in a.cores or (1, 2)]
+        results = [run(corpus, c, a.repeat, a.data) for c in a.cores or (1, 2)]
         out = ROOT / f"results/benchmarks/prepare-{corpus}-x{a.repeat}.json"
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(results, indent=2) + "\n")
