@@ -50,13 +50,14 @@ def repeated(corpus: dict, times: int, d: str) -> dict:
 
 
 def located(corpus: str, data: Path) -> dict:
+    """The corpus's entry with its `local:` folder inside `data`."""
     entry = CORPORA[corpus]
     return {**entry, "source": f"local:{data.resolve() / entry['source'].removeprefix('local:')}"}
 
 
-def run(corpus: str, cores: int, times: int, data: Path) -> dict:
+def run(corpus: str, entry: dict, cores: int, times: int) -> dict:
     with tempfile.TemporaryDirectory() as d:
-        entry = repeated(located(corpus, data), times, d)
+        entry = repeated(entry, times, d)
         Path(d, "c.yaml").write_text(yaml.safe_dump({"run": "bench", "corpora": {corpus: entry}}))
         data = f"results/bench/data/{corpus}"
         targets = [f"{data}/prepare.json"] + [f"{data}/tok/{s}.{x}" for s in ("dev", "test") for x in ("src", "tgt")]
@@ -83,11 +84,12 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=1, help="concatenate the training files this many times")
     a = p.parse_args()
     for corpus in a.corpus or sorted(CORPORA):
-        folder = Path(located(corpus, a.data)["source"].removeprefix("local:"))
+        entry = located(corpus, a.data)
+        folder = Path(entry["source"].removeprefix("local:"))
         if not folder.is_dir():
             print(f"{corpus}: {folder} is not on this machine; skipped")
             continue
-        results = [run(corpus, c, a.repeat, a.data) for c in a.cores or (1, 2)]
+        results = [run(corpus, entry, c, a.repeat) for c in a.cores or (1, 2)]
         out = ROOT / f"results/benchmarks/prepare-{corpus}-x{a.repeat}.json"
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(results, indent=2) + "\n")

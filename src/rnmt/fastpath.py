@@ -17,8 +17,8 @@ start's paths even where the file is gone. Time spent measuring is not the compu
 `measuring_seconds()` lets timed regions (training and decoding speed) leave it out. `RNMT_FASTPATH`:
 `measure` (the default), or `default` to run without measuring: a cell takes its own whole-sequence path
 (else its step loop), a product the default route (what the tests do, so that no test depends on how
-fast or busy the machine is). `chosen()` lists this
-process's choices; every metrics file records them (`hardware.fast_paths`).
+fast or busy the machine is). `chosen()` lists this process's choices; every metrics file records them
+(`hardware.fast_paths`).
 """
 
 from __future__ import annotations

@@ -70,7 +70,7 @@ def rows(root: Path | None = None) -> list[Row]:
     the systems files of the checkout at `root`: by default the working directory where it is a checkout,
     else the checkout rnmt runs from), without the system's sizes."""
     if root is None:
-        root = next((r for r in (Path("."), CHECKOUT) if (r / "workflow/experiments").is_dir()), Path("."))
+        root = Path(".") if (Path(".") / "workflow/experiments").is_dir() else CHECKOUT
     if not (root / "workflow/experiments").is_dir():
         raise ConfigError(f"bench train: {root.resolve()} has no workflow/experiments; run it from the checkout's "
                           "root (the rows are the tables' systems)")
