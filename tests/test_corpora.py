@@ -15,6 +15,7 @@ from rnmt.data.fetch import fetch
 from rnmt.data.prepare import assemble, clean_chunk, holdout_range, merge, prepare_text
 from rnmt.data.registry import Corpora, Registry
 from rnmt.data.segment_pairs import segment_pairs
+from rnmt.data.settings import PreprocessSettings
 from rnmt.data.sources import Source
 from rnmt.io import InputError
 
@@ -42,14 +43,14 @@ def test_every_paper_corpus_resolves_with_its_settings(registry: Registry, confi
     config["corpora"] = {cid: {"registry": cid} for cid in registry.corpora}
     corpora = Corpora(config, registry)
     atr = corpora["atr-wmt14-en-de"]
-    assert atr.preprocess["max_words"] == 80 and atr.bpe == {**atr.bpe, "merges": 40000, "joint": False}
-    assert corpora["srnmt-wmt14-en-de"].preprocess["max_words"] == 50
-    assert corpora["srnmt-wmt14-en-de"].preprocess["escape"] is False
-    assert corpora["srnmt-wmt16-en-ro"].bpe["merges"] == 40000 and corpora["srnmt-wmt16-en-ro"].preprocess["truecase"]
-    assert corpora["dtmt-wmt14-en-fr"].bpe["joint"] and corpora["dtmt-wmt14-en-fr"].preprocess["max_subwords"] == 256
-    assert corpora["dtmt-nist-zh-en"].preprocess["max_subwords"] == 128
-    assert corpora["atr-nist-zh-en"].word_level and corpora["atr-nist-zh-en"].vocab["max_size"] == 30000
-    assert corpora["ud-europarl-en-fr"].preprocess["lowercase"]
+    assert atr.preprocess.max_words == 80 and atr.bpe.merges == 40000 and not atr.bpe.joint
+    assert corpora["srnmt-wmt14-en-de"].preprocess.max_words == 50
+    assert corpora["srnmt-wmt14-en-de"].preprocess.escape is False
+    assert corpora["srnmt-wmt16-en-ro"].bpe.merges == 40000 and corpora["srnmt-wmt16-en-ro"].preprocess.truecase
+    assert corpora["dtmt-wmt14-en-fr"].bpe.joint and corpora["dtmt-wmt14-en-fr"].preprocess.max_subwords == 256
+    assert corpora["dtmt-nist-zh-en"].preprocess.max_subwords == 128
+    assert corpora["atr-nist-zh-en"].word_level and corpora["atr-nist-zh-en"].vocab.max_size == 30000
+    assert corpora["ud-europarl-en-fr"].preprocess.lowercase
     assert len(corpora["atr-nist-zh-en"].sources["test"]) == 5
     # the test sets are sacrebleu's: full newstest2014 (3003 lines) unless the filtered one is chosen
     assert registry.source("newstest2014-full-en-de").spec == "wmt14/full:en-de"
@@ -101,7 +102,7 @@ def test_config_overrides_registry_which_overrides_defaults(registry: Registry, 
     config["corpora"] = {"mine": {"registry": "atr-wmt14-en-de", "preprocess": {"chunks": 3},
                                   "splits": {"test": ["newstest2014-filtered-en-de"]}}}
     c = Corpora(config, registry)["mine"]
-    assert c.preprocess["chunks"] == 3 and c.preprocess["max_words"] == 80 and c.preprocess["escape"] is True
+    assert c.preprocess.chunks == 3 and c.preprocess.max_words == 80 and c.preprocess.escape is True
     assert c.sources["test"] == ["newstest2014-filtered-en-de"]
     assert c.parts["test"] == [("results/sources/newstest2014-filtered-en-de/en-de.en",
                                 "results/sources/newstest2014-filtered-en-de/en-de.de")]
@@ -121,6 +122,27 @@ def test_bad_corpus_entries_say_what_to_fix(registry: Registry, config: dict, en
     config["corpora"] = {"c": entry}
     with pytest.raises(ConfigError, match=message):
         Corpora(config, registry)
+
+
+@pytest.mark.parametrize(("preset", "message"), [
+    ({"preprocess": {"max_words": "80"}}, "preprocess setting max_words must be int or null, not str '80'"),
+    ({"bpe": {"merges": -5}}, "bpe setting merges must be >= 0, not -5"),
+    ({"vocab": {"min_cuont": 2}},
+     "unknown vocab setting(s) min_cuont (did you mean min_count?); valid: max_size, min_count"),
+])
+def test_a_bad_data_setting_in_the_registry_names_the_corpus_and_the_registry(tmp_path: Path, config: dict,
+                                                                              preset: dict, message: str) -> None:
+    """The config schema checks a config's data settings; a registry's presets are checked when the corpus
+    is resolved, at the workflow's start, with the same settings classes."""
+    data = yaml.safe_load(REGISTRY.read_text())
+    for block, values in preset.items():
+        data["corpora"]["atr-wmt14-en-de"].setdefault(block, {}).update(values)
+    path = tmp_path / "corpora.yaml"
+    path.write_text(yaml.safe_dump(data))
+    config["corpora"] = {"mine": {"registry": "atr-wmt14-en-de"}}
+    with pytest.raises(ConfigError) as e:
+        Corpora(config, Registry(path))
+    assert str(e.value) == f"config corpora.mine (and {path}: corpora.atr-wmt14-en-de): {message}"
 
 
 def test_bad_registry_sources_are_refused(tmp_path: Path) -> None:
@@ -177,7 +199,7 @@ def test_cleaning_counts_every_step() -> None:
     pairs = [("Hello world .", "Hallo Welt ."), ("", "leer"), ("a " * 90, "b " * 90), ("one", "x " * 20),
              ("It's fine.", "Es geht.")]
     report = Report()
-    settings = {"max_words": 80, "max_ratio": 9}
+    settings = PreprocessSettings(max_words=80, max_ratio=9)
     out = list(clean_pairs(pairs, Preparer("en"), Preparer("de"), settings, report))
     assert out == [("Hello world .", "Hallo Welt ."), ("It &apos;s fine .", "Es geht .")]
     steps = {s["step"]: (s["kept"], s["dropped"]) for s in report.as_dict()["steps"]}
@@ -259,7 +281,7 @@ def test_clean_chunks_then_merge_deduplicates_across_chunks(tmp_path: Path) -> N
     parts = []
     for i in range(2):
         o = (tmp_path / f"{i}.s", tmp_path / f"{i}.t", tmp_path / f"{i}.json")
-        clean_chunk(tmp_path / "i.json", i, src, tgt, "en", "en", {"max_words": 10}, *o)
+        clean_chunk(tmp_path / "i.json", i, src, tgt, "en", "en", PreprocessSettings(max_words=10), *o)
         parts.append(o)
     report = merge(parts, tmp_path / "m.s", tmp_path / "m.t", tmp_path / "report.json", dedupe=True)
     assert (tmp_path / "m.s").read_text().splitlines() == ["the cat .", "a dog .", "a bird ."]
@@ -312,7 +334,7 @@ def test_bpe_on_pairs_drops_pairs_over_the_subword_limit_same_with_workers(tmp_p
 
 def test_shipped_config_corpora_resolve(registry: Registry, config: dict) -> None:
     c = Corpora(copy.deepcopy(config), registry)
-    assert c.names("synthetic") == ["synthetic-demo"] and c["synthetic-demo"].preprocess["chunks"] >= 1
+    assert c.names("synthetic") == ["synthetic-demo"] and c["synthetic-demo"].preprocess.chunks >= 1
 
 
 def test_plan_gives_a_registry_corpus_its_languages(config: dict) -> None:

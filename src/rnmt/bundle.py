@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rnmt.data.settings import PreprocessSettings
 from rnmt.decode.settings import SEARCH_KEYS, DecodeSettings
 from rnmt.io import InputError, atomic_writer
 
@@ -47,6 +48,7 @@ def export(out_dir: str | Path, models: Sequence[str | Path], src_lang: str, tgt
             raise InputError(f"{path} takes source dependency labels, which a bundle cannot produce from raw "
                              "text (they come from a parser run over the whole test set); export a word-only model")
     DecodeSettings.from_dict(decode or {})          # names, types and values, before anything is written
+    prepare = PreprocessSettings.from_dict(preprocess)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     names = [f"model{k + 1}.pt" for k in range(len(models))]
@@ -58,7 +60,7 @@ def export(out_dir: str | Path, models: Sequence[str | Path], src_lang: str, tgt
         else:
             (out / name).unlink(missing_ok=True)
     manifest = {"format": FORMAT, **provenance(), "models": names, "src_lang": src_lang,
-                "tgt_lang": tgt_lang, "preprocess": preprocess, "codes": "codes.src" if codes else None,
+                "tgt_lang": tgt_lang, "preprocess": prepare.as_dict(), "codes": "codes.src" if codes else None,
                 "truecase": "truecase.src" if truecase_model else None, "detruecase": detruecase,
                 "decode": {k: v for k, v in (decode or {}).items() if k in SEARCH_KEYS}}
     with atomic_writer(out / MANIFEST) as f:
@@ -104,7 +106,8 @@ class Bundle:
         from rnmt.data.bpe import Segmenter
         from rnmt.data.clean import Preparer, fix_text
 
-        prepare = Preparer.from_settings(self.manifest["src_lang"], self.manifest["preprocess"])
+        settings = PreprocessSettings.from_dict(self.manifest["preprocess"], f"{self.folder / MANIFEST}: ")
+        prepare = Preparer.from_settings(self.manifest["src_lang"], settings)
         truecaser = None
         if self.manifest.get("truecase"):
             from sacremoses import MosesTruecaser

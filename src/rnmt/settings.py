@@ -1,12 +1,17 @@
 """Typed settings classes, the one place each default is written: a setting is a dataclass field with its
-default, meaning and JSON-schema constraints; the config schema's blocks are generated from the classes
+type (its annotation: bool, int, float, str, a tuple of floats, or one of them `| None`), default, meaning
+and JSON-schema constraints; the config schema's blocks are generated from the classes
 (`x-generated-from: <module>.<class>` in workflow/schemas, filled in by rnmt.config.load_schema), and a
 mapping from a config or a job's JSON is checked against them with messages that name the setting."""
 
 from __future__ import annotations
 
 import importlib
+import re
+import types
+import typing
 from dataclasses import MISSING, Field, field, fields
+from functools import cache
 from typing import Any, TypeVar
 
 from rnmt.io import InputError
@@ -26,18 +31,32 @@ def _config_fields(cls: type) -> list[Field[Any]]:
     return [f for f in fields(cls) if f.name not in skip]
 
 
+@cache
+def _types(cls: type) -> dict[str, tuple[type, bool]]:
+    """Each setting's value type and whether it may be null, from the class's annotations."""
+    out = {}
+    for name, hint in typing.get_type_hints(cls).items():
+        args = typing.get_args(hint)
+        nullable = isinstance(hint, types.UnionType) and type(None) in args
+        base = next(a for a in args if a is not type(None)) if nullable else hint
+        out[name] = (typing.get_origin(base) or base, nullable)
+    return out
+
+
 def json_schema(cls: type) -> dict[str, Any]:
-    """The schema block of a settings class: each setting's type (its default's), default, meaning and
+    """The schema block of a settings class: each setting's type (its annotation), default, meaning and
     constraints."""
     properties: dict[str, Any] = {}
+    kinds = _types(cls)
     for f in _config_fields(cls):
         assert f.default is not MISSING, f"{cls.__name__}.{f.name} has no default"
         schema = dict(f.metadata.get("schema") or {})
-        if isinstance(f.default, tuple):
+        base, nullable = kinds[f.name]
+        if base is tuple:
             schema = {"type": "array", "items": {"type": "number"}, "minItems": len(f.default),
                       "maxItems": len(f.default), **schema}
         elif "enum" not in schema:
-            schema = {"type": _JSON_TYPES[type(f.default)], **schema}
+            schema = {"type": [_JSON_TYPES[base], "null"] if nullable else _JSON_TYPES[base], **schema}
         schema["default"] = list(f.default) if isinstance(f.default, tuple) else f.default
         if f.metadata.get("doc"):
             schema["description"] = f.metadata["doc"]
@@ -50,9 +69,10 @@ def defaults(cls: type) -> dict[str, Any]:
     return {f.name: list(f.default) if isinstance(f.default, tuple) else f.default for f in _config_fields(cls)}
 
 
-def checked(cls: type[T], d: dict[str, Any], what: str) -> T:
-    """`cls` made from a mapping: an unknown name (with the closest valid one), a value of the wrong type or
-    outside an `enum` is an InputError naming the setting."""
+def checked(cls: type[T], d: dict[str, Any], what: str, where: str = "") -> T:
+    """`cls` made from a mapping: an unknown name (with the closest valid one), a value of the wrong type,
+    outside an `enum` or its bounds is an InputError naming the setting (after `where`, the place it came
+    from, when given)."""
     names = {f.name: f for f in fields(cls)}     # type: ignore[arg-type]
     unknown = sorted(set(d) - set(names))
     if unknown:
@@ -60,22 +80,43 @@ def checked(cls: type[T], d: dict[str, Any], what: str) -> T:
         from rnmt.config import closest
 
         hints = [f"{k} (did you mean {near[0]}?)" if (near := closest(k, sorted(names))) else k for k in unknown]
-        raise InputError(f"unknown {what} setting(s) {', '.join(hints)}; valid: {', '.join(sorted(names))}")
+        raise InputError(f"{where}unknown {what} setting(s) {', '.join(hints)}; valid: {', '.join(sorted(names))}")
     d = dict(d)
-    for k, v in d.items():                       # the type of each default is the setting's type
-        want = type(names[k].default)
-        ok = (isinstance(v, (int, float)) and not isinstance(v, bool) if want is float
-              else isinstance(v, int) and not isinstance(v, bool) if want is int
-              else isinstance(v, (list, tuple)) and len(v) == len(names[k].default) if want is tuple
-              else isinstance(v, want))
+    kinds = _types(cls)
+    for k, v in d.items():                       # each setting's annotation is its type
+        want, nullable = kinds[k]
+        ok = ((v is None and nullable)
+              or (isinstance(v, (int, float)) and not isinstance(v, bool) if want is float
+                  else isinstance(v, int) and not isinstance(v, bool) if want is int
+                  else isinstance(v, (list, tuple)) and len(v) == len(names[k].default) if want is tuple
+                  else isinstance(v, want)))
         if not ok:
-            raise InputError(f"{what} setting {k} must be {want.__name__}, not {type(v).__name__} {v!r}")
+            article = f"{want.__name__} or null" if nullable else want.__name__
+            raise InputError(f"{where}{what} setting {k} must be {article}, not {type(v).__name__} {v!r}")
         if want is tuple:
             d[k] = tuple(v)
-        enum = (names[k].metadata.get("schema") or {}).get("enum")
-        if enum and v not in enum:
-            raise InputError(f"{what} setting {k} must be one of {', '.join(map(str, enum))}, not {v!r}")
+        bound = _out_of_bounds(v, names[k].metadata.get("schema") or {})
+        if bound:
+            raise InputError(f"{where}{what} setting {k} must be {bound}, not {v!r}")
     return cls(**d)
+
+
+_BOUNDS = {"minimum": (">=", lambda v, b: v >= b), "maximum": ("<=", lambda v, b: v <= b),
+           "exclusiveMinimum": (">", lambda v, b: v > b), "exclusiveMaximum": ("<", lambda v, b: v < b)}
+
+
+def _out_of_bounds(v: Any, schema: dict[str, Any]) -> str:
+    """The constraint of `schema` (enum, bounds, pattern) that `v` breaks, said as what it must be; '' if none."""
+    if v is None:
+        return ""
+    if "enum" in schema and v not in schema["enum"]:
+        return f"one of {', '.join(map(str, schema['enum']))}"
+    for key, (sign, holds) in _BOUNDS.items():
+        if key in schema and isinstance(v, (int, float)) and not holds(v, schema[key]):
+            return f"{sign} {schema[key]}"
+    if "pattern" in schema and isinstance(v, str) and not re.search(schema["pattern"], v):
+        return f"of the form {schema['pattern']}"
+    return ""
 
 
 def class_schema(name: str) -> dict[str, Any]:

@@ -22,11 +22,17 @@ from rnmt.data import chunks
 from rnmt.data.clean import Preparer
 from rnmt.data.extract import extract_all, extract_member, list_members
 from rnmt.data.prepare import clean_chunk, merge, prepare_text
+from rnmt.data.settings import PreprocessSettings
 from rnmt.io import InputError
 from rnmt.models import build_model
 
 pytestmark = pytest.mark.faults
 SETTINGS = json.dumps({"tokenized": True, "escape": False, "normalize": False, "min_words": 1, "max_words": 3})
+
+
+def prep(**changes: object) -> PreprocessSettings:
+    """The preprocessing settings of SETTINGS, as a preprocessing job reads them, with `changes`."""
+    return PreprocessSettings.from_dict({**json.loads(SETTINGS), **changes})
 
 
 def lines(path: Path, rows: list[str]) -> Path:
@@ -66,7 +72,7 @@ def test_empty_lines_are_dropped_and_counted_and_an_empty_corpus_is_an_error(tmp
     tgt = lines(tmp_path / "a.tgt", ["eins zwei", "leer", "\t", "drei", "vier fünf sechs sieben"])
     chunks.write_index(tmp_path / "i.json", chunks.index(src, tgt, 1), src, tgt)
     out = {k: tmp_path / f"c.{k}" for k in ("src", "tgt", "json")}
-    clean_chunk(tmp_path / "i.json", 0, src, tgt, "en", "de", json.loads(SETTINGS), out["src"], out["tgt"],
+    clean_chunk(tmp_path / "i.json", 0, src, tgt, "en", "de", prep(), out["src"], out["tgt"],
                 out["json"])
     steps = {s["step"]: (s["kept"], s["dropped"]) for s in json.loads(out["json"].read_text())["steps"]}
     assert steps["non_empty"] == (2, 3)                     # three pairs with an empty side, counted
@@ -75,7 +81,7 @@ def test_empty_lines_are_dropped_and_counted_and_an_empty_corpus_is_an_error(tmp
     src2, tgt2 = lines(tmp_path / "b.src", ["", "a b c d e"]), lines(tmp_path / "b.tgt", ["x", "v w x y z"])
     chunks.write_index(tmp_path / "j.json", chunks.index(src2, tgt2, 1), src2, tgt2)
     part = (tmp_path / "d.src", tmp_path / "d.tgt", tmp_path / "d.json")
-    clean_chunk(tmp_path / "j.json", 0, src2, tgt2, "en", "de", json.loads(SETTINGS), *part)
+    clean_chunk(tmp_path / "j.json", 0, src2, tgt2, "en", "de", prep(), *part)
     with pytest.raises(InputError) as e:
         merge([part], tmp_path / "m.src", tmp_path / "m.tgt", tmp_path / "m.json", False, {"corpus": "toy"})
     assert "toy: the training data is empty after filtering (2 pairs in; non_empty dropped 1" in str(e.value)
@@ -194,7 +200,7 @@ def test_an_empty_test_set_is_refused_by_the_data_stage(tmp_path: Path, record) 
     assert got.returncode == 2 and f"{empty}: no sentences (the file is empty)" in got.stderr
 
 
-def prepared(tmp_path: Path, name: str, src_rows: list[str], tgt_rows: list[str], settings: dict,
+def prepared(tmp_path: Path, name: str, src_rows: list[str], tgt_rows: list[str], settings: PreprocessSettings,
              test_src: Path | None = None) -> tuple[dict, Path]:
     """Clean and merge one corpus (one chunk); its prepare.json and the training source it wrote."""
     d = tmp_path / name
@@ -211,7 +217,7 @@ def prepared(tmp_path: Path, name: str, src_rows: list[str], tgt_rows: list[str]
 def test_bom_and_control_characters_are_fixed_and_counted(tmp_path: Path, record, caplog, tokenized: bool) -> None:
     from rnmt.data.vocab import Vocab
 
-    settings = {**json.loads(SETTINGS), "max_words": 10, "tokenized": tokenized}
+    settings = prep(max_words=10, tokenized=tokenized)
     rows_src, rows_tgt = ["the house is red", "a cat", "one more line"], ["das Haus ist rot", "eine Katze", "noch eine"]
     record.bad_input(f"a UTF-8 byte order mark at the start of a training file (tokenized={tokenized})")
     plain, plain_src = prepared(tmp_path, "plain", rows_src, rows_tgt, settings)
@@ -243,7 +249,7 @@ def test_bom_and_control_characters_are_fixed_and_counted(tmp_path: Path, record
 
 def test_identical_sides_and_a_test_set_inside_the_training_data_are_warned_about(tmp_path: Path, record,
                                                                                   caplog) -> None:
-    settings = {**json.loads(SETTINGS), "max_words": 10}
+    settings = prep(max_words=10)
     record.bad_input("the same file given as source and target of the training data")
     rows = ["the house", "a cat", "", "one more line"]
     report, _ = prepared(tmp_path, "same", rows, rows, settings)

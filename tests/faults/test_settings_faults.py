@@ -182,17 +182,31 @@ def test_rnmt_train_itself_refuses_a_setting_of_the_wrong_type(corpus: dict[str,
     assert "rnmt train: error: training setting lr must be float, not str '0.01'" in got.stderr
 
 
-@pytest.mark.parametrize("block, cls", [("train", "rnmt.train.settings.TrainSettings"),
-                                         ("decode", "rnmt.decode.settings.DecodeSettings")])
-def test_a_default_is_written_once_in_its_settings_class(block: str, cls: str) -> None:
-    """TrainSettings and DecodeSettings hold every training and decoding default. The schema's blocks are
-    generated from them (the file holds no setting of its own), config.yaml holds only values that differ
-    from a default (a copy there would be a second place to change it), and the decoding functions take
-    their keyword defaults from the class."""
-    import inspect
-
+def _functions_taking(block: str) -> list:
+    """The functions whose keyword defaults stand for a block's settings (they must be the class's)."""
+    from rnmt.data.bpe import learn
+    from rnmt.data.clean import Preparer
+    from rnmt.data.vocab import Vocab
     from rnmt.decode.beam import beam_search
     from rnmt.decode.translate import translate_file, translate_ids
+
+    return {"decode": [translate_ids, translate_file, beam_search], "preprocess": [Preparer], "bpe": [learn],
+            "vocab": [Vocab.build]}.get(block, [])
+
+
+@pytest.mark.parametrize("block, cls", [("train", "rnmt.train.settings.TrainSettings"),
+                                         ("decode", "rnmt.decode.settings.DecodeSettings"),
+                                         ("preprocess", "rnmt.data.settings.PreprocessSettings"),
+                                         ("bpe", "rnmt.data.settings.BPESettings"),
+                                         ("vocab", "rnmt.data.settings.VocabSettings")])
+def test_a_default_is_written_once_in_its_settings_class(block: str, cls: str) -> None:
+    """The typed settings classes hold every training, decoding and data default. The schema's blocks are
+    generated from them (the file holds no setting of its own), config.yaml holds only values that differ
+    from a default (a copy there would be a second place to change it), and the functions and commands
+    that take such a setting take their defaults from the class."""
+    import inspect
+
+    from rnmt.cli import parser
     from rnmt.settings import defaults
 
     module, _, name = cls.rpartition(".")
@@ -202,16 +216,20 @@ def test_a_default_is_written_once_in_its_settings_class(block: str, cls: str) -
     schema = load_schema(ROOT / "workflow/schemas/config.schema.yaml")["$defs"][block]["properties"]
     own = defaults(settings_class)
     assert {k: v["default"] for k, v in schema.items()} == own
-    config = load_yaml(ROOT / "config.yaml")[block]
+    config = load_yaml(ROOT / "config.yaml").get(block) or {}
     copies = {k: v for k, v in config.items() if own[k] == v}
     assert copies == {}, f"config.yaml {block}: repeats {name}'s defaults {copies}"
-    if block == "decode":
-        renamed = {"penalty": "length_penalty"}
-        for fn in (translate_ids, translate_file, beam_search):
-            for p in inspect.signature(fn).parameters.values():
-                key = renamed.get(p.name, p.name)
-                if key in own and p.default is not inspect.Parameter.empty:
-                    assert p.default == own[key], (fn.__name__, p.name)
+    renamed = {"penalty": "length_penalty"}
+    for fn in _functions_taking(block):
+        for p in inspect.signature(fn).parameters.values():
+            key = renamed.get(p.name, p.name)
+            if key in own and p.default is not inspect.Parameter.empty:
+                assert p.default == own[key], (fn.__name__, p.name)
+    commands = {"bpe": ["bpe", "learn", "--merges", "1", "--codes", "c", "in"], "vocab": ["vocab", "in", "out"]}
+    if block in commands:            # the command a rule runs with the block's settings, given none of them
+        given = vars(parser().parse_args(commands[block]))
+        flags = {k: v for k, v in given.items() if k in own and k != "merges"}
+        assert flags and flags == {k: own[k] for k in flags}, (block, flags)
 
 
 def test_settings_the_trainer_would_refuse_stop_the_workflow_at_its_start() -> None:

@@ -15,8 +15,8 @@ rule learn_bpe:
     wildcard_constraints:
         codeside="src|tgt|joint",
     params:
-        merges=lambda wc: CORPORA[wc.corpus].bpe["merges"],
-        min_frequency=lambda wc: CORPORA[wc.corpus].bpe.get("min_frequency", 2),
+        merges=lambda wc: CORPORA[wc.corpus].bpe.merges,
+        min_frequency=lambda wc: CORPORA[wc.corpus].bpe.min_frequency,
     resources:
         mem_mb=4000,
     conda:
@@ -61,8 +61,8 @@ rule apply_bpe_train:
     params:
         codes=lambda wc: codes_flag(wc.corpus, "src", "--src-codes") + codes_flag(wc.corpus, "tgt", "--tgt-codes"),
         limit=lambda wc: (
-            ["--max-subwords", CORPORA[wc.corpus].preprocess["max_subwords"]]
-            if CORPORA[wc.corpus].preprocess.get("max_subwords")
+            ["--max-subwords", CORPORA[wc.corpus].preprocess.max_subwords]
+            if CORPORA[wc.corpus].preprocess.max_subwords
             else []
         ),
     threads: 4
@@ -82,8 +82,8 @@ rule vocab:
     output:
         run_path("data/{corpus}/vocab.{side}"),
     params:
-        limits=lambda wc: ["--min-count", int(CORPORA[wc.corpus].vocab.get("min_count") or 1)]
-        + (["--max-size", CORPORA[wc.corpus].vocab["max_size"]] if CORPORA[wc.corpus].vocab.get("max_size") else []),
+        limits=lambda wc: ["--min-count", CORPORA[wc.corpus].vocab.min_count]
+        + (["--max-size", CORPORA[wc.corpus].vocab.max_size] if CORPORA[wc.corpus].vocab.max_size else []),
     conda:
         "../../envs/data.yaml"
     log:

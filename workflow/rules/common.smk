@@ -91,7 +91,7 @@ def corpus_lang(wc):
 
 
 def preprocess_settings(wc):
-    return json.dumps(CORPORA[wc.corpus].preprocess, sort_keys=True)
+    return json.dumps(CORPORA[wc.corpus].preprocess.as_dict(), sort_keys=True)
 
 
 def manual_dir_for(source):
@@ -123,7 +123,7 @@ def assemble_args(wc):
 
 
 def chunk_files(wc):
-    n = int(CORPORA[wc.corpus].preprocess["chunks"])
+    n = CORPORA[wc.corpus].preprocess.chunks
     return [run_path(f"data/{wc.corpus}/chunks/{i}.{ext}") for i in range(n) for ext in ("src", "tgt", "json")]
 
 
@@ -131,7 +131,7 @@ def chunk_files(wc):
 
 def text_file(corpus, split, side):
     """The prepared text BPE starts from: truecased where the corpus truecases, else tokenized."""
-    stage = "tc" if CORPORA[corpus].preprocess.get("truecase") else "tok"
+    stage = "tc" if CORPORA[corpus].preprocess.truecase else "tok"
     return run_path(f"data/{corpus}/{stage}/{split}.{side}")
 
 
@@ -140,7 +140,7 @@ def bpe_codes(corpus, side):
     c = CORPORA[corpus]
     if c.word_level:
         return []
-    return [run_path(f"bpe/{corpus}/codes.{'joint' if c.bpe.get('joint') else side}")]
+    return [run_path(f"bpe/{corpus}/codes.{'joint' if c.bpe.joint else side}")]
 
 
 def codes_flag(corpus, side, flag="--codes"):

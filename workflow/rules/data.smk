@@ -99,7 +99,7 @@ rule chunk_index:
     output:
         run_path("data/{corpus}/chunks/index.json"),
     params:
-        n=lambda wc: CORPORA[wc.corpus].preprocess["chunks"],
+        n=lambda wc: CORPORA[wc.corpus].preprocess.chunks,
     conda:
         "../../envs/data.yaml"
     log:
@@ -148,8 +148,8 @@ rule merge_chunks:
         tgt=run_path("data/{corpus}/tok/train.tgt"),
         report=run_path("data/{corpus}/prepare.json"),
     params:
-        dedupe=lambda wc: ["--dedupe"] if CORPORA[wc.corpus].preprocess["dedupe"] else [],
-        cap=lambda wc: ["--max-pairs", str(int(n))] if (n := CORPORA[wc.corpus].preprocess["max_pairs"]) else [],
+        dedupe=lambda wc: ["--dedupe"] if CORPORA[wc.corpus].preprocess.dedupe else [],
+        cap=lambda wc: ["--max-pairs", str(int(n))] if (n := CORPORA[wc.corpus].preprocess.max_pairs) else [],
     resources:
         mem_mb=4000,
     conda:

@@ -36,7 +36,7 @@ rule postprocess:
         txt=run_path("translations/{corpus}/{variant}/{member}/{testset}.txt"),
     params:
         lang=lambda wc: PLAN.corpus(wc.corpus)["tgt_lang"],
-        detruecase=lambda wc: ["--detruecase"] if CORPORA[wc.corpus].preprocess.get("truecase") else [],
+        detruecase=lambda wc: ["--detruecase"] if CORPORA[wc.corpus].preprocess.truecase else [],
     conda:
         "../../envs/data.yaml"
     log:
@@ -52,7 +52,7 @@ rule export:
         models=member_files("model.pt"),
         codes=lambda wc: bpe_codes(wc.corpus, "src"),
         truecase=lambda wc: [run_path(f"data/{wc.corpus}/truecase.src")]
-        if CORPORA[wc.corpus].preprocess.get("truecase") else [],
+        if CORPORA[wc.corpus].preprocess.truecase else [],
     output:
         run_path("bundles/{corpus}/{variant}/{member}/bundle.json"),
     params:
@@ -61,7 +61,7 @@ rule export:
         codes=lambda wc, input: ["--codes", input.codes[0]] if input.codes else [],
         truecase=lambda wc, input: ["--truecase-model", input.truecase[0], "--detruecase"] if input.truecase else [],
         langs=lambda wc: ["--src-lang", CORPORA[wc.corpus].src_lang, "--tgt-lang", CORPORA[wc.corpus].tgt_lang],
-        preprocess=lambda wc: json.dumps(CORPORA[wc.corpus].preprocess, sort_keys=True),
+        preprocess=preprocess_settings,
         decode=lambda wc: json.dumps(variant_of(wc).decode, sort_keys=True),
     conda:
         "../../envs/train.yaml"

@@ -18,7 +18,7 @@ rule score:
     output:
         run_path("metrics/{corpus}/{variant}/{member}/{testset}.json"),
     params:
-        lowercase=lambda wc: ["--lowercase"] if CORPORA[wc.corpus].preprocess.get("lowercase") else [],
+        lowercase=lambda wc: ["--lowercase"] if CORPORA[wc.corpus].preprocess.lowercase else [],
         manifest=lambda wc, input: ["--manifest", input.manifest] if "manifest" in input.keys() else [],
         run=PLAN.run,
         scale=PLAN.scale,

@@ -13,6 +13,7 @@ from pathlib import Path
 from subword_nmt.apply_bpe import BPE
 from subword_nmt.learn_bpe import learn_bpe as _learn_bpe
 
+from rnmt.data.settings import BPESettings
 from rnmt.io import InputError, atomic_writer
 from rnmt.progress import logged
 
@@ -21,7 +22,8 @@ log = logging.getLogger(__name__)
 SEPARATOR = "@@"
 
 
-def learn(lines: Iterable[str], codes_path: str | Path, merges: int, min_frequency: int = 2) -> None:
+def learn(lines: Iterable[str], codes_path: str | Path, merges: int,
+          min_frequency: int = BPESettings.min_frequency) -> None:
     """Learn `merges` BPE merge operations from tokenized `lines` and write the codes file.
 
     The lines are streamed (subword-nmt only keeps word counts), so memory follows the vocabulary.

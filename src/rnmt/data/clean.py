@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from rnmt.data.settings import PreprocessSettings
 from rnmt.data.tokenize import tokenize
 
 _CJK_RUN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]{5,}")     # 5+ Han characters without a space
@@ -95,17 +96,16 @@ class Preparer:
     """Turns one raw line of one language into the tokenized line the model sees."""
 
     lang: str
-    escape: bool = True
-    normalize: bool = True
-    lowercase: bool = False
-    segment: str = "auto"
-    romanian: bool = False
-    tokenized: bool = False
+    escape: bool = PreprocessSettings.escape
+    normalize: bool = PreprocessSettings.normalize
+    lowercase: bool = PreprocessSettings.lowercase
+    segment: str = PreprocessSettings.segment
+    romanian: bool = PreprocessSettings.romanian
+    tokenized: bool = PreprocessSettings.tokenized
 
     @classmethod
-    def from_settings(cls, lang: str, s: dict[str, Any]) -> Preparer:
-        return cls(lang, bool(s.get("escape", True)), bool(s.get("normalize", True)), bool(s.get("lowercase")),
-                   str(s.get("segment", "auto")), bool(s.get("romanian")), bool(s.get("tokenized")))
+    def from_settings(cls, lang: str, s: PreprocessSettings) -> Preparer:
+        return cls(lang, s.escape, s.normalize, s.lowercase, s.segment, s.romanian, s.tokenized)
 
     def __call__(self, line: str) -> str:
         if self.romanian and self.lang == "ro":
@@ -181,11 +181,10 @@ class Report:
         return {k: s.changed for k in TEXT_FIXES for s in self.steps if s.name == k and s.changed}
 
 
-def clean_pairs(pairs: Iterable[tuple[str, str]], src: Preparer, tgt: Preparer, settings: dict[str, Any],
+def clean_pairs(pairs: Iterable[tuple[str, str]], src: Preparer, tgt: Preparer, settings: PreprocessSettings,
                 report: Report) -> Iterator[tuple[str, str]]:
     """Prepare and filter sentence pairs, counting every step in `report`."""
-    lo, hi = int(settings.get("min_words", 1) or 0), settings.get("max_words")
-    ratio = settings.get("max_ratio")
+    lo, hi, ratio = settings.min_words, settings.max_words, settings.max_ratio
     fixes = [report.step(k, changes=True) for k in TEXT_FIXES]
     names = ["non_empty", "tokenize"]
     use_words = lo > 1 or bool(hi)

@@ -10,6 +10,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from rnmt.data.settings import BPESettings, PreprocessSettings, VocabSettings
 from rnmt.io import InputError
 
 log = logging.getLogger("rnmt")
@@ -138,10 +139,15 @@ def cmd_chunks(a: argparse.Namespace) -> None:
     log.info("%d lines in %d chunks → %s", sum(c.lines for c in idx), len(idx), a.output)
 
 
+def _preprocess(settings: str) -> PreprocessSettings:
+    """A job's --settings JSON as the corpus' checked preprocessing settings."""
+    return PreprocessSettings.from_dict(json.loads(settings))
+
+
 def cmd_clean(a: argparse.Namespace) -> None:
     from rnmt.data.prepare import clean_chunk
 
-    clean_chunk(Path(a.index), a.chunk, Path(a.src), Path(a.tgt), a.src_lang, a.tgt_lang, json.loads(a.settings),
+    clean_chunk(Path(a.index), a.chunk, Path(a.src), Path(a.tgt), a.src_lang, a.tgt_lang, _preprocess(a.settings),
                 Path(a.out_src), Path(a.out_tgt), Path(a.report))
 
 
@@ -160,7 +166,7 @@ def cmd_prepare_text(a: argparse.Namespace) -> None:
     from rnmt.data.clean import Preparer
     from rnmt.data.prepare import prepare_text
 
-    n = prepare_text(Path(a.input), Path(a.output), Preparer.from_settings(a.lang, json.loads(a.settings)))
+    n = prepare_text(Path(a.input), Path(a.output), Preparer.from_settings(a.lang, _preprocess(a.settings)))
     log.info("prepared %d lines (%s) → %s", n, a.lang, a.output)
 
 
@@ -226,7 +232,7 @@ def add_parsers(sub: Any) -> None:
     bpe = sub.add_parser("bpe", help="learn or apply BPE").add_subparsers(dest="bpe_command", required=True)
     s = bpe.add_parser("learn")
     s.add_argument("--merges", type=int, required=True)
-    s.add_argument("--min-frequency", type=int, default=2)
+    s.add_argument("--min-frequency", type=int, default=BPESettings.min_frequency)
     s.add_argument("--codes", required=True)
     s.add_argument("inputs", nargs="+")
     s.set_defaults(func=cmd_bpe_learn)
@@ -237,8 +243,8 @@ def add_parsers(sub: Any) -> None:
     s.set_defaults(func=cmd_bpe_apply)
 
     s = sub.add_parser("vocab", help="build a vocabulary from a segmented file")
-    s.add_argument("--max-size", type=int, default=None)
-    s.add_argument("--min-count", type=int, default=1, help="leave out tokens seen fewer times")
+    s.add_argument("--max-size", type=int, default=VocabSettings.max_size)
+    s.add_argument("--min-count", type=int, default=VocabSettings.min_count, help="leave out tokens seen fewer times")
     s.add_argument("input")
     s.add_argument("output")
     s.set_defaults(func=cmd_vocab)

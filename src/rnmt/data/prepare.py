@@ -13,6 +13,7 @@ from typing import Any
 
 from rnmt.data import chunks
 from rnmt.data.clean import FIX_WHAT, TEXT_FIXES, Preparer, Report, clean_pairs, fix_text
+from rnmt.data.settings import PreprocessSettings
 from rnmt.io import InputError, atomic_writer, read_json, write_json
 
 log = logging.getLogger(__name__)
@@ -129,7 +130,7 @@ def concat_refs(tgt_parts: Sequence[Path], out_tgt: Path) -> int:
 
 
 def clean_chunk(index_path: Path, i: int, src: Path, tgt: Path, src_lang: str, tgt_lang: str,
-                settings: dict[str, Any], out_src: Path, out_tgt: Path, out_report: Path) -> Report:
+                settings: PreprocessSettings, out_src: Path, out_tgt: Path, out_report: Path) -> Report:
     """Clean chunk `i` of the index into its own files and report."""
     chunk = chunks.read_index(index_path)[i]
     report = Report()

@@ -16,18 +16,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from rnmt.config import ConfigError, load_yaml
 from rnmt.data.pins import check_sha256, pin_file, read_pins
+from rnmt.data.settings import BPESettings, PreprocessSettings, VocabSettings
 from rnmt.data.sources import Source, split_source
+from rnmt.io import InputError
 
 SPLITS = ("train", "dev", "test")
-PREPROCESS = {"tokenized": False, "escape": True, "normalize": True, "lowercase": False, "truecase": False,
-              "segment": "auto", "romanian": False, "max_words": None, "min_words": 1, "max_ratio": None,
-              "dedupe": False, "max_subwords": None, "max_pairs": None, "chunks": 1}
-BPE = {"merges": 0, "joint": False, "min_frequency": 2}
-VOCAB = {"max_size": None, "min_count": 1}
+S = TypeVar("S", PreprocessSettings, BPESettings, VocabSettings)
 DOWNLOADS = "results/downloads"
 SOURCES = "results/sources"
 
@@ -42,9 +40,9 @@ class Corpus:
     tgt_lang: str
     parts: dict[str, list[tuple[str, str]]] = field(default_factory=dict)   # split → [(src, tgt) file]
     holdout: dict[str, int] = field(default_factory=dict)
-    preprocess: dict[str, Any] = field(default_factory=dict)
-    bpe: dict[str, Any] = field(default_factory=dict)
-    vocab: dict[str, Any] = field(default_factory=dict)
+    preprocess: PreprocessSettings = field(default_factory=PreprocessSettings)
+    bpe: BPESettings = field(default_factory=BPESettings)
+    vocab: VocabSettings = field(default_factory=VocabSettings)
     sources: dict[str, list[str]] = field(default_factory=dict)            # split → registry source ids
     manual_dir: Path = Path("data/ldc")
 
@@ -54,7 +52,7 @@ class Corpus:
 
     @property
     def word_level(self) -> bool:
-        return int(self.bpe["merges"]) == 0
+        return self.bpe.merges == 0
 
 
 class Registry:
@@ -115,11 +113,15 @@ def source_file(src: Source, lang: str) -> str:
     return f"{SOURCES}/{src.id}/{a}-{b}.{lang}"
 
 
-def _settings(defaults: dict[str, Any], *layers: dict[str, Any] | None) -> dict[str, Any]:
-    out = dict(defaults)
+def _settings(cls: type[S], where: str, *layers: dict[str, Any] | None) -> S:
+    """A corpus' settings of one block: `cls`'s defaults under each layer (weakest first), checked."""
+    merged: dict[str, Any] = {}
     for layer in layers:
-        out.update(layer or {})
-    return out
+        merged.update(layer or {})
+    try:
+        return cls.from_dict(merged, f"{where}: ")
+    except InputError as e:
+        raise ConfigError(str(e)) from None
 
 
 class Corpora:
@@ -136,7 +138,7 @@ class Corpora:
         return [n for n, c in self.corpora.items() if (kind is None or c.kind == kind) and c.kind != not_kind]
 
     def _resolve(self, name: str, e: dict[str, Any], config: dict[str, Any]) -> Corpus:
-        where = f"config corpora.{name}"
+        where = settings_from = f"config corpora.{name}"
         preset: dict[str, Any] = {}
         if "registry" in e:
             if self.registry is None:
@@ -149,6 +151,7 @@ class Corpora:
                 raise ConfigError(f"{where}: give either 'registry' or 'source', not both")
             preset = self.registry.corpora[rid]
             kind = "registry"
+            settings_from = f"{where} (and {self.registry.path}: corpora.{rid})"
         elif "source" in e:
             kind, _ = split_source(e["source"], where)
             if kind not in ("synthetic", "local"):
@@ -162,12 +165,15 @@ class Corpora:
         for k, v in langs.items():
             if not v:
                 raise ConfigError(f"{where}: missing key '{k}'")
+
+        def layers(block: str) -> list[dict[str, Any] | None]:      # weakest first
+            return [config.get(block), preset.get(block), e.get(block)]
+
         c = Corpus(name, kind, str(langs["src_lang"]), str(langs["tgt_lang"]),
                    holdout=dict(e.get("holdout") or preset.get("holdout") or {}),
-                   preprocess=_settings(PREPROCESS, config.get("preprocess"), preset.get("preprocess"),
-                                        e.get("preprocess")),
-                   bpe=_settings(BPE, config.get("bpe"), preset.get("bpe"), e.get("bpe")),
-                   vocab=_settings(VOCAB, config.get("vocab"), preset.get("vocab"), e.get("vocab")),
+                   preprocess=_settings(PreprocessSettings, settings_from, *layers("preprocess")),
+                   bpe=_settings(BPESettings, settings_from, *layers("bpe")),
+                   vocab=_settings(VocabSettings, settings_from, *layers("vocab")),
                    manual_dir=Path(e.get("manual_dir", "data/ldc")))
         if kind == "synthetic":
             return c

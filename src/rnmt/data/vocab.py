@@ -6,6 +6,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from rnmt.data.settings import VocabSettings
 from rnmt.io import InputError, atomic_writer
 
 PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<s>", "</s>"
@@ -24,7 +25,8 @@ class Vocab:
         return len(self.itos)
 
     @classmethod
-    def build(cls, lines: Iterable[str], max_size: int | None = None, min_count: int = 1) -> Vocab:
+    def build(cls, lines: Iterable[str], max_size: int | None = VocabSettings.max_size,
+              min_count: int = VocabSettings.min_count) -> Vocab:
         counts: Counter[str] = Counter()
         for line in lines:
             counts.update(line.split())

@@ -80,15 +80,10 @@ class TrainSettings:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainSettings:
-        s = checked(cls, d, "training")      # names, types and enums
+        s = checked(cls, d, "training")      # names, types, enums and bounds
         if s.select_by == "bleu" and not s.valid_bleu:
             raise InputError("select_by: bleu needs the dev BLEU of every validation: set valid_bleu: true, or "
                              "select_by: loss")
-        if s.keep_checkpoints < 0:
-            raise InputError(f"keep_checkpoints must be >= 0 (0: none), not {s.keep_checkpoints}")
-        if s.accumulate < 0 or s.replicas < 1:
-            raise InputError(f"accumulate must be >= 0 (0: replicas) and replicas >= 1, not "
-                             f"accumulate {s.accumulate}, replicas {s.replicas}")
         return s
 
 
