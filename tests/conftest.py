@@ -16,6 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # a test must not depend on the machine's speed (tests/test_fastpath.py tests the choice with a given clock;
 # RNMT_FASTPATH=measure in the environment runs the suite measured).
 os.environ.setdefault("RNMT_FASTPATH", "default")
+# Whatever a test does measure is kept in a file of the test session's, never in the user's ~/.cache/rnmt.
+os.environ["RNMT_FASTPATH_CACHE"] = str(Path(tempfile.mkdtemp(prefix="rnmt-fastpath-")) / "fastpath.json")
 
 
 @cache

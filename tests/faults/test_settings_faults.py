@@ -3,6 +3,7 @@ scales), stop the workflow before any job with the key, the place and the fix.""
 
 from __future__ import annotations
 
+import types
 from pathlib import Path
 from typing import Any
 
@@ -230,6 +231,40 @@ def test_a_default_is_written_once_in_its_settings_class(block: str, cls: str) -
         given = vars(parser().parse_args(commands[block]))
         flags = {k: v for k, v in given.items() if k in own and k != "merges"}
         assert flags and flags == {k: own[k] for k in flags}, (block, flags)
+
+
+def test_the_schemas_model_settings_are_the_architectures_own() -> None:
+    """A model setting and its default live in the architecture's constructor (each paper's sizes); the
+    schema's model block names exactly the settings some architecture takes, with the constructor's type,
+    so a setting the schema accepts is one a model is built with, and a new one is refused nowhere."""
+    import inspect
+    import typing
+
+    import rnmt.models  # noqa: F401  (fills the registry)
+    from rnmt.models.registry import MODELS, accepted_settings
+
+    json_types = {int: "integer", float: "number", bool: "boolean", str: "string", dict: "object"}
+    taken: dict[str, set[str]] = {}
+    for arch, cls in MODELS.items():
+        names = accepted_settings(arch)
+        assert names is not None, arch
+        for klass in cls.__mro__:
+            init = vars(klass).get("__init__")
+            if init is None or klass is object:
+                continue
+            hints = typing.get_type_hints(init)
+            for name in inspect.signature(init).parameters:
+                if name not in names:
+                    continue
+                hint = hints[name]
+                args = [a for a in typing.get_args(hint) if a is not type(None)]
+                base = typing.get_origin(args[0]) or args[0] if isinstance(hint, types.UnionType) else hint
+                kind = [json_types[base], "null"] if isinstance(hint, types.UnionType) else json_types[base]
+                taken.setdefault(name, set()).add(str(kind))
+    schema = load_schema(ROOT / "workflow/schemas/config.schema.yaml")["$defs"]["model"]["properties"]
+    assert set(schema) == set(taken)
+    for name, kinds in taken.items():
+        assert kinds == {str(schema[name]["type"])}, (name, kinds, schema[name]["type"])
 
 
 def test_settings_the_trainer_would_refuse_stop_the_workflow_at_its_start() -> None:
