@@ -18,6 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("RNMT_FASTPATH", "default")
 # Whatever a test does measure is kept in a file of the test session's, never in the user's ~/.cache/rnmt.
 os.environ["RNMT_FASTPATH_CACHE"] = str(Path(tempfile.mkdtemp(prefix="rnmt-fastpath-")) / "fastpath.json")
+# What a process that a test starts with an environment of its own must still get.
+SESSION_ENV = {k: os.environ[k] for k in ("RNMT_FASTPATH", "RNMT_FASTPATH_CACHE")}
 
 
 @cache

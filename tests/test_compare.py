@@ -10,13 +10,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from conftest import SESSION_ENV
 from rnmt.evaluate.compare import compare
 from rnmt.evaluate.metrics import write_metrics
 from rnmt.io import InputError
 
 WORDS = ["the", "a", "cat", "dog", "bird", "sat", "on", "under", "mat", "roof", "ran", "fast", "slow", "big", "small",
          "red", "green", "house", "tree", "saw", "quickly", "old", "young", "man", "woman", "child", "garden"]
-ENV = {"PYTHONPATH": str(Path(__file__).parents[1] / "src")}
+ENV = {**SESSION_ENV, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
 
 
 def sentences(n: int, seed: int) -> list[str]:

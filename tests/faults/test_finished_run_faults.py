@@ -14,11 +14,10 @@ from pathlib import Path
 import pytest
 
 from faults.faultlib import ROOT
-from faults.test_training_faults import run, train_cmd, wait_for_step
+from faults.test_training_faults import ENV, run, train_cmd, wait_for_step
 from rnmt.train import checkpoint
 
 pytestmark = pytest.mark.faults
-ENV = {"PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}
 
 
 def logged_steps(log: Path) -> list[int]:

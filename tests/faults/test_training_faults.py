@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import SESSION_ENV
 from faults.faultlib import ROOT, fill
 from rnmt.io import DiskFullError, InputError
 from rnmt.train import checkpoint
@@ -35,9 +36,13 @@ def train_cmd(corpus: dict[str, Path], out: Path, **settings) -> list[str]:
             "--out-dir", str(out)]
 
 
+# A trainer's own environment: rnmt's sources, one thread, no virtual environment on PATH (and the test
+# session's fast-path settings)
+ENV = {**SESSION_ENV, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}
+
+
 def run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
-    env = {"PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    return subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=300)
 
 
 def wait_for_step(log: Path, step: int, proc: subprocess.Popen, timeout: float = 120) -> None:
@@ -62,7 +67,7 @@ def test_killed_training_resumes_to_the_same_weights(corpus: dict[str, Path], un
                                                     sig: int, record) -> None:
     record.fault(f"{signal.Signals(sig).name} to `rnmt train` at step 13 of {STEPS}, then rerun")
     proc = subprocess.Popen(train_cmd(corpus, tmp_path), stderr=subprocess.PIPE, text=True,
-                            env={"PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"})
+                            env=ENV)
     wait_for_step(tmp_path / "train.jsonl", 13, proc)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=120)
