@@ -12,6 +12,11 @@ after that time, keeping its last checkpoint), the same optimiser (Adam, lr 0.00
 clipping 5, label smoothing 0.1, dropout 0.3, uniform ±0.08), then decodes alone with beam 5 and no length
 penalty. Both outputs go through the same `rnmt postprocess` and the same sacrebleu call.
 
+Each system is scored twice: its last checkpoint (as each tool would leave it) and the average of its last
+`--average` checkpoints, 100 steps apart in both tools (OpenNMT-py's `onmt_average_models`, rnmt's
+`average-checkpoints` over the dev-loss validations it keeps every 100 steps). At a constant learning rate
+a model moves by a BLEU point or more in 100 steps, so the averaged score is the steadier comparison.
+
 rnmt trains with its defaults, bfloat16 autocast included where the CPU multiplies bfloat16 in hardware
 (AVX512-BF16 or AMX; the CSV's train_precision column says which); OpenNMT-py 3.5.1 has no CPU mixed
 precision and trains in float32. Decoding is float32 for both.
@@ -103,7 +108,7 @@ def first_test_set(data: Path, work: Path, limit: int = 0) -> tuple[Path, Path, 
 
 # ---- OpenNMT-py ------------------------------------------------------------------------------------
 
-def onmt_config(data: Path, work: Path) -> Path:
+def onmt_config(data: Path, work: Path, keep: int) -> Path:
     cfg = {
         "save_data": str(work / "onmt"), "src_vocab": str(work / "onmt.vocab.src"),
         "tgt_vocab": str(work / "onmt.vocab.tgt"), "overwrite": True, "src_vocab_size": 100000,
@@ -115,7 +120,7 @@ def onmt_config(data: Path, work: Path) -> Path:
         "optim": "adam", "learning_rate": TRAIN["lr"], "max_grad_norm": TRAIN["clip"], "param_init": 0.08,
         "label_smoothing": TRAIN["label_smoothing"], "batch_size": TRAIN["batch_size"], "batch_type": "sents",
         "valid_batch_size": 64, "train_steps": 10_000_000, "valid_steps": 10_000_000, "report_every": 50,
-        "save_checkpoint_steps": 100, "keep_checkpoint": 2, "save_model": str(work / "onmt-model"), "seed": 1,
+        "save_checkpoint_steps": 100, "keep_checkpoint": keep, "save_model": str(work / "onmt-model"), "seed": 1,
         "world_size": 1, "gpu_ranks": [], "num_workers": 0,
         # about one pass of Multi30k a bucket (the default, 262,144 examples, reads the corpus nine times
         # before the first batch)
@@ -128,9 +133,9 @@ def onmt_config(data: Path, work: Path) -> Path:
     return path
 
 
-def start_onmt(data: Path, work: Path) -> subprocess.Popen[str]:
+def start_onmt(data: Path, work: Path, keep: int) -> subprocess.Popen[str]:
     bin_ = onmt_env()
-    cfg = onmt_config(data, work)
+    cfg = onmt_config(data, work, keep)
     sh([bin_ / "onmt_build_vocab", "-config", cfg, "-n_sample", "-1"], env=one_thread(),
        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     with open(work / "onmt-train.log", "w") as log:       # the child keeps its own copy of the file
@@ -154,7 +159,16 @@ def onmt_train_metrics(work: Path) -> dict[str, Any]:
     if not ckpts:
         sys.exit(f"OpenNMT-py saved no checkpoint in the training time; see {work / 'onmt-train.log'}")
     return {"params": params, "steps": int(ckpts[-1].stem.rsplit("_", 1)[1]),
-            "tgt_tokens_per_s": tokens / secs if secs else 0.0, "model": str(ckpts[-1]), "precision": "float32"}
+            "tgt_tokens_per_s": tokens / secs if secs else 0.0, "model": str(ckpts[-1]), "precision": "float32",
+            "checkpoints": [str(c) for c in ckpts]}
+
+
+def onmt_average(checkpoints: list[str], k: int, out: Path) -> str:
+    bin_ = onmt_env()
+    env = {**one_thread(), "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}
+    sh([bin_ / "onmt_average_models", "-models", *checkpoints[-k:], "-output", out], env=env,
+       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return str(out)
 
 
 def onmt_translate(model: str, src: Path, out: Path) -> float:
@@ -170,10 +184,12 @@ def onmt_translate(model: str, src: Path, out: Path) -> float:
 
 # ---- rnmt ------------------------------------------------------------------------------------------
 
-def start_rnmt(name: str, data: Path, work: Path, minutes: float) -> subprocess.Popen[str]:
+def start_rnmt(name: str, data: Path, work: Path, minutes: float, keep: int) -> subprocess.Popen[str]:
     model = {**RNMT_SYSTEMS[name], "emb": EMB, "hidden": HIDDEN, "dropout": 0.3}
-    settings = {**TRAIN, "max_minutes": minutes, "max_steps": 0, "max_epochs": 1000, "valid_every": 10_000_000,
-                "valid_bleu": False, "log_every": 50, "resume": False}
+    # a dev-loss validation every 100 steps keeps the checkpoints to average (OpenNMT-py saves every 100);
+    # validation time is not training time
+    settings = {**TRAIN, "max_minutes": minutes, "max_steps": 0, "max_epochs": 1000, "valid_every": 100,
+                "keep_checkpoints": keep, "valid_bleu": False, "log_every": 50, "resume": False}
     out = work / slug(name)
     cmd = [sys.executable, "-m", "rnmt", "train", "--model", json.dumps(model), "--settings", json.dumps(settings),
            "--train-src", data / "bpe/train.src", "--train-tgt", data / "bpe/train.tgt",
@@ -187,8 +203,15 @@ def start_rnmt(name: str, data: Path, work: Path, minutes: float) -> subprocess.
 def rnmt_train_metrics(name: str, work: Path) -> dict[str, Any]:
     m = json.loads((work / slug(name) / "train.json").read_text())
     return {"params": m["params"], "steps": m["steps"], "tgt_tokens_per_s": m["train_tgt_tokens_per_s"],
-            "model": str(work / slug(name) / "model.pt"),
+            "model": str(work / slug(name) / "last.pt"),
             "precision": "bfloat16 autocast" if m["hardware"].get("bf16_autocast") else "float32"}
+
+
+def rnmt_average(name: str, work: Path, k: int) -> str:
+    out = work / slug(name) / f"average{k}.pt"
+    sh([sys.executable, "-m", "rnmt", "average-checkpoints", work / slug(name), "--last", k, "--output", out],
+       env=one_thread(), stderr=subprocess.DEVNULL)
+    return str(out)
 
 
 def rnmt_translate(model: str, src: Path, out: Path) -> float:
@@ -205,11 +228,12 @@ def slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
-def train_pair(pair: tuple[str, str], data: Path, work: Path, minutes: float) -> None:
+def train_pair(pair: tuple[str, str], data: Path, work: Path, minutes: float, keep: int) -> None:
     """Two systems side by side for the same training time."""
     procs = {}
     for name in pair:
-        procs[name] = start_onmt(data, work) if name == BASELINE else start_rnmt(name, data, work, minutes)
+        procs[name] = (start_onmt(data, work, keep) if name == BASELINE
+                       else start_rnmt(name, data, work, minutes, keep))
     t0 = time.monotonic()
     if BASELINE in procs:
         while time.monotonic() - t0 < 60 * minutes and procs[BASELINE].poll() is None:
@@ -237,6 +261,7 @@ def main() -> None:
     ap.add_argument("--minutes", type=float, default=20.0, help="training time of every system")
     ap.add_argument("--tgt-lang", default="de")
     ap.add_argument("--sentences", type=int, default=0, help="decode only this many test sentences (0: all)")
+    ap.add_argument("--average", type=int, default=5, help="also score the average of the last k checkpoints")
     ap.add_argument("--work", type=Path, default=None, help="default: results/peer/<corpus>")
     ap.add_argument("--out", type=Path, default=None, help="default: benchmarks/peer/results-<corpus>.csv")
     a = ap.parse_args()
@@ -248,23 +273,34 @@ def main() -> None:
     truecased = (data / "truecase.tgt").is_file()
     src, ref, n = first_test_set(data, work, a.sentences)
     for pair in PAIRS:
-        train_pair(pair, data, work, a.minutes)
+        train_pair(pair, data, work, a.minutes, max(a.average, 2))
     rows = []
+    avg = f"bleu_avg{a.average}"
     for name in [n_ for pair in PAIRS for n_ in pair]:
-        m = onmt_train_metrics(work) if name == BASELINE else rnmt_train_metrics(name, work)
+        onmt = name == BASELINE
+        m = onmt_train_metrics(work) if onmt else rnmt_train_metrics(name, work)
+        translate = onmt_translate if onmt else rnmt_translate
         hyp = work / f"{slug(name)}.test.bpe"
-        secs = (onmt_translate if name == BASELINE else rnmt_translate)(m["model"], src, hyp)
-        rows.append({"system": name, "tool": "OpenNMT-py 3.5.1" if name == BASELINE else "rnmt",
-                     "params_m": round(m["params"] / 1e6, 3), "train_minutes": a.minutes, "steps": m["steps"],
-                     "train_precision": m["precision"],
-                     "train_tgt_tokens_per_s": round(m["tgt_tokens_per_s"], 1),
-                     "decode_sentences": n, "decode_seconds": round(secs, 2),
-                     "bleu": round(score(hyp, ref, a.tgt_lang, truecased), 2)})
+        secs = translate(m["model"], src, hyp)
+        row = {"system": name, "tool": "OpenNMT-py 3.5.1" if onmt else "rnmt",
+               "params_m": round(m["params"] / 1e6, 3), "train_minutes": a.minutes, "steps": m["steps"],
+               "train_precision": m["precision"], "train_tgt_tokens_per_s": round(m["tgt_tokens_per_s"], 1),
+               "decode_sentences": n, "decode_seconds": round(secs, 2),
+               "bleu": round(score(hyp, ref, a.tgt_lang, truecased), 2)}
+        if a.average > 1:
+            averaged = (onmt_average(m["checkpoints"], a.average, work / "onmt-average.pt") if onmt
+                        else rnmt_average(name, work, a.average))
+            hyp = work / f"{slug(name)}.average.test.bpe"
+            translate(averaged, src, hyp)
+            row[avg] = round(score(hyp, ref, a.tgt_lang, truecased), 2)
+        rows.append(row)
     base = next(r for r in rows if r["system"] == BASELINE)
     for r in rows:
         r["train_speed_ratio"] = round(r["train_tgt_tokens_per_s"] / base["train_tgt_tokens_per_s"], 3)
         r["decode_speed_ratio"] = round(base["decode_seconds"] / r["decode_seconds"], 3)
         r["bleu_minus_baseline"] = round(r["bleu"] - base["bleu"], 2)
+        if avg in r:
+            r[f"{avg}_minus_baseline"] = round(r[avg] - base[avg], 2)
         r.update(threads=1, beam=5, corpus=data.name, cpu=cpu_model(), torch=torch_version())
     out = a.out or HERE / f"results-{data.name}.csv"
     with open(out, "w", newline="") as f:
@@ -272,7 +308,8 @@ def main() -> None:
         w.writeheader()
         w.writerows(rows)
     cols = ["system", "params_m", "steps", "train_tgt_tokens_per_s", "train_speed_ratio", "decode_seconds",
-            "decode_speed_ratio", "bleu", "bleu_minus_baseline"]
+            "decode_speed_ratio", "bleu", "bleu_minus_baseline", *([avg, f"{avg}_minus_baseline"] if a.average > 1
+                                                                   else [])]
     print(" | ".join(cols))
     for r in rows:
         print(" | ".join(str(r[c]) for c in cols))
