@@ -61,6 +61,23 @@ def test_asking_for_more_gpus_than_visible_names_the_fix(tmp_path: Path) -> None
         gpus.acquire(3, ["0", "1"], tmp_path)
 
 
+def test_jobs_per_gpu_share_each_gpu_after_spreading_over_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(gpus.SHARE_ENV, "2")
+    first, second = gpus.acquire(1, ["0", "1"], tmp_path, timeout=0), gpus.acquire(1, ["0", "1"], tmp_path, timeout=0)
+    assert {first.ids[0], second.ids[0]} == {"0", "1"}, "the second job takes the idle GPU, not a shared one"
+    third, fourth = gpus.acquire(1, ["0", "1"], tmp_path, timeout=0), gpus.acquire(1, ["0", "1"], tmp_path, timeout=0)
+    assert sorted(third.ids + fourth.ids) == ["0", "1"]
+    with pytest.raises(TimeoutError, match="no 1 free GPU slots"):          # 2 GPUs x 2 slots, all taken
+        gpus.acquire(1, ["0", "1"], tmp_path, timeout=0.1, poll=0.05)
+    for lease in (first, second, third, fourth):
+        lease.release()
+    with gpus.acquire(1, ["0"], tmp_path, timeout=0) as one, gpus.acquire(2, ["0", "1"], tmp_path, timeout=0) as two:
+        assert one.ids == ["0"] and sorted(two.ids) == ["0", "1"], "a 2-GPU job gets 2 different GPUs"
+    monkeypatch.setenv(gpus.SHARE_ENV, "0")
+    with pytest.raises(RuntimeError, match="RNMT_JOBS_PER_GPU='0' must be a whole number >= 1"):
+        gpus.acquire(1, ["0"], tmp_path)
+
+
 MODEL = {"arch": "rnnsearch", "cell": "gru", "emb": 16, "hidden": 24, "dropout": 0.0}
 # float32 (amp off): two ranks and one process must agree to the float32 sum order, which bfloat16 autocast
 # (on CPUs that multiply it in hardware) would blur

@@ -5,6 +5,12 @@ A GPU job leases `n` slots by taking an exclusive `flock` on `gpu<id>.lock` in t
 runs with CUDA_VISIBLE_DEVICES set to the leased ids. The kernel drops a lock when its holder exits,
 so a crashed or killed job frees its GPUs without any clean-up. Under SLURM the allocation already
 sets CUDA_VISIBLE_DEVICES, and no pool is used.
+
+A model far smaller than its GPU (Multi30k's 256-wide RNNs on a GPU of 80 GB or more) leaves the GPU
+idle between the small kernels of its recurrence, so several such jobs can share one GPU:
+$RNMT_JOBS_PER_GPU=k gives every GPU k slots (`gpu<id>.lock`, `gpu<id>.1.lock`, ...). Slots are handed
+out so that jobs spread over the GPUs before doubling up, and a job of n > 1 GPUs always gets n
+different GPUs.
 """
 
 from __future__ import annotations
@@ -21,10 +27,28 @@ from rnmt.io import try_lock
 
 log = logging.getLogger(__name__)
 POOL_ENV = "RNMT_GPU_POOL"          # the pool folder; shared by every run on the machine by default
+SHARE_ENV = "RNMT_JOBS_PER_GPU"     # jobs that may share one GPU (default 1: a GPU per job)
 
 
 def default_pool() -> Path:
     return Path(os.environ.get(POOL_ENV) or Path(tempfile.gettempdir()) / f"rnmt-gpu-slots-{os.getuid()}")
+
+
+def jobs_per_gpu() -> int:
+    """$RNMT_JOBS_PER_GPU as a positive integer (1 when unset)."""
+    raw = os.environ.get(SHARE_ENV, "").strip() or "1"
+    try:
+        k = int(raw)
+    except ValueError:
+        k = 0
+    if k < 1:
+        raise RuntimeError(f"{SHARE_ENV}={raw!r} must be a whole number >= 1 (the jobs that may share one GPU); "
+                           f"unset it for one job a GPU")
+    return k
+
+
+def slot_file(pool: Path, gpu: str, slot: int) -> Path:
+    return pool / (f"gpu{gpu}.lock" if slot == 0 else f"gpu{gpu}.{slot}.lock")
 
 
 def visible_gpus() -> list[str]:
@@ -60,23 +84,28 @@ class Lease:
 
 
 def acquire(n: int, gpus: list[str], pool: Path | None = None, timeout: float | None = None,
-            poll: float = 1.0) -> Lease:
-    """Lease `n` of `gpus`, waiting while other jobs hold them (up to `timeout` seconds, None: forever)."""
+            poll: float = 1.0, per_gpu: int | None = None) -> Lease:
+    """Lease `n` different GPUs of `gpus`, one slot on each, waiting while other jobs hold the slots (up to
+    `timeout` seconds, None: forever). `per_gpu` slots a GPU (default $RNMT_JOBS_PER_GPU, else 1)."""
     if n > len(gpus):
         raise RuntimeError(f"{n} GPUs asked for, but only {len(gpus)} are visible ({','.join(gpus) or 'none'}): "
                            "lower the rule's gpu resource or run where more GPUs are")
+    per_gpu = jobs_per_gpu() if per_gpu is None else per_gpu
     pool = Path(pool or default_pool())
     pool.mkdir(parents=True, exist_ok=True)
     start, warned = time.monotonic(), False
     while True:
-        held: list[tuple[str, int]] = []
-        for gpu in gpus:
-            fd = try_lock(pool / f"gpu{gpu}.lock")
-            if fd is not None:
-                held.append((gpu, fd))
-                if len(held) == n:
-                    return Lease([g for g, _ in held], [f for _, f in held])
-        for _, fd in held:                    # not enough free: give back what we took, try again later
+        held: dict[str, int] = {}
+        for slot in range(per_gpu):           # slot 0 of every GPU first: jobs spread before they share
+            for gpu in gpus:
+                if gpu in held:
+                    continue
+                fd = try_lock(slot_file(pool, gpu, slot))
+                if fd is not None:
+                    held[gpu] = fd
+                    if len(held) == n:
+                        return Lease(list(held), list(held.values()))
+        for fd in held.values():              # not enough free: give back what we took, try again later
             os.close(fd)
         if timeout is not None and time.monotonic() - start >= timeout:
             raise TimeoutError(f"no {n} free GPU slots in {pool} after {timeout:.0f} s (other jobs hold them)")
