@@ -216,9 +216,11 @@ def test_each_table_trains_its_papers_cells(config: dict) -> None:
 
 
 def readme_commands() -> list[str]:
-    """The commands of the README's bash blocks, comments dropped."""
+    """The commands of the README's bash blocks, comments and leading environment assignments
+    (`RNMT_JOBS_PER_GPU=7 snakemake ...`) dropped."""
     readme = (ROOT / "README.md").read_text()
-    return [line.split(" #")[0].strip() for block in re.findall(r"```bash\n(.*?)```", readme, re.S)
+    return [re.sub(r"^([A-Z_][A-Z0-9_]*=\S* )+", "", line.split(" #")[0].strip())
+            for block in re.findall(r"```bash\n(.*?)```", readme, re.S)
             for line in block.splitlines() if line.strip() and not line.strip().startswith("#")]
 
 

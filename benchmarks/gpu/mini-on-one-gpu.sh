@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# ATR Table 4 at scale `mini` (Multi30k En-De) on one GPU, from the placed download files to the table,
+# all seven rows sharing the GPU (RNMT_JOBS_PER_GPU), then `rnmt bench train` and `rnmt bench cells --quick` on CUDA.
+#
+#   benchmarks/gpu/mini-on-one-gpu.sh OUT [MAX_STEPS] [SECONDS]
+#
+# OUT receives run.log, env.txt, mini.tgz (the run's tables, metrics JSON, training logs, Snakemake's
+# log, nvidia-smi's utilisation samples) and bench.tgz. MAX_STEPS overrides the scale's step budget
+# (default: the scale's own 6,000); SECONDS caps the Snakemake run (default 3600), after which the
+# finished rows' files are still collected.
+set -u
+out=${1:?usage: $0 OUT [MAX_STEPS] [SECONDS]}
+steps=${2:-}
+cap=${3:-3600}
+mkdir -p "$out"
+exec > >(tee -a "$out/run.log") 2>&1
+t0=$(date +%s)
+stamp() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
+
+{
+    nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv
+    python3 -c 'import torch, triton, platform; print("torch", torch.__version__, "cuda", torch.version.cuda,
+"triton", triton.__version__, "python", platform.python_version(), torch.cuda.get_device_name(0))'
+    nproc
+    grep -m1 "model name" /proc/cpuinfo
+} > "$out/env.txt" 2>&1
+cat "$out/env.txt"
+
+run=mini-gpu
+override=""
+if [ -n "$steps" ]; then
+    valid=$(( steps / 2 ))
+    override="override={train: {max_steps: $steps, valid_every: $valid}}"
+fi
+nvidia-smi dmon -s um -d 5 > "results/$run.dmon.txt" 2>&1 &
+dmon=$!
+stamp "snakemake: ATR Table 4, scale mini, run $run, ${steps:-6000} steps, all rows on one GPU"
+export RNMT_JOBS_PER_GPU=7
+set -o pipefail
+# the target first: --resources and --config take every word after them
+timeout "$cap" python3 -m snakemake "results/$run/tables/atr-table4.csv" --cores 16 --keep-going \
+    --resources gpu=7 --config scale=mini run=$run ${override:+"$override"} \
+    > "results/$run.snakemake.log" 2>&1
+rc=$?
+kill "$dmon" 2>/dev/null
+stamp "snakemake exit $rc"
+tail -n 15 "results/$run.snakemake.log"
+cat "results/$run/tables/atr-table4.md" 2>/dev/null
+tar czf "$out/mini.tgz" --exclude='*.pt' --exclude='*.keep' --exclude='results/*/data' \
+    "results/$run" "results/$run.snakemake.log" "results/$run.dmon.txt" 2>/dev/null
+stamp "collected"
+
+mkdir -p bench-cuda
+stamp "rnmt bench train --device cuda (batch 80, 512 wide)"
+timeout 100 python3 -m rnmt bench train --device cuda --out bench-cuda > bench-cuda/train.log 2>&1
+echo "exit $?"; tail -n 25 bench-cuda/train.log
+stamp "rnmt bench cells --quick --device cuda"
+timeout 60 python3 -m rnmt bench cells --quick --device cuda --out bench-cuda > bench-cuda/cells.log 2>&1
+echo "exit $?"; tail -n 30 bench-cuda/cells.log
+tar czf "$out/bench.tgz" bench-cuda
+stamp "done"
