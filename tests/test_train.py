@@ -63,7 +63,7 @@ def test_the_training_loss_and_its_gradient_are_torchs_label_smoothed_cross_entr
     ref = torch.nn.functional.cross_entropy(logits.flatten(0, 1), target.flatten(), ignore_index=PAD_ID,
                                             label_smoothing=smoothing, reduction="sum")
     (d_ref,) = torch.autograd.grad(3.5 * ref, logits)
-    assert float(ours) == pytest.approx(float(ref), rel=1e-12)
+    assert ours.item() == pytest.approx(ref.item(), rel=1e-12)
     torch.testing.assert_close(d_ours, d_ref, rtol=1e-12, atol=1e-14)
     assert d_ours[0, 4:].abs().max() == 0 and d_ours[2, 1:].abs().max() == 0
     with torch.no_grad():                                         # validation's route: the same value
