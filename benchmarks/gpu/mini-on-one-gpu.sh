@@ -36,7 +36,6 @@ nvidia-smi dmon -s um -d 5 > "results/$run.dmon.txt" 2>&1 &
 dmon=$!
 stamp "snakemake: ATR Table 4, scale mini, run $run, ${steps:-6000} steps, all rows on one GPU"
 export RNMT_JOBS_PER_GPU=7
-set -o pipefail
 # the target first: --resources and --config take every word after them
 timeout "$cap" python3 -m snakemake "results/$run/tables/atr-table4.csv" --cores 16 --keep-going \
     --resources gpu=7 --config scale=mini run=$run ${override:+"$override"} \

@@ -66,8 +66,7 @@ def uninterrupted(corpus: dict[str, Path], tmp_path_factory: pytest.TempPathFact
 def test_killed_training_resumes_to_the_same_weights(corpus: dict[str, Path], uninterrupted: Path, tmp_path: Path,
                                                     sig: int, record) -> None:
     record.fault(f"{signal.Signals(sig).name} to `rnmt train` at step 13 of {STEPS}, then rerun")
-    proc = subprocess.Popen(train_cmd(corpus, tmp_path), stderr=subprocess.PIPE, text=True,
-                            env=ENV)
+    proc = subprocess.Popen(train_cmd(corpus, tmp_path), stderr=subprocess.PIPE, text=True, env=ENV)
     wait_for_step(tmp_path / "train.jsonl", 13, proc)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=120)
