@@ -18,7 +18,7 @@ from rnmt.cluster import gpus
 from rnmt.data.synthetic import generate_pairs
 from rnmt.data.tokenize import tokenize
 from rnmt.data.vocab import Vocab
-from rnmt.io import write_lines
+from rnmt.io import InputError, write_lines
 from rnmt.train import checkpoint
 
 HOLDER = textwrap.dedent("""
@@ -74,7 +74,7 @@ def test_jobs_per_gpu_share_each_gpu_after_spreading_over_all(tmp_path: Path, mo
     with gpus.acquire(1, ["0"], tmp_path, timeout=0) as one, gpus.acquire(2, ["0", "1"], tmp_path, timeout=0) as two:
         assert one.ids == ["0"] and sorted(two.ids) == ["0", "1"], "a 2-GPU job gets 2 different GPUs"
     monkeypatch.setenv(gpus.SHARE_ENV, "0")
-    with pytest.raises(RuntimeError, match="RNMT_JOBS_PER_GPU='0' must be a whole number >= 1"):
+    with pytest.raises(InputError, match="RNMT_JOBS_PER_GPU='0' must be a whole number >= 1"):
         gpus.acquire(1, ["0"], tmp_path)
 
 

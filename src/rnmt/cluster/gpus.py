@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rnmt.io import try_lock
+from rnmt.io import InputError, try_lock
 
 log = logging.getLogger(__name__)
 POOL_ENV = "RNMT_GPU_POOL"          # the pool folder; shared by every run on the machine by default
@@ -42,8 +42,8 @@ def jobs_per_gpu() -> int:
     except ValueError:
         k = 0
     if k < 1:
-        raise RuntimeError(f"{SHARE_ENV}={raw!r} must be a whole number >= 1 (the jobs that may share one GPU); "
-                           f"unset it for one job a GPU")
+        raise InputError(f"{SHARE_ENV}={raw!r} must be a whole number >= 1 (the jobs that may share one GPU); "
+                         f"unset it for one job a GPU")
     return k
 
 
