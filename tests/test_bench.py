@@ -87,7 +87,7 @@ def test_train_row_failing_in_its_process_names_the_row() -> None:
     """Each row trains in a process of its own: an error there, or the process dying, is raised in the
     parent with the row's name, not left as a hang or a bare EOFError."""
     cfg = train.Config(emb=8, hidden=8, vocab=30, batch=3, max_len=4)
-    broken = train.TraineeProcess(train.Row("t", "Broken row", "no-such-arch", {}), cfg, CPU)
+    broken = train.TraineeProcess(train.Row("t", "Broken row", "no-such-arch", {}, cfg), cfg, CPU)
     try:
         with pytest.raises(RuntimeError, match="Broken row failed in its process(.|\n)*no-such-arch"):
             broken.ready()

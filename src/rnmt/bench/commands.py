@@ -15,7 +15,7 @@ def cmd_bench(a: argparse.Namespace) -> None:
     from rnmt.bench.runner import run_benchmark
 
     for name in a.names:
-        _, text = run_benchmark(name, a.out, a.quick, a.device, a.threads)
+        _, text = run_benchmark(name, a.out, a.quick, a.device, a.threads, a.size, a.profile, a.graphs)
         print(text + "\n", flush=True)
         log.info("%s → %s/%s.csv", name, a.out, name)
 
@@ -24,6 +24,14 @@ def add_parsers(sub: Any) -> None:
     s = sub.add_parser("bench", help="speed benchmarks: cells, train, decode, data (tables + CSVs)")
     s.add_argument("names", nargs="+", choices=BENCHMARKS, metavar="{" + ",".join(BENCHMARKS) + "}")
     s.add_argument("--quick", action="store_true", help="small sizes, under a minute each")
+    s.add_argument("--size", choices=("default", "paper"), default="default",
+                   help="train, decode: paper = each row at its paper's sizes (ATR Table 4: emb 620, hidden "
+                        "1000, 40K vocabulary, batch 80; SR-NMT's; DTMT's)")
+    s.add_argument("--profile", action="store_true",
+                   help="train: kernels per decoder step (forward, backward) and the GPU-busy fraction, "
+                        "from torch's profiler")
+    s.add_argument("--graphs", action="store_true",
+                   help="train, on CUDA: each row's step again as a replayed CUDA graph (rnmt.train.graphs)")
     s.add_argument("--out", default="results/bench", help="directory for <name>.csv")
     s.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:1, ...")
     s.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default); recorded per row")

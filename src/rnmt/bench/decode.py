@@ -29,6 +29,7 @@ from rnmt.decode.ensemble import Ensemble
 from rnmt.decode.translate import translate_ids
 from rnmt.models import build_model
 from rnmt.models.base import Seq2Seq
+from rnmt.report import paper_params
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,8 @@ class Config:
 
 FULL = Config(emb=256, hidden=256, vocab=4000, sentences=32, max_len=20)
 QUICK = Config(emb=64, hidden=64, vocab=1000, sentences=16, max_len=8)
+# `--size paper`: ATR Table 4's RNNSearch+ATR (section 4.2: emb 620, hidden 1000, 40K vocabulary per side)
+PAPER = Config(emb=620, hidden=1000, vocab=paper_params.vocabulary("atr"), sentences=32, max_len=30)
 BATCH = 64
 
 
@@ -60,8 +63,11 @@ def sources(cfg: Config, seed: int = 0) -> list[list[int]]:
             for _ in range(cfg.sentences)]
 
 
-def bench(device: torch.device, quick: bool = False, cfg: Config | None = None) -> list[dict[str, Any]]:
-    cfg = cfg or (QUICK if quick else FULL)
+def bench(device: torch.device, quick: bool = False, cfg: Config | None = None,
+          size: str = "default") -> list[dict[str, Any]]:
+    if size not in ("default", "paper"):
+        raise ValueError(f"bench decode: unknown size {size!r}; valid: default, paper")
+    cfg = cfg or (PAPER if size == "paper" else QUICK if quick else FULL)
     reps = 2 if quick else 3
     peak = Peak(device, quick)
     src = sources(cfg)
@@ -85,7 +91,7 @@ def bench(device: torch.device, quick: bool = False, cfg: Config | None = None) 
                                  "seconds_per_sentence": t.median / len(src), "reps": reps}
             speedup = by_mode["batched"]["sentences_per_s"] / by_mode["one at a time"]["sentences_per_s"]
             flops = batched_flops(model, src, beam, device)
-            rows += [{**r, "batched_speedup": speedup, "batched_gflop": flops / 1e9, "emb": cfg.emb,
+            rows += [{**r, "size": size, "batched_speedup": speedup, "batched_gflop": flops / 1e9, "emb": cfg.emb,
                       "hidden": cfg.hidden, "vocab": cfg.vocab} for r in by_mode.values()]
             peak.sample()
     env = environment(device, peak)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 from pathlib import Path
 from typing import Any
 
@@ -14,18 +15,28 @@ from rnmt.io import InputError
 
 
 def run_benchmark(name: str, out_dir: str | Path = "results/bench", quick: bool = False, device: str = "auto",
-                  threads: int = 0) -> tuple[list[dict[str, Any]], str]:
-    """→ (rows, the printed table); the CSV is written to `out_dir/name.csv`."""
+                  threads: int = 0, size: str = "default", profile: bool = False,
+                  graphs: bool = False) -> tuple[list[dict[str, Any]], str]:
+    """→ (rows, the printed table); the CSV is written to `out_dir/name.csv`. `size`, `profile` and `graphs`
+    are options of the benchmarks that have them (train, decode: `size`; train: `profile`, `graphs`)."""
     if name not in BENCHMARKS:
         raise InputError(f"unknown benchmark {name!r}; valid: {', '.join(BENCHMARKS)}")
     module = importlib.import_module(f"rnmt.bench.{name}")
+    options: dict[str, Any] = {}
+    params = inspect.signature(module.bench).parameters
+    for option, value, default in (("size", size, "default"), ("profile", profile, False), ("graphs", graphs, False)):
+        if value != default:
+            if option not in params:
+                raise InputError(f"rnmt bench {name} has no --{option}")
+            options[option] = value
     dev = setup(device, threads)
-    rows = module.bench(dev, quick=quick)
+    rows = module.bench(dev, quick=quick, **options)
     env = rows[0]
     header = (f"{name} on {env['device']} ({env['cpu']}), {env['threads']} threads, torch {env['torch']}, "
               f"measured matmul peak {env['peak_gflops']} GFLOP/s, "
               f"load average {env['load_1min_start']} at the start, {env['load_1min_end']} at the end"
               f"{', quick run' if quick else ''}")
-    text = header + "\n" + format_table(rows, module.COLUMNS)
+    columns = module.COLUMNS + (module.PROFILE_COLUMNS if profile else ()) + (module.GRAPH_COLUMNS if graphs else ())
+    text = header + "\n" + format_table(rows, columns)
     write_csv(rows, Path(out_dir) / f"{name}.csv")
     return rows, text

@@ -55,8 +55,9 @@ GPU_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192))
 
 
 def matmul_peak(device: torch.device, shapes: tuple[tuple[int, int, int], ...] = SHAPES, reps: int = 3,
-                route: str = "blas") -> float:
-    """This machine's float32 matrix-multiply rate in GFLOP/s at the current thread count: the best median
+                route: str = "blas", dtype: torch.dtype = torch.float32) -> float:
+    """This machine's matrix-multiply rate in `dtype` (float32 unless given) in GFLOP/s at the current thread
+    count: the best median
     over products [m, k] × [k, n] of the given shapes (2mkn FLOPs each): square ones and the shape of a
     batch-80 × length-50 input projection at hidden 1000; on a GPU 4096² and 8192², since small products
     cannot fill it. `route`: torch's own product ("blas") or oneDNN's ("onednn", rnmt.matmul)."""
@@ -64,8 +65,8 @@ def matmul_peak(device: torch.device, shapes: tuple[tuple[int, int, int], ...] =
         shapes = GPU_SHAPES
     best = 0.0
     for m, k, n in shapes:
-        a = torch.randn(m, k, device=device)
-        b = torch.randn(k, n, device=device)
+        a = torch.randn(m, k, device=device, dtype=dtype)
+        b = torch.randn(k, n, device=device, dtype=dtype)
         with matmul.backend(route):
             t = measure(lambda a=a, b=b: matmul.mm(a, b), device, warmup=1, reps=reps)
         best = max(best, 2 * m * k * n / t.median / 1e9)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
@@ -242,8 +242,8 @@ def torch_recurrence(kind: str, x: Tensor, lengths: Tensor | None, h0: Tensor, c
     weights under torch's names (weight_ih_l0, weight_hh_l0, bias_ih_l0, bias_hh_l0); padded sequences go
     through a packed sequence. (outputs [B, T, H], last h, last c or None); None where a sequence has
     length 0 (torch cannot pack it)."""
-    if lengths is not None and bool((lengths == 0).any()):
-        return None
+    if lengths is not None and (capturing() or bool((lengths == 0).any())):
+        return None                       # packing needs the lengths on the host: not inside a CUDA graph
     key = (kind, x.size(-1), h0.size(1))
     if key not in _TORCH_LAYERS:          # shapes only: the weights are the cell's (torch.func.functional_call)
         layer = nn.GRU if kind == "gru" else nn.LSTM
@@ -254,15 +254,36 @@ def torch_recurrence(kind: str, x: Tensor, lengths: Tensor | None, h0: Tensor, c
     packed = lengths is not None
     inp: Any = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False) \
         if packed else x
-    cudnn = torch.backends.cudnn          # float32 stays float32 (cuDNN's TF32 default would not be the loop's)
-    no_tf32 = cudnn.flags(enabled=cudnn.enabled, benchmark=cudnn.benchmark, deterministic=cudnn.deterministic,
-                          allow_tf32=False) if x.is_cuda else nullcontext()
-    with no_tf32:
-        out, last = torch.func.functional_call(_TORCH_LAYERS[key], weights, (inp, hx))
+    if x.is_cuda:
+        # float32 stays float32: cuDNN's default TF32 would not be the step loop's numbers. Set for the process,
+        # not around the call: the backward pass builds its own cuDNN descriptor later, from the flag as it is
+        # then (a context around the forward left the backward in TF32, 3e-4 off on an H100). rnmt runs no
+        # convolutions, the flag's other users.
+        torch.backends.cudnn.allow_tf32 = False
+    out, last = torch.func.functional_call(_TORCH_LAYERS[key], weights, (inp, hx))
     if packed:
         out = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=x.size(1))[0]
     h_n, c_n = (last, None) if c0 is None else last
     return out, h_n[0], None if c_n is None else c_n[0]
+
+
+_GRAPH_SAFE: ContextVar[bool] = ContextVar("rnmt_graph_safe", default=False)
+
+
+@contextmanager
+def graph_safe() -> Iterator[None]:
+    """Within the block, `run` takes only paths a CUDA graph can capture (no host syncs): the warm-up before
+    a capture runs as the capture will, so every kernel it launches is compiled and chosen beforehand."""
+    token = _GRAPH_SAFE.set(True)
+    try:
+        yield
+    finally:
+        _GRAPH_SAFE.reset(token)
+
+
+def capturing() -> bool:
+    """Whether paths must be capturable: inside `graph_safe`, or while a CUDA graph is being captured."""
+    return _GRAPH_SAFE.get() or (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing())
 
 
 def reverse_padded(x: Tensor, lengths: Tensor) -> Tensor:
@@ -285,7 +306,9 @@ def run(cell: RecurrentCell, x: Tensor, mask: Tensor, state: Tensor | None = Non
     lengths = mask.sum(1)
     if reverse:
         x = reverse_padded(x, lengths)
-    full = bool(mask.all())
+    # whether no sentence is padded (the unmasked path): a host sync, so a CUDA graph being captured takes
+    # the masked path, which gives the same numbers
+    full = not capturing() and bool(mask.all())
     out, state = _through(chosen_path(cell, x), cell, x, mask, lengths, full, state)
     if not full:
         out = out * mask.unsqueeze(-1).to(out.dtype)

@@ -29,7 +29,7 @@ class AdditiveAttention(nn.Module):
     def forward(self, query: Tensor, keys: Tensor, memory: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
         """query [N, Q], keys [N, S, A], memory [N, S, M], mask [N, S] → (context [N, M], weights [N, S])."""
         scores = energies(self.query_proj(query).unsqueeze(1), keys, self.v.weight)
-        scores = scores.masked_fill(~mask, float("-inf"))
+        scores = torch.where(mask, scores, float("-inf"))          # one kernel a step, not a negation and a fill
         weights = torch.softmax(scores, dim=-1)
         return torch.bmm(weights.unsqueeze(1), memory).squeeze(1), weights
 
@@ -60,7 +60,7 @@ class MultiHeadAdditiveAttention(nn.Module):
         h = self.heads
         q = self.query_proj(query).view(N, 1, h, -1)
         scores = energies(q, keys.view(N, S, h, -1), self.v.weight)                   # [N, S, h]
-        scores = scores.masked_fill(~mask.unsqueeze(-1), float("-inf"))
+        scores = torch.where(mask.unsqueeze(-1), scores, float("-inf"))
         weights = torch.softmax(scores, dim=1)
         values = memory.view(N, S, h, -1)
         context = torch.einsum("nsh,nshd->nhd", weights, values).reshape(N, -1)

@@ -80,6 +80,8 @@ class RNNSearch(Seq2Seq):
     def start(self, src: Tensor, src_mask: Tensor) -> DecoderState:
         annotations, init = self.encode(src, src_mask)
         memory = torch.tanh(annotations)
+        if torch.is_autocast_enabled(memory.device.type):     # cast once here, not by every step's product
+            memory = memory.to(torch.get_autocast_dtype(memory.device.type))
         return DecoderState(state=torch.tanh(self.init_proj(init)), memory=memory,
                             keys=self.attention.keys(memory), mask=src_mask)
 

@@ -74,6 +74,9 @@ class TrainSettings:
     resume: bool = _setting(True, "continue from last.pt when the settings allow")
     threads: int = _setting(0, "CPU threads for torch; 0: torch's default", minimum=0)
     device: str = _setting("auto", "auto, cpu, cuda or cuda:<n>", pattern="^(auto|cpu|cuda(:[0-9]+)?)$")
+    cuda_graphs: bool = _setting(True, "on CUDA, each whole training step (forward, backward, clipping, Adam) as "
+                                       "a CUDA graph per bucket of batch shapes, replayed (rnmt.train.graphs; 3-5x "
+                                       "the eager step's speed); eager elsewhere, the reason in train.json")
     amp: bool = _setting(True, "bfloat16 autocast of training's forward pass where the device multiplies "
                                 "bfloat16 in hardware: CUDA, or a CPU with AVX512-BF16 or AMX")
     pretrained_src: str = _setting("", "word2vec text file of source word vectors (UD paper: GloVe); empty: none")

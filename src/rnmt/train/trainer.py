@@ -35,12 +35,12 @@ import torch
 from tqdm import tqdm
 
 from rnmt import fastpath, hardware
-from rnmt.data.batching import bucketed_batches, load_parallel, make_batch, token_batches
+from rnmt.data.batching import Batch, bucketed_batches, load_parallel, make_batch, token_batches
 from rnmt.data.vocab import Vocab
 from rnmt.io import InputError, write_json
 from rnmt.models import build_model, factors
 from rnmt.models.pretrained import load_pretrained
-from rnmt.train import checkpoint, distributed, outputs, schedules
+from rnmt.train import checkpoint, distributed, graphs, outputs, schedules
 from rnmt.train.loss import token_loss
 from rnmt.train.optim import initialise, make_optimizer
 from rnmt.train.progress import LogWindow, Progress, budget_done, run_metrics
@@ -99,6 +99,11 @@ class Trainer:
         self.model.to(self.device)
         self.bf16 = hardware.bf16_training(self.device, settings.amp, count_parameters(self.model))
         distributed.broadcast_parameters(self.model, self.world)
+        self.graphs_off = graphs.unsupported(settings.optimizer, self.accumulate, self.world, self.device) \
+            if settings.cuda_graphs else "the setting cuda_graphs is off"
+        if settings.cuda_graphs and self.graphs_off and self.device.type == "cuda":
+            log.info("cuda_graphs: training eagerly, since %s", self.graphs_off)
+        self.graphed: graphs.GraphedSteps | None = None
         self.opt = self._optimizer()
         self.schedule = schedules.get(settings.schedule, warmup_steps=settings.warmup_steps,
                                       decay_start=settings.decay_start, decay_end=settings.decay_end,
@@ -110,8 +115,28 @@ class Trainer:
         self.records: TrainLog | None = None          # rank 0's, while training runs
 
     def _optimizer(self) -> torch.optim.Optimizer:
+        """The run's optimizer; with CUDA graphs, Adam as they need it, and the graphs that use it (captured
+        anew for a new optimizer)."""
         s = self.s
-        return make_optimizer(s.optimizer, self.model.parameters(), s.lr, s.betas, s.eps, s.rho)
+        if self.graphs_off:
+            return make_optimizer(s.optimizer, self.model.parameters(), s.lr, s.betas, s.eps, s.rho)
+        opt = graphs.graph_optimizer(list(self.model.parameters()), s.lr, s.betas, s.eps, self.device)
+        self.graphed = graphs.GraphedSteps(self.model, opt, s.clip, s.label_smoothing, self.bf16, self.device,
+                                           0 if s.batch_tokens else s.batch_size)
+        return opt
+
+    def _load_optimizer(self, state: dict[str, Any]) -> None:
+        """The optimizer's saved state, keeping this run's own kind of Adam (fused, capturable, a tensor
+        learning rate with CUDA graphs, or not) whichever kind saved it."""
+        kind = [{k: g[k] for k in ("fused", "capturable", "foreach", "lr") if k in g} for g in self.opt.param_groups]
+        self.opt.load_state_dict(state)
+        for g, own in zip(self.opt.param_groups, kind, strict=True):
+            lr = float(g["lr"])
+            g.update(own)
+            if isinstance(g["lr"], torch.Tensor):
+                g["lr"].fill_(lr)
+            else:
+                g["lr"] = lr
 
     # ---- checkpoints ------------------------------------------------------------------------------
     def _save(self, name: str, extra: dict[str, Any]) -> None:
@@ -170,7 +195,7 @@ class Trainer:
                         "afresh", path, "; ".join(differences), stale.name)
             return
         self.model.load_state_dict(ckpt["state_dict"])
-        self.opt.load_state_dict(ckpt["optimizer"])
+        self._load_optimizer(ckpt["optimizer"])
         self.p = Progress(**ckpt["progress"])
         fastpath.adopt(ckpt.get("fast_paths") or {})       # the paths of the first start, as its numbers are
         self._restore_outputs()
@@ -229,6 +254,7 @@ class Trainer:
         metrics = run_metrics(self.p, self.s, stop, params=count_parameters(self.model),
                               train_pairs=len(self.train_data), accumulate=self.accumulate, world=self.world,
                               device=self.device, model_config=self.model_config, bf16=self.bf16)
+        metrics["cuda_graphs"] = self.graphed.summary() if self.graphed is not None else {"off": self.graphs_off}
         if self.rank == 0:
             write_json(self.out_dir / "train.json", metrics)
         return metrics
@@ -279,31 +305,31 @@ class Trainer:
         t0, measuring0 = time.perf_counter(), fastpath.measuring_seconds()
         lr = s.lr * p.lr_factor * self.schedule(p.step, p.epoch)
         for g in self.opt.param_groups:
-            g["lr"] = lr
+            if isinstance(g["lr"], torch.Tensor):    # a graph's Adam reads its rate from the device
+                g["lr"].fill_(lr)
+            else:
+                g["lr"] = lr
         parts = [make_batch(self.train_data, idx[self.rank::self.world]) for idx in group]
         tokens = distributed.global_sum(sum(b.tgt_tokens for b in parts), self.world, self.device)
-        self.opt.zero_grad(set_to_none=True)
-        summed = torch.zeros((), device=self.device)
-        for b in parts:
-            b = b.to(self.device)
-            with hardware.autocast(self.device, self.bf16):
-                logits = model(b.src, b.src_mask, b.tgt_in)
-            loss = token_loss(logits, b.tgt_out, s.label_smoothing) / tokens
-            loss.backward()
-            summed += loss.detach()
-        total = summed.item()                        # the update's one device sync
+        replayed = self.graphed.step(parts[0], tokens) if self.graphed is not None else None
+        if replayed is None:
+            summed = self._eager_gradients(parts, tokens)
+        total = (summed if replayed is None else replayed).item()      # the update's one device sync
         if not math.isfinite(total):                 # a non-finite loss leaves non-finite gradients: none applied
             if s.nan_policy == "skip":
-                self.opt.zero_grad(set_to_none=True)
+                self.opt.zero_grad(set_to_none=replayed is None)
                 p.skipped_batches += 1
                 log.warning("step %d: loss is %s, batch skipped (%d so far)", p.step, total, p.skipped_batches)
                 return
             raise TrainingDiverged(f"step {p.step}: the training loss is {total}; {self._last_good()}. Lower lr or "
                                    "clip, or set nan_policy: skip")
-        distributed.sum_gradients(model, self.world)
-        if s.clip > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), s.clip)
-        self.opt.step()
+        if replayed is None:                         # a replayed graph has clipped and updated already
+            distributed.sum_gradients(model, self.world)
+            if s.clip > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), s.clip)
+            if self.graphed is not None:
+                self.graphed.before_eager_step()
+            self.opt.step()
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         dt = time.perf_counter() - t0 - (fastpath.measuring_seconds() - measuring0)    # the step's own time
@@ -326,6 +352,19 @@ class Trainer:
                           "tokens_per_update": tokens,
                           "train_seconds": round(p.train_seconds, 3), "tgt_tokens_per_s": tokens / dt,
                           "memory_mb": round(hardware.peak_memory_mb(self.device), 1)})
+
+    def _eager_gradients(self, parts: list[Batch], tokens: int) -> torch.Tensor:
+        """The gradient of the update's loss over `tokens` target tokens, batch by batch; → the loss."""
+        self.opt.zero_grad(set_to_none=self.graphed is None)     # the graphs' gradients stay where they are
+        summed = torch.zeros((), device=self.device)
+        for b in parts:
+            b = b.to(self.device)
+            with hardware.autocast(self.device, self.bf16):
+                logits = self.model(b.src, b.src_mask, b.tgt_in)
+            loss = token_loss(logits, b.tgt_out, self.s.label_smoothing) / tokens
+            loss.backward()
+            summed += loss.detach()
+        return summed
 
     def _limit_reached(self) -> str | None:
         s, p = self.s, self.p

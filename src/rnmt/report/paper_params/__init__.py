@@ -30,6 +30,15 @@ class PaperModel:
     settings: dict[str, Any]    # keyword arguments of the architecture (cell, sizes, ...)
 
 
+def vocabulary(paper: str) -> int:
+    """The vocabulary size per side that `paper`'s ("atr", "srnmt", "dtmt") parameter counts imply."""
+    import importlib
+
+    if paper not in ("atr", "srnmt", "dtmt"):
+        raise ValueError(f"no parameter rows for paper {paper!r}")
+    return importlib.import_module(f"rnmt.report.paper_params.{paper}").V
+
+
 def all_rows() -> list[ParamRow]:
     from rnmt.report.paper_params import atr, dtmt, srnmt
 

@@ -1,0 +1,266 @@
+"""The CUDA paths on a real GPU (`pytest -m cuda`; skipped, with the reason, where torch sees no GPU).
+
+- Every cell's paths on CUDA (the step loop, the whole-sequence path: Triton kernels for ATR, GRU, SRU and
+  SR-NMT, and cuDNN for GRU and LSTM) agree in float32 to 1e-4 relative, 1e-5 absolute, outputs, final
+  states and every gradient, with padding, reversal and an initial state.
+- Under bfloat16 autocast (training's default on a GPU) each path stays within 2% (norm of the difference
+  over the norm) of the float32 step loop, gradients included.
+- Every architecture trains 100 steps on CUDA under bfloat16 autocast with a falling loss.
+- Beam search and ensembles on CUDA give the CPU's hypotheses and scores on a tiny model.
+- A training step replayed as a CUDA graph (rnmt.train.graphs) gives the eager step's weights bit for bit on
+  the same padded batch; every architecture captures and trains by replay with a falling loss.
+- `rnmt train` on CUDA, eager and with CUDA graphs, stopped with SIGTERM and rerun, ends with the uninterrupted
+  run's weights, and the graphed run replayed its graphs.
+
+With RNMT_CUDA_REPORT=<file>, the measured errors are written there as JSON lines (the GPU script keeps them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import SESSION_ENV
+from rnmt.cells import build_cell, run
+from rnmt.cells import triton as triton_cells
+from rnmt.cells.base import graph_safe, use_path
+from rnmt.data.batching import Batch, ParallelData, make_batch, pad
+from rnmt.decode.beam import beam_search
+from rnmt.decode.ensemble import Ensemble
+from rnmt.models import build_model
+from rnmt.train import graphs
+from rnmt.train.loss import token_loss
+from test_archs import ARCHS, AUTOCAST, SRC, TGT, source
+from tinytrain import MODEL, assert_same_weights
+
+pytestmark = [pytest.mark.cuda,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU (torch.cuda.is_available() "
+                                 "is False): the CUDA tests run on a machine with one, `pytest -m cuda`")]
+CUDA = torch.device("cuda")
+ROOT = Path(__file__).resolve().parents[1]
+
+# every registered cell, with the options that have a path of their own
+CELLS = {"atr": ("atr", {}), "atr-no-bias": ("atr", {"bias": False}), "gru": ("gru", {}),
+         "gru-reset-before": ("gru", {"reset": "before"}), "lstm": ("lstm", {}), "ran": ("ran", {}),
+         "sru": ("sru", {}), "srnmt": ("srnmt", {}), "tgru": ("tgru", {}), "lgru": ("lgru", {}), "lau": ("lau", {}),
+         "ud-gru": ("ud-gru", {}), "ud-lstm": ("ud-lstm", {})}
+TRITON = {"atr", "atr-no-bias", "gru", "sru", "srnmt"}         # the GRU with the reset gate after U h only
+FLOAT32 = {"rtol": 1e-4, "atol": 1e-5}
+BF16_RELATIVE = 0.02
+
+
+def report(**fields: object) -> None:
+    """Append one measurement to RNMT_CUDA_REPORT, where set."""
+    path = os.environ.get("RNMT_CUDA_REPORT")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(fields) + "\n")
+
+
+def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = a.detach().float(), b.detach().float()
+    return float((a - b).norm() / b.norm().clamp(min=1e-12))
+
+
+def cell_case(name: str, hidden: int = 48, batch: int = 5, length: int = 11):
+    torch.manual_seed(0)
+    kind, options = CELLS[name]
+    width = 0 if kind == "tgru" else 32              # T-GRU reads no input (DTMT's transition)
+    cell = build_cell(kind, width, hidden, **options).to(CUDA)
+    x = torch.randn(batch, length, width, device=CUDA, requires_grad=True)
+    h0 = torch.randn(batch, cell.state_size, device=CUDA, requires_grad=True)
+    mask = torch.ones(batch, length, dtype=torch.bool, device=CUDA)
+    mask[1, 6:] = False
+    mask[3, 2:] = False
+    return cell, x, h0, mask
+
+
+def outputs_and_grads(cell, x, mask, h0, reverse: bool) -> list[torch.Tensor]:
+    out, final = run(cell, x, mask, h0, reverse=reverse)
+    loss = out.float().sin().sum() + (final.float() * torch.linspace(-1, 1, final.size(1), device=CUDA)).sum()
+    grads = torch.autograd.grad(loss, ([x] if x.size(-1) else []) + [h0, *cell.parameters()])
+    return [out, final, *grads]
+
+
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+@pytest.mark.parametrize("name", sorted(CELLS))
+def test_cell_paths_agree_in_float32(name: str, reverse: bool) -> None:
+    cell, x, h0, mask = cell_case(name)
+    with use_path("loop"):
+        reference = outputs_and_grads(cell, x, mask, h0, reverse)
+    for path in ("sequence", "torch"):
+        with use_path(path):
+            got = outputs_and_grads(cell, x, mask, h0, reverse)
+        if path == "sequence" and name in TRITON:
+            with use_path(path):
+                out, _ = run(cell, x, mask, h0, reverse=reverse)
+            assert triton_cells.uses_triton(out), f"{name}: the whole-sequence path on CUDA is not the Triton kernel"
+        worst = max(relative_error(g, r) for g, r in zip(got, reference, strict=True))
+        report(test="float32", cell=name, path=path, reverse=reverse, max_relative_error=worst)
+        for k, (g, r) in enumerate(zip(got, reference, strict=True)):
+            torch.testing.assert_close(g, r, **FLOAT32, msg=lambda m, k=k, p=path: f"{name} {p}, tensor {k}: {m}")
+
+
+@pytest.mark.parametrize("name", sorted(CELLS))
+def test_cell_paths_under_bfloat16_autocast_stay_near_float32(name: str) -> None:
+    cell, x, h0, mask = cell_case(name)
+    with use_path("loop"):
+        reference = outputs_and_grads(cell, x, mask, h0, False)
+    for path in ("loop", "sequence", "torch"):
+        with use_path(path), torch.autocast("cuda", torch.bfloat16):
+            got = outputs_and_grads(cell, x, mask, h0, False)
+        errors = [relative_error(g, r) for g, r in zip(got, reference, strict=True)]
+        report(test="bf16", cell=name, path=path, max_relative_error=max(errors))
+        assert max(errors) <= BF16_RELATIVE, f"{name} {path}: relative errors {errors}"
+
+
+@pytest.mark.parametrize("key", sorted(AUTOCAST))
+def test_every_architecture_trains_on_cuda_with_a_falling_loss(key: str) -> None:
+    arch, settings = AUTOCAST[key]
+    torch.manual_seed(0)
+    model = build_model(arch, 20, 20, **settings).to(CUDA).train()
+    src, mask = source(key) if key in ARCHS else pad(SRC, eos=True)
+    src, mask = src.to(CUDA), mask.to(CUDA)
+    tgt_in, tgt_out = pad(TGT, bos=True)[0].to(CUDA), pad(TGT, eos=True)[0].to(CUDA)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    losses = []
+    for _ in range(100):
+        with torch.autocast("cuda", torch.bfloat16):
+            logits = model(src, mask, tgt_in)
+        loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), tgt_out.flatten(), ignore_index=0)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    report(test="train100", arch=key, first_loss=losses[0], last_loss=losses[-1])
+    assert losses[-1] < 0.3 * losses[0], losses[::10]
+
+
+def tiny_models(n: int) -> list[torch.nn.Module]:
+    out = []
+    for seed in range(n):
+        torch.manual_seed(seed)
+        out.append(build_model("rnnsearch", 20, 20, emb=16, hidden=24, cell="atr", dropout=0.0).eval())
+    return out
+
+
+@pytest.mark.parametrize("members", [1, 2], ids=["one model", "ensemble of 2"])
+def test_beam_search_on_cuda_equals_the_cpu(members: int) -> None:
+    models = tiny_models(members)
+    src, mask = pad(SRC, eos=True)
+    limits = (mask.sum(1) * 2 + 5).long()
+    found = {}
+    for device in ("cpu", "cuda"):
+        ms = [m.to(device) for m in models]
+        model = ms[0] if members == 1 else Ensemble(ms).eval()
+        with torch.no_grad():
+            found[device] = beam_search(model, src.to(device), mask.to(device), 5, limits.to(device))
+    assert [h for h, _ in found["cuda"]] == [h for h, _ in found["cpu"]]
+    for (_, a), (_, b) in zip(found["cuda"], found["cpu"], strict=True):
+        assert abs(float(a) - float(b)) < 1e-4
+
+
+DATA = ParallelData(src=[[5, 6, 7, 8, 9], [10, 11], [12, 13, 5], [7, 8, 9, 10, 11, 12, 13, 5, 6]],
+                    tgt=[[7, 6, 5], [11, 10, 9, 8, 7, 6], [6], [9, 8, 7]], src_words=[5, 2, 3, 9],
+                    tgt_words=[3, 6, 1, 3])
+GRAPHED = ["rnnsearch-gru", "rnnsearch-atr", "rnnsearch-atr-ca", "rnnsearch-lstm", "srnmt", "stacked-srnmt",
+           "dtmt1-lgru", "shallow-rnmt", "transformer"]
+
+
+def graphed_pair(key: str) -> tuple[torch.nn.Module, torch.nn.Module]:
+    arch, settings = AUTOCAST[key]
+    out = []
+    for _ in range(2):
+        torch.manual_seed(0)
+        out.append(build_model(arch, 20, 20, **{**settings, "dropout": 0.0}).to(CUDA).train())
+    return out[0], out[1]
+
+
+@pytest.mark.parametrize("key", GRAPHED)
+def test_graph_replay_equals_the_eager_step_bit_for_bit(key: str) -> None:
+    graphed, eager = graphed_pair(key)
+    batch = make_batch(DATA, [0, 1, 2, 3])
+    opt_g = graphs.graph_optimizer(list(graphed.parameters()), 0.01, (0.9, 0.999), 1e-8, CUDA)
+    steps = graphs.GraphedSteps(graphed, opt_g, 1.0, 0.1, True, CUDA, rows=6)
+    opt_e = graphs.graph_optimizer(list(eager.parameters()), 0.01, (0.9, 0.999), 1e-8, CUDA)
+    opt_e.found_inf = torch.zeros((), device=CUDA)
+    padded = graphs.pad_to(batch, graphs.bucket(batch, 6)).to(CUDA)
+    for _ in range(3):
+        replayed = steps.step(batch, batch.tgt_tokens)
+        assert replayed is not None, steps.failed
+        opt_e.zero_grad(set_to_none=False)
+        with graph_safe(), torch.autocast("cuda", torch.bfloat16):
+            logits = eager(padded.src, padded.src_mask, padded.tgt_in)
+        loss = token_loss(logits, padded.tgt_out, 0.1) * (1.0 / batch.tgt_tokens)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(list(eager.parameters()), 1.0)
+        opt_e.step()
+        assert torch.equal(replayed, loss)
+    for (name, a), b in zip(graphed.named_parameters(), eager.parameters(), strict=True):
+        assert torch.equal(a, b), name
+
+
+@pytest.mark.parametrize("key", sorted(AUTOCAST))
+def test_every_architecture_captures_and_trains_by_replay(key: str) -> None:
+    arch, settings = AUTOCAST[key]
+    torch.manual_seed(0)
+    model = build_model(arch, 20, 20, **{**settings, "dropout": 0.1}).to(CUDA).train()
+    opt = graphs.graph_optimizer(list(model.parameters()), 0.01, (0.9, 0.999), 1e-8, CUDA)
+    steps = graphs.GraphedSteps(model, opt, 1.0, 0.0, True, CUDA, rows=4)
+    src, mask = source(key) if key in ARCHS else pad(SRC, eos=True)
+    tgt_in, tgt_out = pad(TGT, bos=True)[0], pad(TGT, eos=True)[0]
+    batch = Batch(src, mask, tgt_in, tgt_out, int((tgt_out != 0).sum()), 0, 0)
+    losses = []
+    for _ in range(100):
+        replayed = steps.step(batch, batch.tgt_tokens)
+        assert replayed is not None, steps.failed
+        losses.append(replayed.item())
+    report(test="graph100", arch=key, first_loss=losses[0], last_loss=losses[-1])
+    assert steps.summary()["graphs"] == 1 and steps.replays == 100
+    assert losses[-1] < 0.3 * losses[0], losses[::10]
+
+
+@pytest.mark.parametrize("cuda_graphs", [False, True], ids=["eager", "graphs"])
+def test_sigterm_and_rerun_on_cuda_end_with_the_uninterrupted_weights(corpus: dict[str, Path], tmp_path: Path,
+                                                                      cuda_graphs: bool) -> None:
+    settings = {"batch_size": 8, "lr": 0.003, "valid_every": 50, "valid_bleu": False, "threads": 1,
+                "checkpoint_every": 0, "log_every": 1, "max_steps": 300, "device": "cuda",
+                "cuda_graphs": cuda_graphs}
+
+    def cmd(out: Path) -> list[str]:
+        c = corpus
+        return [sys.executable, "-m", "rnmt", "train", "--model", json.dumps(MODEL), "--settings",
+                json.dumps(settings), "--train-src", str(c["train_src"]), "--train-tgt", str(c["train_tgt"]),
+                "--dev-src", str(c["dev_src"]), "--dev-tgt", str(c["dev_tgt"]), "--src-vocab",
+                str(c["src_vocab"]), "--tgt-vocab", str(c["tgt_vocab"]), "--out-dir", str(out)]
+
+    env = {**os.environ, **SESSION_ENV,
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))}
+    whole = subprocess.run(cmd(tmp_path / "whole"), capture_output=True, text=True, env=env, timeout=300)
+    assert whole.returncode == 0, whole.stderr[-2000:]
+    stopped = tmp_path / "stopped"
+    proc = subprocess.Popen(cmd(stopped), stderr=subprocess.PIPE, text=True, env=env)
+    log = stopped / "train.jsonl"
+    while proc.poll() is None and not (log.is_file() and sum(1 for _ in log.open()) >= 15):
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 75, err[-2000:]
+    again = subprocess.run(cmd(stopped), capture_output=True, text=True, env=env, timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "resumed from" in again.stderr
+    assert_same_weights(tmp_path / "whole" / "model.pt", stopped / "model.pt")
+    assert_same_weights(tmp_path / "whole" / "last.pt", stopped / "last.pt")
+    metrics = json.loads((tmp_path / "whole" / "train.json").read_text())
+    record = metrics["cuda_graphs"]
+    report(test="trainer-graphs", cuda_graphs=cuda_graphs, record=record)
+    if cuda_graphs:                      # every step was a replay
+        assert record["graphs"] >= 1 and record["replays"] == metrics["steps"] and not record["failed"], record
