@@ -12,19 +12,8 @@ set -u
 out=${1:?usage: $0 OUT [MAX_STEPS] [SECONDS]}
 steps=${2:-}
 cap=${3:-3600}
-mkdir -p "$out"
-exec > >(tee -a "$out/run.log") 2>&1
-t0=$(date +%s)
-stamp() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
-
-{
-    nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv
-    python3 -c 'import torch, triton, platform; print("torch", torch.__version__, "cuda", torch.version.cuda,
-"triton", triton.__version__, "python", platform.python_version(), torch.cuda.get_device_name(0))'
-    nproc
-    grep -m1 "model name" /proc/cpuinfo
-} > "$out/env.txt" 2>&1
-cat "$out/env.txt"
+source "$(dirname "$0")/common.sh"
+gpu_start "$out"
 
 run=mini-gpu
 override=""

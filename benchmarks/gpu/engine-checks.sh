@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Every GPU check of the engine in one call of under 10 minutes on one GPU, the benchmarks first, on a quiet GPU:
+#
+#   benchmarks/gpu/engine-checks.sh OUT [BASELINE_SRC] [TABLES] [OVERRIDE]
+#
+#  1. rnmt bench train --size paper --profile: the tables' systems at their papers' sizes (target words/s,
+#     kernels per decoder step forward and backward, GPU-busy fraction, TFLOP/s against the bf16 peak),
+#     first with the engine in BASELINE_SRC (a copy of an older src/ with this checkout's bench/, so both
+#     are measured alike; skipped when not given), then this checkout's with `--graphs` (the same step as
+#     a replayed CUDA graph)
+#  2. ATR's recurrence against cuDNN's GRU (forward+backward, batch 80, length 50, hidden 1000)
+#  3. rnmt bench decode --size paper: beam 1 and 10 at ATR Table 4's sizes, batched and one at a time
+#  4. TABLES (default "atr-table4 srnmt-table4") at scale mini from the placed Multi30k files, every row
+#     side by side on the GPU, with the config override OVERRIDE (e.g. "{train: {cuda_graphs: false}}") if given, until the call's
+#     560 s are used up, with `pytest -m cuda` beside it (a correctness suite: its time is not measured)
+#
+# OUT receives run.log, env.txt, bench.tgz (the CSVs and logs of 1-3), cuda-tests.log and cuda-tests.jsonl
+# (every error the CUDA tests measured), table.tgz (the run's tables, metrics JSON, translations, training
+# logs, Snakemake's log, nvidia-smi's samples; no models). The Multi30k downloads must be in
+# results/downloads/ (the machine has no network); packages the machine lacks are installed by the caller.
+set -u
+out=${1:?usage: $0 OUT [BASELINE_SRC] [TABLES] [OVERRIDE]}
+baseline=${2:-}
+tables=${3:-atr-table4 srnmt-table4}
+override=${4:-}
+mkdir -p bench-cuda
+source "$(dirname "$0")/common.sh"
+gpu_start "$out"
+quiet() { grep -v "USDT\|profiler_st" "$1" | tail -n "$2"; }
+
+if [ -n "$baseline" ]; then
+    stamp "1a. bench train --size paper --profile, engine of $baseline"
+    PYTHONPATH="$baseline:${PYTHONPATH:-}" timeout 150 python3 -m rnmt bench train --size paper --profile \
+        --device cuda --out bench-cuda/before > bench-cuda/train-paper-before.log 2>&1
+    echo "exit $?"; quiet bench-cuda/train-paper-before.log 16
+fi
+stamp "1b. bench train --size paper --profile --graphs, this checkout's engine"
+timeout 170 python3 -m rnmt bench train --size paper --profile --graphs --device cuda --out bench-cuda/after \
+    > bench-cuda/train-paper-after.log 2>&1
+echo "exit $?"; quiet bench-cuda/train-paper-after.log 16
+
+stamp "2. ATR's recurrence against cuDNN's GRU at hidden 1000"
+timeout 50 python3 - > bench-cuda/cells-1000.log 2>&1 <<'EOF'
+import torch
+from rnmt.bench.cells import bench
+from rnmt.bench.table import format_table, write_csv
+rows = bench(torch.device("cuda"), hidden=(1000,), cells=["atr", "gru", "sru", "srnmt"])
+write_csv(rows, "bench-cuda/cells-1000.csv")
+print(format_table(rows, ("cell", "path", "hidden", "tokens_per_s", "ratio_to_nn_gru", "gflops")))
+EOF
+echo "exit $?"; tail -n 12 bench-cuda/cells-1000.log
+
+stamp "3. rnmt bench decode --size paper --device cuda"
+timeout 100 python3 -m rnmt bench decode --size paper --device cuda --out bench-cuda > bench-cuda/decode-paper.log 2>&1
+echo "exit $?"; tail -n 12 bench-cuda/decode-paper.log
+tar czf "$out/bench.tgz" bench-cuda
+
+run=mini-gpu
+cap=$(( 560 - ($(date +%s) - t0) ))
+targets=""
+jobs=0
+for t in $tables; do
+    targets="$targets results/$run/tables/$t.csv"
+    jobs=$(( jobs + $(grep -c "variant:" "workflow/experiments/$t.yaml") ))
+done
+stamp "4. $tables at scale mini, $jobs rows on the GPU, override '$override', for at most $cap s; pytest -m cuda beside"
+nvidia-smi dmon -s um -d 5 > "results/$run.dmon.txt" 2>&1 &
+dmon=$!
+# the targets first: --resources and --config take every word after them
+RNMT_JOBS_PER_GPU=$jobs timeout "$cap" python3 -m snakemake $targets --cores 16 --keep-going \
+    --resources gpu="$jobs" --config scale=mini run=$run ${override:+"override=$override"} \
+    > "results/$run.snakemake.log" 2>&1 &
+smk=$!
+RNMT_CUDA_REPORT="$out/cuda-tests.jsonl" timeout 240 python3 -m pytest -m cuda tests/test_cuda.py -q \
+    -p no:cacheprovider -rs > "$out/cuda-tests.log" 2>&1
+echo "pytest exit $?"; tail -n 30 "$out/cuda-tests.log"
+wait $smk
+rc=$?
+kill "$dmon" 2>/dev/null
+stamp "snakemake exit $rc"
+tail -n 15 "results/$run.snakemake.log"
+for t in $tables; do cat "results/$run/tables/$t.md" 2>/dev/null; done
+tar czf "$out/table.tgz" --exclude='*.pt' --exclude='*.keep' --exclude="results/$run/data" \
+    "results/$run" "results/$run.snakemake.log" "results/$run.dmon.txt" 2>/dev/null
+stamp "done"
