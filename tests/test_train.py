@@ -220,7 +220,7 @@ def test_changed_settings_train_afresh(corpus: dict[str, Path], tmp_path: Path) 
     trainer(corpus, tmp_path, max_steps=6).run()
     t = trainer(corpus, tmp_path, max_steps=6, lr=0.001)
     t.run()
-    assert t.p.step == 6 and list(tmp_path.glob("last.*.pt")), "the other run's checkpoint is kept aside"
+    assert t.p.step == 6 and list(tmp_path.glob("superseded/*/last.pt")), "the other run's checkpoint is kept aside"
 
 
 def _train_cmd(corpus: dict[str, Path], out: Path, steps: int) -> list[str]:

@@ -96,7 +96,7 @@ def test_a_second_trainer_on_one_folder_stops_naming_the_first(corpus: dict[str,
         first.send_signal(signal.SIGKILL)
         first.communicate(timeout=60)
     stopped_at = checkpoint.load(tmp_path / "last.pt")["step"]
-    got = run(train_cmd(corpus, tmp_path, max_steps=stopped_at + 4))   # the dead one's lock is gone
+    got = run(train_cmd(corpus, tmp_path, max_steps=stopped_at + 4, max_epochs=100000))   # the dead one's lock is gone
     assert got.returncode == 0, got.stderr[-2000:]
     assert "resumed from" in got.stderr
 

@@ -174,6 +174,61 @@ def test_checkpoint_of_another_vocabulary_or_architecture(corpus: dict[str, Path
     with caplog.at_level("WARNING"):
         trainer(c, tmp_path, max_steps=2).run()
     assert "target vocabulary (" in caplog.text and "training afresh" in caplog.text
-    kept = list(tmp_path.glob("last.*.pt"))
+    kept = list(tmp_path.glob("superseded/*/last.pt"))
     assert kept and checkpoint.load(kept[0])["tgt_vocab"] == Path(corpus["tgt_vocab"]).read_text().splitlines()
     shutil.rmtree(tmp_path)
+
+
+def copied(corpus: dict[str, Path], folder: Path) -> dict[str, Path]:
+    folder.mkdir()
+    out = {}
+    for role, path in corpus.items():
+        out[role] = folder / Path(path).name
+        shutil.copyfile(path, out[role])
+    return out
+
+
+def shifted(path: Path) -> None:
+    """The file's lines moved up by one, the first one last: every pair misaligned, the line count kept."""
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[1:] + lines[:1]) + "\n")
+
+
+@pytest.mark.parametrize("change", ["train_tgt", "dev_tgt", "max_steps"])
+def test_a_model_whose_inputs_changed_is_never_resumed_or_kept(corpus: dict[str, Path], tmp_path: Path, change: str,
+                                                               record) -> None:
+    """A model trained on misaligned data (or another dev set, or a longer budget), then the data fixed and
+    the same job run again: the old model, logs and metrics move to superseded/ with the reason, and the
+    rerun trains afresh to exactly the weights of a fresh run on the fixed inputs."""
+    record.fault(f"{change} changed after a finished run, then its training job rerun in the same folder")
+    good = copied(corpus, tmp_path / "data")
+    first = dict(good)
+    if change != "max_steps":
+        first[change] = tmp_path / f"bad.{change}"
+        shutil.copyfile(good[change], first[change])
+        shifted(first[change])
+    trainer(first, tmp_path / "run", max_steps=10).run()
+    if change != "max_steps":
+        shutil.copyfile(good[change], first[change])          # the file fixed in place
+    again = trainer(first, tmp_path / "run", max_steps=6 if change == "max_steps" else 10)
+    metrics = again.run()
+    assert metrics["steps"] == (6 if change == "max_steps" else 10)
+    fresh = trainer(good, tmp_path / "fresh", max_steps=6 if change == "max_steps" else 10)
+    fresh.run()
+    assert_same_weights(tmp_path / "fresh" / "model.pt", tmp_path / "run" / "model.pt")
+    assert_same_weights(tmp_path / "fresh" / "last.pt", tmp_path / "run" / "last.pt")
+    why = (next((tmp_path / "run" / "superseded").iterdir()) / "why.txt").read_text()
+    assert (("max_steps 6 is below the 10 steps it trained" in why) if change == "max_steps"
+            else f"{change} changed since it was trained" in why), why
+    old = next((tmp_path / "run" / "superseded").iterdir())
+    assert {"last.pt", "model.pt", "train.json", "train.jsonl"} <= {f.name for f in old.iterdir()}
+    saved = json.loads((tmp_path / "run" / "train.json").read_text())["inputs"]
+    assert saved == json.loads((tmp_path / "fresh" / "train.json").read_text())["inputs"]
+    assert saved["train_tgt"] == checkpoint.load(tmp_path / "run" / "model.pt")["inputs"]["train_tgt"]
+
+
+def test_an_unchanged_rerun_keeps_the_finished_model(corpus: dict[str, Path], tmp_path: Path) -> None:
+    trainer(corpus, tmp_path, max_steps=6).run()
+    before = (tmp_path / "model.pt").read_bytes()
+    assert trainer(corpus, tmp_path, max_steps=6).run()["steps"] == 6
+    assert (tmp_path / "model.pt").read_bytes() == before and not (tmp_path / "superseded").exists()

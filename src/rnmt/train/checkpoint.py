@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from rnmt.data.vocab import Vocab
-from rnmt.io import DiskFullError, InputError, atomic_writer
+from rnmt.io import DiskFullError, InputError, atomic_writer, sha256_of
 from rnmt.models import Seq2Seq, build_model
 from rnmt.train.outputs import keep_path
 from rnmt.train.settings import BUDGET_FIELDS, TrainSettings
@@ -70,16 +70,32 @@ class _KeepWriteError:
 
 
 def load(path: str | Path, device: torch.device | str = "cpu") -> dict[str, Any]:
+    """A checkpoint's contents, checked to be a mapping whose weights hold the data they claim (a checkpoint
+    or a bundle is untrusted input: a tensor made to look huge from a small file would make averaging or
+    loading allocate without bound)."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: checkpoint not found")
     try:
-        return torch.load(path, map_location=device, weights_only=True)
+        ckpt = torch.load(path, map_location=device, weights_only=True)
     except Exception as e:  # truncated or foreign files raise many different errors
         copy = keep_path(path)
         fix = (f"delete it and rerun its training job, which restores it from its checked copy {copy.name} (or "
                "names the files to delete to retrain)" if copy.is_file() else "delete it and retrain")
         raise InputError(f"{path}: not a readable rnmt checkpoint ({type(e).__name__}: {e}); {fix}") from None
+    if not isinstance(ckpt, dict):
+        raise InputError(f"{path}: not an rnmt checkpoint (it holds a {type(ckpt).__name__}, not the mapping "
+                         "`rnmt train` writes); give a model.pt written by `rnmt train`")
+    state = ckpt.get("state_dict", {})
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise InputError(f"{path}: its state_dict is not a mapping of weight tensors; give a model.pt written by "
+                         "`rnmt train`")
+    for name, t in state.items():
+        if t.numel() * t.element_size() > t.untyped_storage().nbytes():
+            raise InputError(f"{path}: weight {name} claims {tuple(t.shape)} values but the file holds "
+                             f"{t.untyped_storage().nbytes()} bytes for it (a tensor repeated by its strides); "
+                             "not a checkpoint rnmt wrote")
+    return ckpt
 
 
 STEP_FILE = re.compile(r"^step(\d+)\.pt$")
@@ -126,11 +142,18 @@ def load_model_with_labels(path: str | Path, device: torch.device | str = "cpu"
     if missing:
         raise InputError(f"{path}: not an rnmt checkpoint (no {', '.join(missing)}); give a model.pt written by "
                          "`rnmt train`")
-    cfg = dict(ckpt["model_config"])
+    config = ckpt["model_config"]
+    if not isinstance(config, dict) or not isinstance(config.get("arch"), str):
+        raise InputError(f"{path}: model_config is not a mapping with the architecture's name ('arch'); give a "
+                         "model.pt written by `rnmt train`")
+    for key in ("src_vocab", "tgt_vocab", "src_label_vocab"):
+        v = ckpt.get(key)
+        if not (v is None and key == "src_label_vocab") and not (isinstance(v, list)
+                                                                 and all(isinstance(x, str) for x in v)):
+            raise InputError(f"{path}: {key} is not a list of tokens; give a model.pt written by `rnmt train`")
     src_vocab, tgt_vocab = Vocab(ckpt["src_vocab"]), Vocab(ckpt["tgt_vocab"])
     labels = ckpt.get("src_label_vocab")
-    model = build_model(cfg.pop("arch"), len(src_vocab), len(tgt_vocab), **cfg)
-    check_fits(path, model, ckpt["state_dict"], ckpt["model_config"])
+    model = build_checked(path, config, len(src_vocab), len(tgt_vocab), ckpt["state_dict"])
     model.load_state_dict(ckpt["state_dict"])
     return model.to(device).eval(), src_vocab, tgt_vocab, Vocab(labels) if labels else None
 
@@ -138,6 +161,23 @@ def load_model_with_labels(path: str | Path, device: torch.device | str = "cpu"
 def load_model(path: str | Path, device: torch.device | str = "cpu") -> tuple[Seq2Seq, Vocab, Vocab]:
     model, src_vocab, tgt_vocab, _ = load_model_with_labels(path, device)
     return model, src_vocab, tgt_vocab
+
+
+def build_checked(path: str | Path, config: dict[str, Any], src_vocab: int, tgt_vocab: int,
+                  state: dict[str, torch.Tensor]) -> Seq2Seq:
+    """The architecture `config` names, built only once its weights' names and shapes are known to be those
+    in `state`: it is first built without memory (on torch's meta device), so a checkpoint whose settings ask
+    for a larger model than its weights stops here instead of allocating it."""
+    cfg = dict(config)
+    arch = cfg.pop("arch")
+    try:
+        with torch.device("meta"):
+            shape_only = build_model(arch, src_vocab, tgt_vocab, **cfg)
+    except (TypeError, ValueError, KeyError) as e:
+        raise InputError(f"{path}: its model_config {config} does not build ({type(e).__name__}: {e}); give a "
+                         "model.pt written by `rnmt train`") from None
+    check_fits(path, shape_only, state, config)
+    return build_model(arch, src_vocab, tgt_vocab, **cfg)
 
 
 def check_fits(path: str | Path, model: torch.nn.Module, state: dict[str, torch.Tensor],
@@ -182,4 +222,30 @@ def differences(ckpt: dict[str, Any], model_config: dict[str, Any], src_vocab: V
                   and not (k not in old_s and new_s.get(k) == defaults.get(k)))
     if keys:
         out.append("settings " + ", ".join(f"{k}: {old_s.get(k)!r} → {new_s.get(k)!r}" for k in keys))
+    return out
+
+
+def input_identity(files: dict[str, str | Path | None]) -> dict[str, str]:
+    """The sha256 of each file a model is trained from, by role (train_src, dev_tgt, src_vocab, ...; a role
+    without a file is left out). Saved in every checkpoint and in train.json: a rerun whose files differ is
+    another run, never a continuation of this one."""
+    return {role: sha256_of(path) for role, path in files.items() if path is not None}
+
+
+def input_differences(saved: dict[str, str] | None, current: dict[str, str]) -> list[str]:
+    """Which of a run's input files differ from those a checkpoint was trained from."""
+    if saved is None:
+        return ["it records no identity of the files it was trained from (an older rnmt wrote it)"]
+    changed = sorted(r for r in set(saved) | set(current) if saved.get(r) != current.get(r))
+    return [f"{', '.join(changed)} changed since it was trained"] if changed else []
+
+
+def lowered_budget(progress: dict[str, Any], settings: TrainSettings) -> list[str]:
+    """A budget now below what a checkpoint already trained: the shorter run is another run (its model
+    would be the longer run's), not a finished one."""
+    out = []
+    if settings.max_steps and progress.get("step", 0) > settings.max_steps:
+        out.append(f"max_steps {settings.max_steps} is below the {progress['step']} steps it trained")
+    if progress.get("epoch", 0) > settings.max_epochs:
+        out.append(f"max_epochs {settings.max_epochs} is below the {progress['epoch']} epochs it trained")
     return out

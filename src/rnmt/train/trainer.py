@@ -37,7 +37,7 @@ from tqdm import tqdm
 from rnmt import fastpath, hardware
 from rnmt.data.batching import Batch, bucketed_batches, load_parallel, make_batch, token_batches
 from rnmt.data.vocab import Vocab
-from rnmt.io import InputError, write_json
+from rnmt.io import InputError, write_json, write_lines
 from rnmt.models import build_model, factors
 from rnmt.models.pretrained import load_pretrained
 from rnmt.train import checkpoint, distributed, graphs, outputs, schedules
@@ -84,6 +84,11 @@ class Trainer:
         random.seed(settings.seed)
         torch.manual_seed(settings.seed)
         self.rng = random.Random(settings.seed)
+        self.inputs = checkpoint.input_identity({
+            "train_src": train_src, "train_tgt": train_tgt, "dev_src": dev_src, "dev_tgt": dev_tgt,
+            "src_vocab": src_vocab, "tgt_vocab": tgt_vocab, "train_src_labels": train_src_labels,
+            "dev_src_labels": dev_src_labels, "src_label_vocab": src_label_vocab,
+            "pretrained_src": settings.pretrained_src or None})
         self.src_vocab, self.tgt_vocab = Vocab.load(src_vocab), Vocab.load(tgt_vocab)
         self.train_data = load_parallel(train_src, train_tgt, self.src_vocab, self.tgt_vocab, settings.max_len,
                                         train_src_labels, self.label_vocab, settings.max_len_unit)
@@ -141,8 +146,8 @@ class Trainer:
     # ---- checkpoints ------------------------------------------------------------------------------
     def _save(self, name: str, extra: dict[str, Any]) -> None:
         if self.rank == 0:
-            checkpoint.save(self.out_dir / name, self.model, self.model_config, self.src_vocab, self.tgt_vocab, extra,
-                            self.label_vocab)
+            checkpoint.save(self.out_dir / name, self.model, self.model_config, self.src_vocab, self.tgt_vocab,
+                            {**extra, "inputs": self.inputs}, self.label_vocab)
 
     def _last_good(self) -> str:
         last = self.out_dir / "last.pt"
@@ -161,6 +166,24 @@ class Trainer:
             rng["cuda"] = torch.cuda.get_rng_state(self.device)
         self._save("last.pt", {"step": self.p.step, "progress": asdict(self.p), "optimizer": self.opt.state_dict(),
                                "rng": rng, "settings": asdict(self.s), "fast_paths": fastpath.chosen()})
+
+    def _supersede(self, why: list[str]) -> None:
+        """Move a previous run's files (checkpoints, logs, metrics) out of the way into superseded/<time>/,
+        with the reasons in why.txt, so that nothing of it survives into this run's results."""
+        if self.rank != 0:
+            return
+        names = ["last.pt", "model.pt", "train.jsonl", "train.json", "checkpoints", "tensorboard"]
+        moving = [self.out_dir / n for n in names] + [outputs.keep_path(self.out_dir / n) for n in names]
+        moving = [f for f in moving if f.exists()]
+        folder = self.out_dir / "superseded" / time.strftime("%Y%m%dT%H%M%S")
+        while folder.exists():
+            folder = folder.with_name(folder.name + "+")
+        folder.mkdir(parents=True)
+        for f in moving:
+            f.rename(folder / f.name)
+        write_lines(folder / "why.txt", why)
+        log.warning("%s is another run than the one in this folder (%s): its files moved to %s; training afresh",
+                    self.out_dir, "; ".join(why), folder)
 
     def _keep(self, name: str) -> None:
         if self.rank == 0:
@@ -186,13 +209,12 @@ class Trainer:
         if not (self.s.resume and path.is_file()):
             return
         ckpt = checkpoint.load(path, self.device)
-        differences = checkpoint.differences(ckpt, self.model_config, self.src_vocab, self.tgt_vocab,
-                                             self.label_vocab, asdict(self.s))
-        if differences:
-            stale = path.with_name(f"last.{int(time.time())}.pt")
-            path.rename(stale)
-            log.warning("%s was written with another model, vocabulary or settings (%s); kept as %s, training "
-                        "afresh", path, "; ".join(differences), stale.name)
+        why = checkpoint.differences(ckpt, self.model_config, self.src_vocab, self.tgt_vocab, self.label_vocab,
+                                     asdict(self.s)) \
+            + checkpoint.input_differences(ckpt.get("inputs"), self.inputs) \
+            + checkpoint.lowered_budget(ckpt.get("progress") or {}, self.s)
+        if why:
+            self._supersede(why)
             return
         self.model.load_state_dict(ckpt["state_dict"])
         self._load_optimizer(ckpt["optimizer"])
@@ -254,6 +276,7 @@ class Trainer:
         metrics = run_metrics(self.p, self.s, stop, params=count_parameters(self.model),
                               train_pairs=len(self.train_data), accumulate=self.accumulate, world=self.world,
                               device=self.device, model_config=self.model_config, bf16=self.bf16)
+        metrics["inputs"] = self.inputs
         metrics["cuda_graphs"] = self.graphed.summary() if self.graphed is not None else {"off": self.graphs_off}
         if self.rank == 0:
             write_json(self.out_dir / "train.json", metrics)
