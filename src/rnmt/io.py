@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import hashlib
 import json
 import os
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -98,20 +99,51 @@ def read_json(path: str | Path) -> Any:
         return json.load(f)
 
 
-def read_lines(path: str | Path) -> list[str]:
-    """All lines of a UTF-8 text file without their newline; invalid UTF-8 names the line."""
+def iter_lines(path: str | Path) -> Iterator[str]:
+    """The lines of a UTF-8 text file without their newline, streamed: split at \n only (never at U+2028,
+    U+0085, a lone \r or the other line ends of `str.splitlines` and text-mode files, which can stand inside
+    a sentence and would shift every line after it; see `split_lines`); invalid UTF-8 names the line."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: file not found")
-    out: list[str] = []
     with open(path, "rb") as f:
-        for n, raw in enumerate(f, 1):
-            try:
-                out.append(raw.decode("utf-8").rstrip("\r\n"))
-            except UnicodeDecodeError as e:
-                raise InputError(f"{path}, line {n}: not valid UTF-8 ({e.reason} at byte {e.start}); "
-                                 "convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)") from None
-    return out
+        yield from decoded_lines(f, str(path))
+
+
+def decoded_lines(stream: Iterable[bytes], where: str) -> Iterator[str]:
+    """Lines of a binary stream (a file, standard input's buffer) as `iter_lines` gives them; invalid UTF-8
+    names `where` and the line, whatever the locale."""
+    for n, raw in enumerate(stream, 1):
+        try:
+            yield raw.decode("utf-8").rstrip("\r\n")
+        except UnicodeDecodeError as e:
+            raise InputError(f"{where}, line {n}: not valid UTF-8 ({e.reason} at byte {e.start}); "
+                             "convert the text to UTF-8 (e.g. iconv -f latin1 -t utf-8)") from None
+
+
+def read_lines(path: str | Path) -> list[str]:
+    """All lines of a UTF-8 text file without their newline (`iter_lines`)."""
+    return list(iter_lines(path))
+
+
+def sha256_of(path: str | Path, chunk: int = 1 << 20) -> str:
+    """The sha256 of a file's bytes, in hex."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(chunk), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def split_lines(text: str) -> list[str]:
+    """`text`'s lines as rnmt reads every file: split at newlines only (\n, with a \r before it dropped),
+    never at the other characters `str.splitlines` takes for line ends (U+2028, U+0085, form feed, ...),
+    which can stand inside a sentence of a corpus and would cut one line into two and shift every line
+    after it. A final newline ends the last line rather than starting an empty one."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
 def write_lines(path: str | Path, lines: list[str]) -> None:

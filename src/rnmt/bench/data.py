@@ -19,6 +19,7 @@ from rnmt.bench.timing import Peak, environment, measure
 from rnmt.data import bpe
 from rnmt.data.synthetic import write_corpus
 from rnmt.data.tokenize import tokenize
+from rnmt.io import read_lines
 
 CHUNK = 500
 _SEGMENTER: bpe.Segmenter | None = None
@@ -37,7 +38,7 @@ def _process(lines: list[str]) -> list[str]:
 def corpus(directory: Path, lines: int, merges: int) -> tuple[list[str], Path]:
     """Raw synthetic lines and BPE codes learned from their tokenized form."""
     write_corpus(directory, {"train": lines}, seed=1)
-    text = (directory / "train.src").read_text(encoding="utf-8").splitlines()
+    text = read_lines(directory / "train.src")
     codes = directory / "codes"
     bpe.learn((tokenize(line, "en") for line in text), codes, merges)
     return text, codes

@@ -14,7 +14,7 @@ from subword_nmt.apply_bpe import BPE
 from subword_nmt.learn_bpe import learn_bpe as _learn_bpe
 
 from rnmt.data.settings import BPESettings
-from rnmt.io import InputError, atomic_writer
+from rnmt.io import InputError, atomic_writer, iter_lines
 from rnmt.progress import logged
 
 log = logging.getLogger(__name__)
@@ -47,9 +47,7 @@ def file_lines(paths: Iterable[str | Path]) -> Iterator[str]:
     for path in paths:
         if not Path(path).is_file():
             raise InputError(f"{path}: file not found")
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                yield line.rstrip("\r\n")
+        yield from iter_lines(path)
 
 
 class Segmenter:

@@ -12,6 +12,7 @@ from typing import Any
 
 from rnmt.data.settings import BPESettings, PreprocessSettings, VocabSettings
 from rnmt.io import InputError
+from rnmt.settings import count
 
 log = logging.getLogger("rnmt")
 ROOT = Path(__file__).resolve().parents[3]
@@ -212,12 +213,12 @@ def pair_io(p: argparse.ArgumentParser, inputs: bool = True) -> None:
 def add_parsers(sub: Any) -> None:
     s = sub.add_parser("synth", help="generate the synthetic language pair")
     s.add_argument("--out-dir", required=True)
-    s.add_argument("--seed", type=int, default=1)
-    s.add_argument("--language-seed", type=int, default=None)
-    s.add_argument("--train", type=int, default=20000)
-    s.add_argument("--dev", type=int, default=500)
-    s.add_argument("--test", type=int, default=1000)
-    s.add_argument("--max-words", type=int, default=None)
+    s.add_argument("--seed", type=count(0), default=1)
+    s.add_argument("--language-seed", type=count(0), default=None)
+    s.add_argument("--train", type=count(0), default=20000)
+    s.add_argument("--dev", type=count(0), default=500)
+    s.add_argument("--test", type=count(0), default=1000)
+    s.add_argument("--max-words", type=count(0), default=None)
     s.set_defaults(func=cmd_synth)
 
     s = sub.add_parser("tokenize", help="normalise punctuation and Moses-tokenize a file")
@@ -231,8 +232,8 @@ def add_parsers(sub: Any) -> None:
 
     bpe = sub.add_parser("bpe", help="learn or apply BPE").add_subparsers(dest="bpe_command", required=True)
     s = bpe.add_parser("learn")
-    s.add_argument("--merges", type=int, required=True)
-    s.add_argument("--min-frequency", type=int, default=BPESettings.min_frequency)
+    s.add_argument("--merges", type=count(0), required=True)
+    s.add_argument("--min-frequency", type=count(0), default=BPESettings.min_frequency)
     s.add_argument("--codes", required=True)
     s.add_argument("inputs", nargs="+")
     s.set_defaults(func=cmd_bpe_learn)
@@ -243,8 +244,9 @@ def add_parsers(sub: Any) -> None:
     s.set_defaults(func=cmd_bpe_apply)
 
     s = sub.add_parser("vocab", help="build a vocabulary from a segmented file")
-    s.add_argument("--max-size", type=int, default=VocabSettings.max_size)
-    s.add_argument("--min-count", type=int, default=VocabSettings.min_count, help="leave out tokens seen fewer times")
+    s.add_argument("--max-size", type=count(1), default=VocabSettings.max_size)
+    s.add_argument("--min-count", type=count(1), default=VocabSettings.min_count,
+                   help="leave out tokens seen fewer times")
     s.add_argument("input")
     s.add_argument("output")
     s.set_defaults(func=cmd_vocab)
@@ -262,7 +264,7 @@ def add_parsers(sub: Any) -> None:
     p = cmd("download", cmd_download, "download a file (retries, resumes, verifies sha256, atomic)")
     p.add_argument("--url", help="default: the registry's URL for the output's file name")
     p.add_argument("--sha256", help="the expected checksum (default: the registry's pin for the output's name)")
-    p.add_argument("--retries", type=int, default=5)
+    p.add_argument("--retries", type=count(0), default=5)
     p.add_argument("--backoff", type=float, default=2.0, help="seconds before the first retry, doubling")
     p.add_argument("--timeout", type=float, default=60.0)
     p.add_argument("output")
@@ -270,7 +272,7 @@ def add_parsers(sub: Any) -> None:
     p = cmd("pin", cmd_pin, "pin the sha256 of downloads in the registry's pin file (without names: report)")
     p.add_argument("--all", action="store_true", help="every download of the registry")
     p.add_argument("--download-dir", default="results/downloads")
-    p.add_argument("--retries", type=int, default=5)
+    p.add_argument("--retries", type=count(0), default=5)
     p.add_argument("--backoff", type=float, default=2.0)
     p.add_argument("--timeout", type=float, default=60.0)
     p.add_argument("names", nargs="*", help="file names under the download folder (rnmt corpus pin lists them)")
@@ -293,14 +295,14 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--manifest", required=True)
 
     p = cmd("chunks", cmd_chunks, "index a file pair into a fixed number of chunks")
-    p.add_argument("--chunks", type=int, required=True)
+    p.add_argument("--chunks", type=count(1), required=True)
     p.add_argument("src")
     p.add_argument("tgt")
     p.add_argument("output")
 
     p = cmd("clean", cmd_clean, "clean one chunk (normalise, segment, tokenize, filter) with a report")
     p.add_argument("--index", required=True)
-    p.add_argument("--chunk", type=int, required=True)
+    p.add_argument("--chunk", type=count(0), required=True)
     p.add_argument("--src-lang", required=True)
     p.add_argument("--tgt-lang", required=True)
     p.add_argument("--settings", required=True, help="the corpus' preprocess settings as JSON")
@@ -308,7 +310,7 @@ def add_parsers(sub: Any) -> None:
 
     p = cmd("merge", cmd_merge, "merge cleaned chunks in order (optionally deduplicating)")
     p.add_argument("--dedupe", action="store_true")
-    p.add_argument("--max-pairs", type=int, default=None, help="keep a random sample of this many pairs")
+    p.add_argument("--max-pairs", type=count(0), default=None, help="keep a random sample of this many pairs")
     p.add_argument("--corpus", default="")
     p.add_argument("--test-src", help="the prepared test source: count its sentences that occur in training")
     pair_io(p, inputs=False)
@@ -332,8 +334,8 @@ def add_parsers(sub: Any) -> None:
     p = cmd("segment-train", cmd_segment_train, "BPE on the training pairs, with a subword length limit")
     p.add_argument("--src-codes", help="omit for word level")
     p.add_argument("--tgt-codes", help="omit for word level")
-    p.add_argument("--max-subwords", type=int)
-    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--max-subwords", type=count(1))
+    p.add_argument("--workers", type=count(1), default=1)
     pair_io(p)
 
     cmd("list", cmd_list, "list the registry's corpora and sources")

@@ -12,7 +12,6 @@ pin file, or RNMT_ALLOW_UNPINNED=1). The sha256 computed is stored beside the fi
 
 from __future__ import annotations
 
-import hashlib
 import http.client
 import logging
 import os
@@ -22,7 +21,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from rnmt.io import InputError, atomic_writer
+from rnmt.io import InputError, atomic_writer, sha256_of
 
 log = logging.getLogger(__name__)
 
@@ -42,14 +41,6 @@ def manual_alternative(url: str, dest: Path) -> str:
     return (f"Without network here, download it on a machine that has one (e.g. curl -fLo {dest.name} "
             f"{shlex.quote(url)}) and put it at {dest.absolute()}: it is then checked against the pinned sha256, "
             "and not downloaded again")
-
-
-def sha256_of(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(CHUNK), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _sidecar(dest: Path) -> Path:

@@ -14,7 +14,7 @@ from typing import IO
 from rnmt.data import sgml
 from rnmt.data.extract import open_member
 from rnmt.data.sources import Source, manual_paths, missing_manual_message
-from rnmt.io import InputError, atomic_writer
+from rnmt.io import InputError, atomic_writer, read_lines, split_lines
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ def _read_text(stream_bytes: bytes, where: str, name: str) -> list[list[str]]:
     except UnicodeDecodeError as e:
         line = stream_bytes[: e.start].count(b"\n") + 1
         raise InputError(f"{where}: {name}, line {line}: not valid UTF-8; convert it to UTF-8") from None
-    lines = text.splitlines()
+    lines = split_lines(text)
     if _is_sgml(name) or (lines and lines[0].lstrip().lower().startswith(("<srcset",
                                                                                                      "<refset"))):
         return list(sgml.segments(lines).values())
@@ -118,7 +118,7 @@ def fetch_sacrebleu_source(src: Source, outs: dict[str, Path]) -> dict[str, int]
                          "here") from None
     a, _ = pair.split("-")
     files = {a: [ds.get_source_file(pair)], src.langs[1 - src.langs.index(a)]: ds.get_reference_files(pair)}
-    texts = {lang: [Path(f).read_text(encoding="utf-8").splitlines() for f in fs] for lang, fs in files.items()}
+    texts = {lang: [read_lines(f) for f in fs] for lang, fs in files.items()}
     return _write_texts(outs, texts, src.id)
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from rnmt.data import conll
 from rnmt.data.bpe import SEPARATOR
 from rnmt.data.conll import Sentence, format_sentence
-from rnmt.io import InputError, atomic_writer
+from rnmt.io import InputError, atomic_writer, iter_lines
 
 
 def word_labels(sent: Sentence, subtypes: bool = False) -> list[str]:
@@ -162,8 +162,7 @@ def read_labels(path: str | Path, lengths: Sequence[int] | None = None, text_fil
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: label file not found")
-    with open(path, encoding="utf-8") as f:
-        out = [line.split() for line in f]
+    out = [line.split() for line in iter_lines(path)]
     if lengths is not None:
         if len(out) != len(lengths):
             raise InputError(f"{path} has {len(out)} lines but {text_file} has {len(lengths)}; a label file must "

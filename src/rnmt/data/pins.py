@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 from rnmt.config import ConfigError
-from rnmt.io import atomic_writer
+from rnmt.io import atomic_writer, read_lines
 
 SHA256 = re.compile(r"[0-9a-f]{64}")
 HEADER = ("# sha256 of the files the corpus registry downloads (results/downloads/<name>), written by\n"
@@ -37,7 +37,7 @@ def read_pins(path: str | Path) -> dict[str, str]:
     if not path.is_file():
         return {}
     pins: dict[str, str] = {}
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(read_lines(path), 1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         parts = line.split()

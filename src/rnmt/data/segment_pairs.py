@@ -13,7 +13,7 @@ from pathlib import Path
 
 from rnmt.data.bpe import Segmenter
 from rnmt.data.clean import Report
-from rnmt.io import atomic_writer, write_json
+from rnmt.io import atomic_writer, iter_lines, write_json
 
 log = logging.getLogger(__name__)
 BATCH = 5000
@@ -32,10 +32,9 @@ def _segment(batch: list[tuple[str, str]]) -> list[tuple[str, str]]:
 
 
 def _batches(src: Path, tgt: Path) -> Iterator[list[tuple[str, str]]]:
-    with open(src, encoding="utf-8") as fs, open(tgt, encoding="utf-8") as ft:
-        pairs = zip((x.rstrip("\n") for x in fs), (y.rstrip("\n") for y in ft), strict=True)
-        while batch := list(itertools.islice(pairs, BATCH)):
-            yield batch
+    pairs = zip(iter_lines(src), iter_lines(tgt), strict=True)
+    while batch := list(itertools.islice(pairs, BATCH)):
+        yield batch
 
 
 def _bounded_map(pool: PoolType | None, batches: Iterator[list[tuple[str, str]]],

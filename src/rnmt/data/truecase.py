@@ -8,13 +8,12 @@ from pathlib import Path
 
 from sacremoses import MosesTruecaser
 
-from rnmt.io import InputError, atomic_path, atomic_writer
+from rnmt.io import InputError, atomic_path, atomic_writer, iter_lines
 
 
 def _token_lists(path: Path) -> Iterator[list[str]]:
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            yield line.split()
+    for line in iter_lines(path):
+        yield line.split()
 
 
 def train(text: str | Path, model: str | Path) -> None:
@@ -35,8 +34,8 @@ def apply(model: str | Path, inp: str | Path, out: str | Path) -> int:
         raise InputError(f"{inp}: file not found")
     tc = MosesTruecaser(load_from=str(model))
     n = 0
-    with open(inp, encoding="utf-8") as fin, atomic_writer(out) as f:
-        for line in fin:
-            f.write(tc.truecase(line.rstrip("\n"), return_str=True) + "\n")
+    with atomic_writer(out) as f:
+        for line in iter_lines(inp):
+            f.write(tc.truecase(line, return_str=True) + "\n")
             n += 1
     return n

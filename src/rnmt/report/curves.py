@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rnmt.io import InputError
+from rnmt.io import InputError, read_lines
 from rnmt.report.plotting import save
 
 
@@ -13,7 +13,15 @@ def read_log(path: str | Path) -> list[dict]:
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: training log not found")
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    records = []
+    for n, line in enumerate(read_lines(path), 1):
+        if line.strip():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise InputError(f"{path}, line {n}: not a training log record ({e.msg}); give the train.jsonl "
+                                 "that rnmt train writes into the model folder") from None
+    return records
 
 
 def plot(log_path: str | Path, out_png: str | Path, title: str = "") -> None:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from rnmt.io import InputError, atomic_path, atomic_writer, lock_holder, try_lock
+from rnmt.io import InputError, atomic_path, atomic_writer, lock_holder, read_lines, try_lock
 
 LOCK = ".train.lock"
 
@@ -88,7 +88,7 @@ def check_model_copy(path: Path) -> None:
 
 def check_log_copy(path: Path) -> None:
     """A train.jsonl copy of JSON records, one per line."""
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(read_lines(path), 1):
         try:
             json.loads(line)
         except json.JSONDecodeError as e:

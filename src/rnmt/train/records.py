@@ -9,14 +9,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rnmt.io import write_lines
+from rnmt.io import read_lines, write_lines
 from rnmt.train.tensorboard import TensorBoard
 
 
 class TrainLog:
     def __init__(self, out_dir: Path, resumed_step: int, tensorboard: bool) -> None:
         self.path = out_dir / "train.jsonl"
-        kept = [line for line in self.path.read_text(encoding="utf-8").splitlines()
+        kept = [line for line in read_lines(self.path)
                 if json.loads(line)["step"] <= resumed_step] if resumed_step and self.path.is_file() else []
         write_lines(self.path, kept)          # trimmed to the resumed step atomically, then appended to
         self.tensorboard = TensorBoard(out_dir / "tensorboard", resumed_step) if tensorboard else None
