@@ -4,13 +4,14 @@ name the key, what is allowed there, and the closest valid spelling."""
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import yaml
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
@@ -153,9 +154,24 @@ def _describe(error: ValidationError, schema: Mapping[str, Any], docs: Mapping[s
         missing = [k for k in error.validator_value if k not in inst]
         return [f"missing key '{where}.{k}'" if error.absolute_path else f"missing key '{k}'" for k in missing]
     if v == "pattern":
-        desc = _subschema(schema, error.absolute_path, docs).get("description", f"pattern {error.validator_value}")
+        own = error.schema.get("description") if isinstance(error.schema, dict) else None
+        desc = own or _subschema(schema, error.absolute_path, docs).get("description",
+                                                                         f"pattern {error.validator_value}")
+        if "propertyNames" in error.schema_path:
+            return [f"the name {inst!r} in '{where}' is not allowed; expected {desc}"]
         return [f"'{where}' is {inst!r}; expected {desc}"]
     return [f"'{where}': {error.message}"]
+
+
+def _whole_pattern(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]) -> Any:
+    """`pattern` matched against the whole string. JSON Schema's own rule is a search, and in Python's re
+    `$` also matches before a final newline: "tiny\n" would pass "^[a-z]+$" and become a folder name with a
+    newline in it. Every pattern here describes a whole value, so a partial match is a mismatch."""
+    if isinstance(instance, str) and not re.fullmatch(pattern, instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+_Validator = validators.extend(Draft202012Validator, {"pattern": _whole_pattern})
 
 
 def validate(instance: Any, schema_path: str | Path, what: str) -> Any:
@@ -165,7 +181,7 @@ def validate(instance: Any, schema_path: str | Path, what: str) -> Any:
     schema = docs.get(schema_path.name) or load_schema(schema_path)
     registry: Registry = Registry().with_resources(
         (name, Resource.from_contents(doc, default_specification=DRAFT202012)) for name, doc in docs.items())
-    validator = Draft202012Validator(schema, registry=registry)
+    validator = _Validator(schema, registry=registry)
     errors = sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path))
     if errors:
         lines = [m for e in errors for m in _describe(e, schema, docs, instance)]

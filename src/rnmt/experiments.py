@@ -25,6 +25,9 @@ def check_experiment(exp: dict[str, Any], path: Path) -> None:
             if "cell" not in r:
                 raise ConfigError(f"{where}: a cells table counts a cell; give 'cell'")
             continue
+        if r.get("ensemble") and len(r.get("seeds", [])) < 2:
+            raise ConfigError(f"{where}: 'ensemble: true' decodes the models of several seeds as one; give the row "
+                              "two or more seeds, or drop 'ensemble'")
         if "arch" in r and "variant" not in r:
             raise ConfigError(f"{where}: a row to train needs 'variant' (a name for its models)")
         if "variant" not in r and not r.get("why_not"):

@@ -82,6 +82,11 @@ BAD_ROWS = {
                                             "variant 'atr-rnnsearch-gru' is a system of "
                                             f"{ROOT / 'workflow/systems/atr.yaml'}, which defines it; remove cell "
                                             "from the row"),
+    "a repeated seed": (rename(0, "atr-rnnsearch-gru", seeds=[1, 1]), "has non-unique elements"),
+    "a negative seed": (rename(0, "atr-rnnsearch-gru", seeds=[-1]), "-1 is less than the minimum of 0"),
+    "an ensemble of one seed": (rename(0, "atr-rnnsearch-gru", seeds=[1], ensemble=True),
+                                "'ensemble: true' decodes the models of several seeds as one; give the row two or "
+                                "more seeds"),
     "a paper without a systems file": (lambda exp: exp.update(systems="atrr"),
                                        f"'systems: atrr' names no systems file; {ROOT / 'workflow/systems'} "
                                        "holds atr, demo, dtmt, srnmt, ud"),
@@ -288,3 +293,35 @@ def test_a_system_defined_in_two_systems_files_names_both(tmp_path: Path, record
     cfg = tmp_path / "my.yaml"
     cfg.write_text(yaml.safe_dump({"systems_dir": str(d)}))
     assert f"system 'atr-rnnsearch-gru' is defined in {d / 'atr.yaml'} and in {d / 'mine.yaml'}" in plan_error(cfg)
+
+
+NAMES = {
+    "run: '..'": ({"run": ".."}, "'run' is '..'; expected a run name"),
+    "run: '.'": ({"run": "."}, "'run' is '.'; expected a run name"),
+    "run: 'tiny\\n' (a final newline)": ({"run": "tiny\n"}, "'run' is 'tiny\\n'; expected a run name"),
+    "run: '-dash' (read as an option)": ({"run": "-dash"}, "'run' is '-dash'; expected a run name"),
+    "run: 'a/b'": ({"run": "a/b"}, "'run' is 'a/b'; expected a run name"),
+    "a corpus named '-mc'": ({"corpora": {"-mc": {"source": "synthetic:demo", "src_lang": "en", "tgt_lang": "en"}}},
+                             "the name '-mc' in 'corpora' is not allowed; expected a corpus name"),
+    "a corpus named 'a;b'": ({"corpora": {"a;b": {"source": "synthetic:demo", "src_lang": "en", "tgt_lang": "en"}}},
+                             "the name 'a;b' in 'corpora' is not allowed"),
+    "a table named '../exp/one'": ({"tables": ["../exp/one"]}, "'tables.0' is '../exp/one'; expected the name of a "
+                                                               "file in workflow/experiments/"),
+}
+
+
+@pytest.mark.parametrize("what", list(NAMES))
+def test_names_that_would_leave_their_folder_or_read_as_options_are_refused(what: str, tmp_path: Path,
+                                                                             record) -> None:
+    record.safety(f"{what} in the config")
+    change, message = NAMES[what]
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text(yaml.safe_dump(change))
+    assert message in plan_error(cfg)
+
+
+@pytest.mark.parametrize("variant", ["-gru", "gru\n"], ids=["leading dash", "final newline"])
+def test_a_variant_name_is_matched_whole(variant: str, tmp_path: Path, record) -> None:
+    record.safety(f"a row's variant {variant!r}")
+    message = plan_error(table_with(tmp_path, rename(0, variant)))
+    assert f"'rows.0(RNNSearch+GRU).variant' is {variant!r}; expected a name" in message
