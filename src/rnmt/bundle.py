@@ -50,6 +50,9 @@ def export(out_dir: str | Path, models: Sequence[str | Path], src_lang: str, tgt
     DecodeSettings.from_dict(decode or {})          # names, types and values, before anything is written
     prepare = PreprocessSettings.from_dict(preprocess)
     out = Path(out_dir)
+    if out.is_dir() and any(out.iterdir()) and not (out / MANIFEST).is_file():
+        raise InputError(f"{out} holds files and is not a bundle (no {MANIFEST}); export into a new or empty folder, "
+                         "so that no file of yours there is replaced or removed")
     out.mkdir(parents=True, exist_ok=True)
     names = [f"model{k + 1}.pt" for k in range(len(models))]
     for src, name in zip(models, names, strict=True):
@@ -68,6 +71,34 @@ def export(out_dir: str | Path, models: Sequence[str | Path], src_lang: str, tgt
     return out / MANIFEST
 
 
+def _check_manifest(path: Path, m: dict[str, Any]) -> None:
+    """The manifest's entries have the types `export` writes (a bundle is untrusted input)."""
+    problems = []
+    if not (isinstance(m["models"], list) and m["models"] and all(isinstance(x, str) for x in m["models"])):
+        problems.append("'models' must be a list of checkpoint file names")
+    for key in ("codes", "truecase"):
+        if m.get(key) is not None and not isinstance(m[key], str):
+            problems.append(f"'{key}' must be a file name or null")
+    for key in ("src_lang", "tgt_lang"):
+        if not isinstance(m[key], str):
+            problems.append(f"'{key}' must be a language code")
+    for key in ("preprocess", "decode"):
+        if m.get(key) is not None and not isinstance(m[key], dict):
+            problems.append(f"'{key}' must be an object of settings")
+    if problems:
+        raise InputError(f"{path}: {'; '.join(problems)}; export the bundle again")
+
+
+def inside(folder: Path, name: str, manifest: Path) -> Path:
+    """`folder / name`, which must be a file of the bundle itself: a name in the manifest that leads out of the
+    folder (an absolute path, '..', a symbolic link to elsewhere) is refused, without reading the file."""
+    target = (folder / name).resolve()
+    if not target.is_relative_to(folder.resolve()):
+        raise InputError(f"{manifest}: {name!r} leads outside the bundle folder {folder}; a bundle's files must "
+                         "be inside it (export the bundle again)")
+    return target
+
+
 @dataclass
 class Bundle:
     folder: Path
@@ -84,13 +115,18 @@ class Bundle:
             manifest = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as e:
             raise InputError(f"{path}: not valid JSON ({e}); export the bundle again") from None
+        if not isinstance(manifest, dict):
+            raise InputError(f"{path}: not a bundle manifest (a JSON object); export the bundle again")
         missing = [k for k in ("format", "models", "src_lang", "tgt_lang", "preprocess") if k not in manifest]
         if missing:
             raise InputError(f"{path}: missing {', '.join(missing)}; export the bundle again")
         if manifest["format"] != FORMAT:
             raise InputError(f"{path}: bundle format {manifest['format']}, this rnmt reads format {FORMAT}; "
                              "export the bundle again with this version")
+        _check_manifest(path, manifest)
         files = [*manifest["models"], *(manifest.get(k) for k in ("codes", "truecase") if manifest.get(k))]
+        for f in files:
+            inside(folder, f, path)
         absent = [f for f in files if not (folder / f).is_file()]
         if absent:
             raise InputError(f"{folder}: {', '.join(absent)} listed in {MANIFEST} but missing; export the bundle "
@@ -109,12 +145,22 @@ class Bundle:
         settings = PreprocessSettings.from_dict(self.manifest["preprocess"], f"{self.folder / MANIFEST}: ")
         prepare = Preparer.from_settings(self.manifest["src_lang"], settings)
         truecaser = None
+        manifest = self.folder / MANIFEST
         if self.manifest.get("truecase"):
             from sacremoses import MosesTruecaser
 
-            truecaser = MosesTruecaser(load_from=str(self.folder / self.manifest["truecase"]))
+            path = inside(self.folder, self.manifest["truecase"], manifest)
+            try:
+                truecaser = MosesTruecaser(load_from=str(path))
+            except (UnicodeDecodeError, ValueError, IndexError, KeyError) as e:
+                raise InputError(f"{path}: not a Moses truecasing model ({type(e).__name__}); export the bundle "
+                                 "again") from None
         codes = self.manifest.get("codes")
-        segment = Segmenter(self.folder / codes if codes else None)
+        try:
+            segment = Segmenter(inside(self.folder, codes, manifest) if codes else None)
+        except (UnicodeDecodeError, ValueError, IndexError) as e:
+            raise InputError(f"{self.folder / str(codes)}: not a BPE codes file subword-nmt reads "
+                             f"({type(e).__name__}); export the bundle again") from None
 
         def run(line: str) -> str:
             text = prepare(fix_text(line)[0])
@@ -140,7 +186,9 @@ class Bundle:
 
         settings = DecodeSettings.from_dict({**self.decode, **{k: v for k, v in decode.items() if v is not None}})
         device = torch.device(device)
-        model, src_vocab, tgt_vocab = load_ensemble([self.folder / m for m in self.manifest["models"]], device)
+        manifest = self.folder / MANIFEST
+        model, src_vocab, tgt_vocab = load_ensemble([inside(self.folder, m, manifest) for m in self.manifest["models"]],
+                                                    device)
         prepare = self.preparer()
         sources = [src_vocab.encode(prepare(line)) for line in lines]
         keep = [i for i, s in enumerate(sources) if s]

@@ -114,7 +114,7 @@ def _out_of_bounds(v: Any, schema: dict[str, Any]) -> str:
     for key, (sign, holds) in _BOUNDS.items():
         if key in schema and isinstance(v, (int, float)) and not holds(v, schema[key]):
             return f"{sign} {schema[key]}"
-    if "pattern" in schema and isinstance(v, str) and not re.search(schema["pattern"], v):
+    if "pattern" in schema and isinstance(v, str) and not re.fullmatch(schema["pattern"], v):
         return f"of the form {schema['pattern']}"
     return ""
 
@@ -129,3 +129,21 @@ def class_schema(name: str) -> dict[str, Any]:
         raise InputError(f"schema: x-generated-from names {name!r}, which is not a settings class or a schema "
                          "function") from None
     return json_schema(found) if isinstance(found, type) else found()
+
+
+def count(minimum: int = 0) -> Any:
+    """An argparse `type` for a count option: an integer of at least `minimum` (a negative --samples or
+    --last would otherwise pass and mean nothing, or something else than asked)."""
+    import argparse
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} is below {minimum}; give a count of at least {minimum}")
+        return value
+
+    parse.__name__ = "count"
+    return parse

@@ -7,6 +7,7 @@ import logging
 from typing import Any
 
 from rnmt.bench import BENCHMARKS
+from rnmt.settings import count
 
 log = logging.getLogger("rnmt")
 
@@ -34,5 +35,5 @@ def add_parsers(sub: Any) -> None:
                    help="train, on CUDA: each row's step again as a replayed CUDA graph (rnmt.train.graphs)")
     s.add_argument("--out", default="results/bench", help="directory for <name>.csv")
     s.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:1, ...")
-    s.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default); recorded per row")
+    s.add_argument("--threads", type=count(0), default=0, help="torch threads (0: torch's default); recorded per row")
     s.set_defaults(func=cmd_bench)

@@ -11,6 +11,7 @@ from typing import Any
 
 from rnmt.decode.settings import PENALTIES
 from rnmt.io import InputError
+from rnmt.settings import count
 
 log = logging.getLogger("rnmt")
 
@@ -52,10 +53,10 @@ def cmd_translate(a: argparse.Namespace) -> None:
 
 def _translate_bundle(a: argparse.Namespace, device: Any, decode: dict[str, Any]) -> None:
     from rnmt.bundle import Bundle
-    from rnmt.io import read_lines, write_lines
+    from rnmt.io import decoded_lines, read_lines, write_lines
 
     bundle = Bundle.load(a.bundle)
-    lines = [line.rstrip("\r\n") for line in sys.stdin] if a.input == "-" else read_lines(a.input)
+    lines = list(decoded_lines(sys.stdin.buffer, "standard input")) if a.input == "-" else read_lines(a.input)
     out = bundle.translate(lines, device, **decode)
     if a.output == "-":
         sys.stdout.write("".join(line + "\n" for line in out))
@@ -72,6 +73,9 @@ def cmd_export(a: argparse.Namespace) -> None:
         preprocess, decode = json.loads(a.preprocess), json.loads(a.decode)
     except json.JSONDecodeError as e:
         raise InputError(f"--preprocess and --decode take JSON objects: {e}") from None
+    if not isinstance(preprocess, dict) or not isinstance(decode, dict):
+        raise InputError("--preprocess and --decode take JSON objects ({...}) of settings, e.g. "
+                         "--preprocess '{\"lowercase\": false}'")
     path = export(a.out, a.model, a.src_lang, a.tgt_lang, preprocess, a.codes, a.truecase_model, a.detruecase,
                   decode)
     log.info("bundle of %d model(s) in %s", len(a.model), path.parent)
@@ -97,18 +101,18 @@ def add_parsers(sub: Any) -> None:
     # decoding settings: all at once as JSON (what the workflow passes), or one by one (over --settings);
     # left out, the bundle's (--bundle) or DecodeSettings' defaults (--model) apply
     s.add_argument("--settings", help="decoding settings as one JSON object (DecodeSettings: beam, batch_size, ...)")
-    s.add_argument("--beam", type=int)
-    s.add_argument("--batch-size", type=int)
+    s.add_argument("--beam", type=count(1))
+    s.add_argument("--batch-size", type=count(1))
     s.add_argument("--length-penalty", choices=PENALTIES)
     s.add_argument("--alpha", type=float)
     s.add_argument("--max-len-ratio", type=float)
-    s.add_argument("--max-len-extra", type=int)
+    s.add_argument("--max-len-extra", type=count(0))
     s.add_argument("--greedy-floor", action="store_true",
                    help="return greedy search's hypothesis where it scores higher than the beam's (no paper does)")
-    s.add_argument("--threads", type=int, default=0)
+    s.add_argument("--threads", type=count(0), default=0)
     s.add_argument("--device", default="auto")
     s.add_argument("--metrics", help="write decoding speed here (JSON)")
-    s.add_argument("--speed-beams", type=int, nargs="*", default=[1],
+    s.add_argument("--speed-beams", type=count(1), nargs="*", default=[1],
                    help="also time decoding at these beams for the metrics (default: 1, ATR Table 4's setting)")
     s.add_argument("--src-labels", help="source dependency labels of the input, one per subword (factored models)")
     s.add_argument("input", nargs="?", default="-", help="default: standard input (with --bundle)")

@@ -7,6 +7,8 @@ import argparse
 import logging
 from typing import Any
 
+from rnmt.settings import count
+
 log = logging.getLogger("rnmt")
 
 
@@ -78,7 +80,7 @@ def add_parsers(sub: Any) -> None:
     s.add_argument("--table", help="only this table's rows, named and ordered as in the table")
     s.add_argument("--test", choices=["bs", "ar"], default="bs",
                    help="paired bootstrap resampling (bs, with 95%% CIs) or approximate randomization (ar)")
-    s.add_argument("--samples", type=int, default=0,
+    s.add_argument("--samples", type=count(0), default=0,
                    help="resamples (bs) or trials (ar); 0: sacrebleu's default, 1000 or 10000")
     s.add_argument("--output", help="CSV, one row per system and metric")
     s.add_argument("--md", help="Markdown (also printed)")

@@ -6,6 +6,8 @@ import argparse
 import logging
 from typing import Any
 
+from rnmt.settings import count
+
 log = logging.getLogger("rnmt")
 
 
@@ -89,19 +91,19 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--dev", required=True)
     p.add_argument("--model-dir", required=True)
     p.add_argument("--word-vectors", help="word2vec text file (default: random vectors for the training words)")
-    p.add_argument("--steps-pos", type=int, default=100)
-    p.add_argument("--steps-depparse", type=int, default=80)
-    p.add_argument("--hidden", type=int, default=32)
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--steps-pos", type=count(0), default=100)
+    p.add_argument("--steps-depparse", type=count(0), default=80)
+    p.add_argument("--hidden", type=count(0), default=32)
+    p.add_argument("--seed", type=count(0), default=1)
     p.set_defaults(func=cmd_train_models)
 
     p = ps.add_parser("run", help="parse one chunk of a tokenized file into CoNLL-U")
     p.add_argument("--lang", required=True)
     p.add_argument("--model-dir", required=True)
-    p.add_argument("--chunk", type=int, default=0)
-    p.add_argument("--chunks", type=int, default=1)
+    p.add_argument("--chunk", type=count(0), default=0)
+    p.add_argument("--chunks", type=count(1), default=1)
     p.add_argument("--device", default="cpu")
-    p.add_argument("--batch-size", type=int, default=1000)
+    p.add_argument("--batch-size", type=count(1), default=1000)
     p.add_argument("input")
     p.add_argument("output")
     p.set_defaults(func=cmd_run)

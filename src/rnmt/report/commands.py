@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rnmt.settings import count
+
 log = logging.getLogger("rnmt")
 
 
@@ -69,7 +71,7 @@ def add_parsers(sub: Any) -> None:
     s.add_argument("--run", required=True)
     s.add_argument("--scale", required=True)
     s.add_argument("--corpus", default="", help="the corpus the table ran on at this scale")
-    s.add_argument("--max-seeds", type=int, default=0, help="the scale's cap on seeds per row (0: none)")
+    s.add_argument("--max-seeds", type=count(0), default=0, help="the scale's cap on seeds per row (0: none)")
     s.add_argument("--scale-note", default="", help="what the scale changes (config scales.<scale>.note)")
     s.add_argument("--csv", required=True)
     s.add_argument("--md", required=True)
@@ -83,7 +85,7 @@ def add_parsers(sub: Any) -> None:
     s = sub.add_parser("figure", help="draw a table's figure (gates, BLEU by length, training cost) as PNG")
     s.add_argument("--experiment", required=True)
     s.add_argument("--scale", default="")
-    s.add_argument("--max-seeds", type=int, default=0, help="the scale's cap on seeds per row (0: none)")
+    s.add_argument("--max-seeds", type=count(0), default=0, help="the scale's cap on seeds per row (0: none)")
     s.add_argument("--output", required=True)
     s.add_argument("--metrics", nargs="*", default=[])
     s.add_argument("--gates", nargs="*", default=[])
@@ -105,7 +107,7 @@ def add_parsers(sub: Any) -> None:
     s = sub.add_parser("plot-cost", help="training cost per minibatch of several runs (UD paper, Figure 2)")
     s.add_argument("--output", required=True, help="the PNG to write")
     s.add_argument("--name", action="append", help="legend name of each log, in order (default: its folder)")
-    s.add_argument("--smooth", type=int, default=5, help="moving-average window in logged minibatches (1: none)")
+    s.add_argument("--smooth", type=count(1), default=5, help="moving-average window in logged minibatches (1: none)")
     s.add_argument("--title", default="Training cost per minibatch")
     s.add_argument("logs", nargs="+", help="train.jsonl of each run")
     s.set_defaults(func=cmd_plot_cost)

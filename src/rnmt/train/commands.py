@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rnmt.io import InputError
+from rnmt.settings import count
 
 log = logging.getLogger("rnmt")
 TRAIN_FILES = ("train-src", "train-tgt", "dev-src", "dev-tgt", "src-vocab", "tgt-vocab", "out-dir")
@@ -80,7 +81,7 @@ def add_parsers(sub: Any) -> None:
     s.add_argument("--train-src-labels", help="source dependency labels, one per subword of --train-src")
     s.add_argument("--dev-src-labels", help="source dependency labels, one per subword of --dev-src")
     s.add_argument("--src-label-vocab", help="the label vocabulary (labels/<source>/vocab.lab)")
-    s.add_argument("--gpus", type=int, default=0,
+    s.add_argument("--gpus", type=count(0), default=0,
                    help="GPUs for this job (the rule's gpu resource): leased from the local slot pool outside "
                         "SLURM; more than 1 trains with that many torch.distributed processes (gloo on a CPU)")
     s.set_defaults(func=cmd_train)
@@ -89,6 +90,6 @@ def add_parsers(sub: Any) -> None:
                                                    "last validations, train setting keep_checkpoints)")
     s.add_argument("inputs", nargs="+", metavar="CHECKPOINT|MODEL_DIR",
                    help="checkpoint files, or a model folder (its checkpoints/step<N>.pt, oldest first)")
-    s.add_argument("--last", type=int, default=0, help="only the last k of them (0: all)")
+    s.add_argument("--last", type=count(0), default=0, help="only the last k of them (0: all)")
     s.add_argument("--output", required=True, help="the averaged checkpoint, read by rnmt translate like a model.pt")
     s.set_defaults(func=cmd_average_checkpoints)
