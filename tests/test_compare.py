@@ -144,3 +144,27 @@ def test_bad_runs_are_refused_with_the_fix(runs: Path, tmp_path: Path) -> None:
     lone = make_run(tmp_path, "lone", {("x", "seed1"): sentences(150, 0)}, sentences(150, 0))
     with pytest.raises(InputError, match="no system was scored in both runs"):
         compare(runs / "results/base", lone)
+
+
+def test_a_file_changed_after_scoring_is_refused_by_compare_table_and_runs(runs: Path, tmp_path: Path) -> None:
+    """A translation replaced after its score job (the same number of lines): compare would re-score the new
+    file beside the old metrics, a table or runs.csv would show the old score for the new file."""
+    refs = sentences(150, 0)
+    a = make_run(tmp_path, "a", {("gru", "seed1"): noisy(refs, 0.3, 1)}, refs)
+    b = make_run(tmp_path, "b", {("gru", "seed1"): noisy(refs, 0.9, 2)}, refs)
+    assert len(compare(a, b)) == 2
+    hyp = b / "translations/c/gru/seed1/test.txt"
+    hyp.write_text("\n".join(refs) + "\n")                        # BLEU 100 now, against 0.2 recorded
+    metrics = b / "metrics/c/gru/seed1/test.json"
+    with pytest.raises(InputError, match=r"test.txt has changed since .*test.json scored it.*rerun its score job"):
+        compare(a, b)
+    from rnmt.report.runs import write_runs
+
+    with pytest.raises(InputError, match="has changed since"):
+        write_runs([metrics], tmp_path / "runs.csv")
+    (a / "data/c/raw/test.tgt").unlink()
+    with pytest.raises(InputError, match=r"test.tgt: scored in .* but missing now"):
+        write_runs([a / "metrics/c/gru/seed1/test.json"], tmp_path / "runs.csv")
+    metrics.write_text(metrics.read_text()[:50])                  # a truncated metrics file
+    with pytest.raises(InputError, match=r"test.json: not valid JSON .*delete it and rerun"):
+        write_runs([metrics], tmp_path / "runs.csv")

@@ -216,11 +216,16 @@ def test_a_run_cut_short_by_the_time_cap_is_named_under_its_table(built: Path, t
     assert m["train"]["stop_reason"] == "max_steps"
     m["train"]["stop_reason"] = "max_minutes"
     m["train"]["train_settings"]["max_minutes"] = 0.5
-    (tmp_path / "lstm.json").write_text(json.dumps(m))
-    inputs = [str(tmp_path / "lstm.json") if f == cut else str(f) for f in files]
-    r = subprocess.run([sys.executable, "-m", "rnmt", "table", "--experiment", str(EXPERIMENTS / "atr-table4.yaml"),
-                        "--run", "tiny", "--scale", "demo", "--max-seeds", "1", "--csv", str(tmp_path / "t.csv"),
-                        "--md", str(tmp_path / "t.md"), "--", *inputs], capture_output=True, text=True)
+    changed = cut.with_name("test-cut-short.json")        # beside it: the files it scored are found from there
+    changed.write_text(json.dumps(m))
+    inputs = [str(changed) if f == cut else str(f) for f in files]
+    try:
+        r = subprocess.run([sys.executable, "-m", "rnmt", "table", "--experiment",
+                            str(EXPERIMENTS / "atr-table4.yaml"), "--run", "tiny", "--scale", "demo", "--max-seeds",
+                            "1", "--csv", str(tmp_path / "t.csv"), "--md", str(tmp_path / "t.md"), "--", *inputs],
+                           capture_output=True, text=True)
+    finally:
+        changed.unlink()
     assert r.returncode == 0, r.stderr
     md = (tmp_path / "t.md").read_text()
     assert "Stopped by the time cap (`max_minutes`)" in md

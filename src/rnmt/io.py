@@ -95,8 +95,16 @@ def write_json(path: str | Path, obj: Any) -> None:
 
 
 def read_json(path: str | Path) -> Any:
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    """A JSON file's contents; a missing, truncated or damaged file is an input error naming it."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: file not found")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InputError(f"{path}: not valid JSON ({e}): a truncated or damaged file; delete it and rerun the job "
+                         "that writes it") from None
 
 
 def iter_lines(path: str | Path) -> Iterator[str]:

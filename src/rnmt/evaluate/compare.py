@@ -28,6 +28,7 @@ from typing import Any
 import pandas as pd
 from sacrebleu.metrics.base import Metric
 
+from rnmt.evaluate.metrics import verify_scored
 from rnmt.evaluate.score import chrf_scorer, detok_scorer
 from rnmt.io import InputError, atomic_writer, read_json, read_lines
 
@@ -70,6 +71,7 @@ def scored_systems(run: Path) -> dict[Key, Scored]:
             raise InputError(f"{f}: the metrics file does not name the files it scored (written by an older "
                              "rnmt): rerun the run's score jobs, `snakemake --cores all --forcerun score` with "
                              "the run's config")
+        verify_scored(f, m)
         if "empty_output" in m.get("scores", {}):
             log.warning("%s: not compared: %s", f, m["scores"]["empty_output"])
             continue

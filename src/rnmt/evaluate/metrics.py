@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rnmt.evaluate.score import score
-from rnmt.io import read_json, read_lines, write_json
+from rnmt.io import InputError, read_json, read_lines, sha256_of, write_json
 
 log = logging.getLogger(__name__)
 
@@ -27,15 +27,38 @@ def with_extra_references(paths: Sequence[str]) -> list[str]:
     return out
 
 
-def scored_files(output: str, hyp: str, refs: Sequence[str], lowercase: bool) -> dict[str, Any]:
-    """What was scored, for `rnmt compare`: the translation and every reference, as paths relative to the
-    metrics file's folder (so a run's folder can be moved or copied whole), and the casing."""
+def scored_files(output: str, hyp: str, refs: Sequence[str], lowercase: bool,
+                 others: Sequence[str] = ()) -> dict[str, Any]:
+    """What was scored, for `rnmt compare` and the checks of `verify_scored`: the translation and every
+    reference, as paths relative to the metrics file's folder (so a run's folder can be moved or copied
+    whole), the casing, and the sha256 of each file scored (`others`: the tokenized sides too)."""
     here = Path(output).absolute().parent
 
     def rel(p: str) -> str:
         return os.path.relpath(Path(p).absolute(), here)
 
-    return {"hyp": rel(hyp), "refs": [rel(r) for r in refs], "lowercase": lowercase}
+    return {"hyp": rel(hyp), "refs": [rel(r) for r in refs], "lowercase": lowercase,
+            "sha256": {rel(f): sha256_of(f) for f in dict.fromkeys([hyp, *refs, *others])}}
+
+
+def verify_scored(metrics_file: str | Path, m: dict[str, Any]) -> None:
+    """Every file a metrics file scored still holds what was scored (its sha256), else an error naming the
+    file and the fix: a score beside a translation that has changed since is not that translation's score."""
+    here = Path(metrics_file).parent
+    recorded = (m.get("files") or {}).get("sha256")
+    if recorded is None:
+        raise InputError(f"{metrics_file}: the metrics file does not record what the files it scored held (an "
+                         "older rnmt wrote it): rerun the run's score jobs, `snakemake --cores all --forcerun score` "
+                         "with the run's config")
+    for rel, sha in recorded.items():
+        path = here / rel
+        if not path.is_file():
+            raise InputError(f"{path}: scored in {metrics_file} but missing now (moved or deleted): rerun the run's "
+                             "translate and score jobs")
+        if sha256_of(path) != sha:
+            raise InputError(f"{path} has changed since {metrics_file} scored it, so its scores are not this file's: "
+                             "rerun its score job (snakemake reruns it when the file is newer; or `snakemake "
+                             "--cores all --forcerun score` with the run's config)")
 
 
 def test_parts(manifest: dict[str, Any]) -> list[tuple[str, int, int]] | None:
@@ -84,7 +107,8 @@ def write_metrics(output: str, hyp: str, refs: Sequence[str], hyp_tok: str | Non
     from rnmt.provenance import provenance
 
     out = {**meta, "scores": scores, "train": train_metrics(train), "decode": read_json(decode) if decode else {},
-           "files": scored_files(output, hyp, refs, lowercase), **provenance()}
+           "files": scored_files(output, hyp, refs, lowercase, [f for f in (hyp_tok, *(refs_tok or [])) if f]),
+           **provenance()}
     write_json(output, out)
     if "empty_output" in scores:
         log.warning("%s: not scored: %s (%d lines of %s)", output, scores["empty_output"], len(hyps), hyp)

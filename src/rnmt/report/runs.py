@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from rnmt.evaluate.metrics import verify_scored
 from rnmt.io import atomic_writer, read_json
 
 FIRST = ["run", "scale", "corpus", "variant", "member", "testset", "scores.bleu", "scores.tok_bleu", "scores.chrf",
@@ -19,6 +20,8 @@ def write_runs(metrics_files: Sequence[str | Path], out_csv: str | Path) -> pd.D
     records = []
     for path in metrics_files:
         m = read_json(path)
+        if "files" in m:
+            verify_scored(path, m)
         for key in ("bleu_by_length", "tok_bleu_by_length"):       # nested per-bucket dicts stay in the JSON
             m.get("scores", {}).pop(key, None)
         m.pop("seeds", None)

@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from rnmt.evaluate.metrics import verify_scored
 from rnmt.evaluate.score import bucket_name
 from rnmt.io import InputError, atomic_writer, read_json
 from rnmt.plan import Row, Table
@@ -344,6 +345,8 @@ def build(table: Table, metrics_files: list[str | Path], run: str, scale: str, o
     metrics = {}
     for path in metrics_files:
         m = read_json(path)
+        if "files" in m:                # a translation's scores: the files scored must still be those
+            verify_scored(path, m)
         metrics[(m["variant"], m["member"])] = m
     for path in gates_files or []:                  # .../analysis/<corpus>/<variant>/seed<N>/gates.<testset>.json
         p = Path(path)
