@@ -30,9 +30,10 @@ demo: setup
 	@echo "the tables land in results/demo/tables, the figures in results/demo/figures"
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --cores $(CORES)
 
-# Two worker processes, each taking whole test files (module fixtures such as a trained table run once):
-# on 2 cores 16 minutes instead of 25 in one process, since most tests wait on Snakemake and trainers.
-TEST_WORKERS ?= 2
+# Three worker processes, each taking whole test files (module fixtures such as a trained table run once):
+# most tests wait on Snakemake and trainers, so on 2 cores three workers took 17 min 28 s where two took
+# 20 min 52 s (842 tests, one after the other on a quiet machine; one process took 25 minutes for 795).
+TEST_WORKERS ?= 3
 test: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
