@@ -12,6 +12,7 @@ Layer-norm gains stay at 1 and biases at 0 under every scheme but `uniform`, whi
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import torch
 from torch import nn
@@ -30,6 +31,29 @@ def make_optimizer(name: str, params: Iterable[nn.Parameter], lr: float, betas: 
     if name == "adadelta":
         return torch.optim.Adadelta(params, lr=lr, rho=rho, eps=eps)
     raise InputError(f"unknown optimizer {name!r}; valid optimizers: {', '.join(OPTIMIZERS)}")
+
+
+def set_lr(opt: torch.optim.Optimizer, lr: float) -> None:
+    """Every parameter group's learning rate; a device tensor (CUDA graphs' Adam reads it there) is filled."""
+    for g in opt.param_groups:
+        if isinstance(g["lr"], torch.Tensor):
+            g["lr"].fill_(lr)
+        else:
+            g["lr"] = lr
+
+
+def load_optimizer_state(opt: torch.optim.Optimizer, state: dict[str, Any]) -> None:
+    """A saved optimizer state into `opt`, keeping `opt`'s own kind of Adam (fused, capturable, a tensor
+    learning rate for CUDA graphs, or not) whichever kind saved it; the saved learning rate is kept."""
+    kind = [{k: g[k] for k in ("fused", "capturable", "foreach", "lr") if k in g} for g in opt.param_groups]
+    opt.load_state_dict(state)
+    for g, own in zip(opt.param_groups, kind, strict=True):
+        lr = float(g["lr"])
+        g.update(own)
+        if isinstance(g["lr"], torch.Tensor):
+            g["lr"].fill_(lr)
+        else:
+            g["lr"] = lr
 
 
 def initialise(model: nn.Module, scheme: str, scale: float = 0.08) -> None:

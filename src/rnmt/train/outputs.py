@@ -11,15 +11,17 @@ with the names of every file to delete to train the model afresh.
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from rnmt.io import InputError, atomic_path, atomic_writer, lock_holder, read_lines, try_lock
+from rnmt.io import InputError, atomic_path, atomic_writer, lock_holder, read_lines, try_lock, write_lines
 
 LOCK = ".train.lock"
+log = logging.getLogger(__name__)
 
 
 class FolderBusy(InputError):
@@ -93,3 +95,21 @@ def check_log_copy(path: Path) -> None:
             json.loads(line)
         except json.JSONDecodeError as e:
             raise InputError(f"{path}, line {n}: not a JSON record ({e.msg})") from None
+
+
+def supersede(folder: Path, why: list[str]) -> Path:
+    """Move a previous run's files (checkpoints, logs, metrics and their copies) out of `folder` into
+    superseded/<time>/, with the reasons in why.txt, so that nothing of it survives into the next run's
+    results; → that folder."""
+    names = ["last.pt", "model.pt", "train.jsonl", "train.json", "checkpoints", "tensorboard"]
+    moving = [f for f in [folder / n for n in names] + [keep_path(folder / n) for n in names] if f.exists()]
+    old = folder / "superseded" / time.strftime("%Y%m%dT%H%M%S")
+    while old.exists():
+        old = old.with_name(old.name + "+")
+    old.mkdir(parents=True)
+    for f in moving:
+        f.rename(old / f.name)
+    write_lines(old / "why.txt", why)
+    log.warning("%s is another run than the one in this folder (%s): its files moved to %s; training afresh",
+                folder, "; ".join(why), old)
+    return old

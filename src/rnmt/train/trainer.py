@@ -37,12 +37,12 @@ from tqdm import tqdm
 from rnmt import fastpath, hardware
 from rnmt.data.batching import Batch, bucketed_batches, load_parallel, make_batch, token_batches
 from rnmt.data.vocab import Vocab
-from rnmt.io import InputError, write_json, write_lines
+from rnmt.io import InputError, write_json
 from rnmt.models import build_model, factors
 from rnmt.models.pretrained import load_pretrained
 from rnmt.train import checkpoint, distributed, graphs, outputs, schedules
 from rnmt.train.loss import token_loss
-from rnmt.train.optim import initialise, make_optimizer
+from rnmt.train.optim import initialise, load_optimizer_state, make_optimizer, set_lr
 from rnmt.train.progress import LogWindow, Progress, budget_done, run_metrics
 from rnmt.train.records import TrainLog
 from rnmt.train.settings import TrainSettings, accumulation
@@ -130,19 +130,6 @@ class Trainer:
                                            0 if s.batch_tokens else s.batch_size)
         return opt
 
-    def _load_optimizer(self, state: dict[str, Any]) -> None:
-        """The optimizer's saved state, keeping this run's own kind of Adam (fused, capturable, a tensor
-        learning rate with CUDA graphs, or not) whichever kind saved it."""
-        kind = [{k: g[k] for k in ("fused", "capturable", "foreach", "lr") if k in g} for g in self.opt.param_groups]
-        self.opt.load_state_dict(state)
-        for g, own in zip(self.opt.param_groups, kind, strict=True):
-            lr = float(g["lr"])
-            g.update(own)
-            if isinstance(g["lr"], torch.Tensor):
-                g["lr"].fill_(lr)
-            else:
-                g["lr"] = lr
-
     # ---- checkpoints ------------------------------------------------------------------------------
     def _save(self, name: str, extra: dict[str, Any]) -> None:
         if self.rank == 0:
@@ -166,24 +153,6 @@ class Trainer:
             rng["cuda"] = torch.cuda.get_rng_state(self.device)
         self._save("last.pt", {"step": self.p.step, "progress": asdict(self.p), "optimizer": self.opt.state_dict(),
                                "rng": rng, "settings": asdict(self.s), "fast_paths": fastpath.chosen()})
-
-    def _supersede(self, why: list[str]) -> None:
-        """Move a previous run's files (checkpoints, logs, metrics) out of the way into superseded/<time>/,
-        with the reasons in why.txt, so that nothing of it survives into this run's results."""
-        if self.rank != 0:
-            return
-        names = ["last.pt", "model.pt", "train.jsonl", "train.json", "checkpoints", "tensorboard"]
-        moving = [self.out_dir / n for n in names] + [outputs.keep_path(self.out_dir / n) for n in names]
-        moving = [f for f in moving if f.exists()]
-        folder = self.out_dir / "superseded" / time.strftime("%Y%m%dT%H%M%S")
-        while folder.exists():
-            folder = folder.with_name(folder.name + "+")
-        folder.mkdir(parents=True)
-        for f in moving:
-            f.rename(folder / f.name)
-        write_lines(folder / "why.txt", why)
-        log.warning("%s is another run than the one in this folder (%s): its files moved to %s; training afresh",
-                    self.out_dir, "; ".join(why), folder)
 
     def _keep(self, name: str) -> None:
         if self.rank == 0:
@@ -214,10 +183,11 @@ class Trainer:
             + checkpoint.input_differences(ckpt.get("inputs"), self.inputs) \
             + checkpoint.lowered_budget(ckpt.get("progress") or {}, self.s)
         if why:
-            self._supersede(why)
+            if self.rank == 0:
+                outputs.supersede(self.out_dir, why)
             return
         self.model.load_state_dict(ckpt["state_dict"])
-        self._load_optimizer(ckpt["optimizer"])
+        load_optimizer_state(self.opt, ckpt["optimizer"])
         self.p = Progress(**ckpt["progress"])
         fastpath.adopt(ckpt.get("fast_paths") or {})       # the paths of the first start, as its numbers are
         self._restore_outputs()
@@ -327,11 +297,7 @@ class Trainer:
         s, p, model = self.s, self.p, self.model
         t0, measuring0 = time.perf_counter(), fastpath.measuring_seconds()
         lr = s.lr * p.lr_factor * self.schedule(p.step, p.epoch)
-        for g in self.opt.param_groups:
-            if isinstance(g["lr"], torch.Tensor):    # a graph's Adam reads its rate from the device
-                g["lr"].fill_(lr)
-            else:
-                g["lr"] = lr
+        set_lr(self.opt, lr)
         parts = [make_batch(self.train_data, idx[self.rank::self.world]) for idx in group]
         tokens = distributed.global_sum(sum(b.tgt_tokens for b in parts), self.world, self.device)
         replayed = self.graphed.step(parts[0], tokens) if self.graphed is not None else None
