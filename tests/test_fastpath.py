@@ -181,20 +181,65 @@ def test_the_first_choice_written_stands_and_a_resumed_run_adopts_its_own(measur
     timer, candidate = clock({"a": 0.003, "b": 0.001}, calls)
     section = fastpath.machine(CPU)
     measuring.write_text(json.dumps({section: {}}))
-    original = fastpath._read_cache
+    original = fastpath._read
 
-    def racing() -> dict:                # another job writes "a" between our read and our write
-        data = original()
+    def racing(path: Path) -> dict:      # another job writes "a" between our read and our write
+        data = original(path)
         if calls:
             data.setdefault(section, {})["k"] = "a"
         return data
 
-    fastpath._read_cache = racing
+    fastpath._read = racing
     try:
         assert fastpath.choose("k", {"a": candidate("a"), "b": candidate("b")}, "a", CPU, timer=timer) == "a"
     finally:
-        fastpath._read_cache = original
+        fastpath._read = original
     assert fastpath.measuring_seconds() > 0
     fastpath.forget()
     fastpath.adopt({f"{section} | k": "b"})
     assert fastpath.choose("k", {"a": candidate("a"), "b": candidate("b")}, "a", CPU, timer=timer) == "b"
+
+
+def test_a_runs_choices_are_fixed_for_the_run_on_any_machine(measuring: Path, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first choice a run makes is kept in the run's own file, by computation alone; a later job of
+    the run on a machine that measures the other way (another cache file) takes the run's choice unmeasured,
+    while a job of another run there takes that machine's."""
+    run_file = tmp_path / "results/run/fast_paths.json"
+    monkeypatch.setenv("RNMT_FASTPATH_RUN", str(run_file))
+    calls: list[str] = []
+    timer, candidate = clock({"a": 0.003, "b": 0.001}, calls)
+    assert fastpath.choose("cell x", {"a": candidate("a"), "b": candidate("b")}, "a", CPU, timer=timer) == "b"
+    kept = json.loads(run_file.read_text())
+    assert kept == {"paths": {"cell x": "b"}, "measured_on": {"cell x": fastpath.machine(CPU)}}
+
+    fastpath.forget()                                   # another machine: its own cache, "a" faster there
+    monkeypatch.setenv("RNMT_FASTPATH_CACHE", str(tmp_path / "other-machine.json"))
+    calls.clear()
+    timer, candidate = clock({"a": 0.001, "b": 0.003}, calls)
+    assert fastpath.choose("cell x", {"a": candidate("a"), "b": candidate("b")}, "a", CPU, timer=timer) == "b"
+    assert calls == []                                  # nothing measured: the run's record decides
+
+    fastpath.forget()                                   # another run on that machine measures for itself
+    monkeypatch.setenv("RNMT_FASTPATH_RUN", str(tmp_path / "results/other/fast_paths.json"))
+    assert fastpath.choose("cell x", {"a": candidate("a"), "b": candidate("b")}, "a", CPU, timer=timer) == "a"
+    assert json.loads(run_file.read_text())["paths"] == {"cell x": "b"}
+
+
+def test_a_cells_path_follows_the_runs_file(measuring: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cell's run takes the path its run's file names, though this machine would measure another."""
+    run_file = tmp_path / "fast_paths.json"
+    monkeypatch.setenv("RNMT_FASTPATH_RUN", str(run_file))
+    monkeypatch.setattr(base, "_CHOICES", {})
+    monkeypatch.setattr(fastpath, "timings", lambda candidates, device, reps=3, timer=None: {
+        name: 0.5 if name == "loop" else 1.0 for name in candidates})
+    cell = build_cell("atr", 5, 6)
+    x, mask = torch.randn(3, 4, 5), torch.ones(3, 4, dtype=torch.bool)
+    base.run(cell, x, mask)
+    (key, path), = json.loads(run_file.read_text())["paths"].items()
+    assert path == "loop" and key.startswith("cell ")
+    run_file.write_text(json.dumps({"paths": {key: "sequence"}}))      # the run was first measured elsewhere
+    fastpath.forget()
+    base._CHOICES.clear()                       # (forget clears the module's own lookup, patched here)
+    base.run(cell, x, mask)
+    assert list(base._CHOICES.values()) == ["sequence"]

@@ -60,7 +60,10 @@ def test_a_data_target_needs_no_training(workdir: Path) -> None:
 
 @pytest.mark.workflow
 def test_table_target_runs_for_real_and_rerun_does_nothing(workdir: Path) -> None:
-    r = run_snakemake([TABLE, "--cores", "2", "--configfile", "tiny.yaml"], workdir)
+    # paths measured (RNMT_FASTPATH wins over the demo scale's `fast_paths: default`): every job of the
+    # run must take the run's first choice of each, kept in its folder (asserted below)
+    r = run_snakemake([TABLE, "--cores", "2", "--configfile", "tiny.yaml"], workdir,
+                      extra_env={"RNMT_FASTPATH": "measure"})
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "profiles/default for setting default command line arguments" in r.stderr   # read with no flag
     df = pd.read_csv(workdir / TABLE)
@@ -106,6 +109,15 @@ def test_table_target_runs_for_real_and_rerun_does_nothing(workdir: Path) -> Non
     # the CLI kept freed memory mapped (rnmt.allocator) in the training and the decoding job
     assert metrics["train"]["hardware"]["malloc_tuned"] is sys.platform.startswith("linux")
     assert metrics["decode"]["hardware"]["malloc_tuned"] is sys.platform.startswith("linux")
+    # each job's paths are the run's: one choice per computation, kept in results/<run>/fast_paths.json
+    fixed = json.loads((run_dir / "fast_paths.json").read_text())["paths"]
+    assert {key.split("[")[0] for key in fixed} >= {"cell GRU", "cell ATR"}
+    for path in run_dir.glob("metrics/*/*/seed*/test.json"):
+        for part in ("train", "decode"):
+            hw = json.loads(path.read_text())[part]["hardware"]
+            assert hw["fast_path_mode"] == "measure"
+            taken = dict(entry.split(" | ")[-1].rsplit(": ", 1) for entry in hw["fast_paths"])
+            assert taken and all(fixed[key] == value for key, value in taken.items()), (path, part, taken)
     train_log = run_dir / "models/synthetic-demo/rnnsearch-gru/seed1/train.jsonl"
     log = [json.loads(x) for x in train_log.read_text().splitlines()]
     assert [x["step"] for x in log if x["kind"] == "valid"] == [75, 150]

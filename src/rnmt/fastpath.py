@@ -10,14 +10,20 @@ than MARGIN (closer than that, the default stays: a choice made once should not 
 
 Choices are kept for the process and in a JSON file (`RNMT_FASTPATH_CACHE`, default
 ~/.cache/rnmt/fastpath.json) under the machine's name (CPU model or GPU name, torch and rnmt versions,
-threads, the RNMT_MATMUL and RNMT_TRITON switches). The first choice written for a key stands: a job that
-measured the same key meanwhile takes the file's, so every job on a machine takes the same paths. A
-training checkpoint keeps its run's choices (`adopt` restores them), so a resumed run takes its first
-start's paths even where the file is gone. Time spent measuring is not the computation's:
+threads, the RNMT_MATMUL and RNMT_TRITON switches), so a machine measures each key once. The first choice
+written for a key stands: a job that measured the same key meanwhile takes the file's.
+
+A run's choices are also fixed for the run itself: with `RNMT_FASTPATH_RUN` set (the workflow sets
+results/<run>/fast_paths.json), the first choice made for a key in the run is written there, keyed by the
+computation alone (not the machine), and every later job and rerun of the run takes it, on this machine or
+on another one the run's folder was copied to. The paths round differently, so this is what makes a run's
+numbers follow from its own record rather than from how busy a machine was when it first measured. A
+training checkpoint also keeps its run's choices (`adopt` restores them), so a resumed run takes its
+first start's paths even where both files are gone. Time spent measuring is not the computation's:
 `measuring_seconds()` lets timed regions (training and decoding speed) leave it out. `RNMT_FASTPATH`:
 `measure` (the default), or `default` to run without measuring: a cell takes its own whole-sequence path
-(else its step loop), a product the default route (what the tests do, so that no test depends on how
-fast or busy the machine is). `chosen()` lists this process's choices; every metrics file records them
+(else its step loop), a product the default route (the demo's setting and the tests', so that their
+numbers depend on no timing). `chosen()` lists this process's choices; every metrics file records them
 (`hardware.fast_paths`).
 """
 
@@ -75,35 +81,53 @@ def _processor(kind: str, index: int | None) -> str:
     return torch.cuda.get_device_name(index) if kind == "cuda" else hardware.cpu_model()
 
 
-def _read_cache() -> dict[str, dict[str, str]]:
-    path = cache_path()
+def run_path() -> Path | None:
+    """The run's own file of choices (RNMT_FASTPATH_RUN), if any."""
+    value = os.environ.get("RNMT_FASTPATH_RUN")
+    return Path(value) if value else None
+
+
+def _read(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         return data if isinstance(data, dict) else {}
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as e:
-        log.warning("ignoring the fast-path cache %s (%s); measuring again", path, e)
+        log.warning("ignoring the fast-path file %s (%s); measuring again", path, e)
         return {}
 
 
-def _keep(section: str, key: str, winner: str) -> str:
-    """Add one choice to the cache file, under a lock, unless another job wrote that key first: then the
-    file's choice is returned and taken (every job on the machine takes the same path)."""
+def _read_cache() -> dict[str, dict[str, str]]:
+    return _read(cache_path())
+
+
+def _run_choices() -> dict[str, str]:
+    path = run_path()
+    paths = _read(path).get("paths") if path else None
+    return paths if isinstance(paths, dict) else {}
+
+
+def _first_written(path: Path, section: str, key: str, winner: str, extra: Mapping[str, Any] = {}) -> str:
+    """Set data[section][key] = winner in the JSON file `path`, under a lock, unless another job wrote
+    that key first: then the file's choice is returned (every job takes the same path). `extra`: other
+    sections' entries written beside a new choice (where it was measured)."""
     import fcntl
 
     from rnmt.io import write_json
 
-    path = cache_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         # The lock file only carries the lock: it is opened, never written.
         lock = os.open(path.with_name(path.name + ".lock"), os.O_RDONLY | os.O_CREAT, 0o644)
         try:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            data = _read_cache()
-            kept = data.setdefault(section, {}).setdefault(key, winner)
+            data = _read(path)
+            section_data = data.setdefault(section, {})
+            kept = section_data.setdefault(key, winner) if isinstance(section_data, dict) else winner
             if kept == winner:
+                for name, value in extra.items():
+                    data.setdefault(name, {})[key] = value
                 write_json(path, data)
             return kept
         finally:
@@ -135,8 +159,8 @@ def timings(candidates: Mapping[str, Callable[[], Any]], device: torch.device, r
 def choose(key: str, candidates: Mapping[str, Callable[[], Any]], default: str, device: torch.device,
            reps: int = 3, timer: Callable[[], float] = time.perf_counter) -> str:
     """The name of the fastest of `candidates` (callables running the computation on inputs of the sizes
-    that `key` stands for) on this machine; `default` without measuring under RNMT_FASTPATH=default or
-    when it is the only candidate."""
+    that `key` stands for): the run's choice where its run file has one, else this machine's (measured
+    once); `default` without measuring under RNMT_FASTPATH=default or when it is the only candidate."""
     if default not in candidates:
         raise ValueError(f"default {default!r} is not a candidate of {key}: {', '.join(candidates)}")
     if mode() == "default" or len(candidates) == 1:
@@ -146,24 +170,40 @@ def choose(key: str, candidates: Mapping[str, Callable[[], Any]], default: str, 
     with _LOCK:
         if full in _CHOSEN:
             return _CHOSEN[full]
-    kept = _read_cache().get(section, {}).get(key)
-    if kept in candidates:
-        winner = kept
+    fixed = _run_choices().get(key)
+    if fixed in candidates:                   # the run's own choice, wherever it was measured
+        winner = fixed
     else:
-        start = time.perf_counter()
-        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):   # training's RNG untouched
-            times = timings(candidates, device, reps, timer)
-        best = min(times, key=lambda name: times[name])
-        winner = best if times[best] < (1 - MARGIN) * times[default] else default
-        log.info("fast path for %s: %s (%s)", key, winner,
-                 ", ".join(f"{name} {t * 1e3:.2f} ms" for name, t in times.items()))
-        kept = _keep(section, key, winner)
-        if kept != winner and kept in candidates:
-            log.info("fast path for %s: %s, as another job measured first", key, kept)
-            winner = kept
-        _SPENT[0] += time.perf_counter() - start
+        winner = _machine_choice(section, key, candidates, default, device, reps, timer)
+        path = run_path()
+        if path is not None:
+            kept = _first_written(path, "paths", key, winner, {"measured_on": section})
+            if kept != winner and kept in candidates:
+                log.info("fast path for %s: %s, as the run had taken it", key, kept)
+                winner = kept
     with _LOCK:
         _CHOSEN[full] = winner
+    return winner
+
+
+def _machine_choice(section: str, key: str, candidates: Mapping[str, Callable[[], Any]], default: str,
+                    device: torch.device, reps: int, timer: Callable[[], float]) -> str:
+    """This machine's choice for `key`: the machine cache's, else measured now and kept there."""
+    kept = _read_cache().get(section, {}).get(key)
+    if kept in candidates:
+        return kept
+    start = time.perf_counter()
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):   # training's RNG untouched
+        times = timings(candidates, device, reps, timer)
+    best = min(times, key=lambda name: times[name])
+    winner = best if times[best] < (1 - MARGIN) * times[default] else default
+    log.info("fast path for %s: %s (%s)", key, winner,
+             ", ".join(f"{name} {t * 1e3:.2f} ms" for name, t in times.items()))
+    kept = _first_written(cache_path(), section, key, winner)
+    if kept != winner and kept in candidates:
+        log.info("fast path for %s: %s, as another job measured first", key, kept)
+        winner = kept
+    _SPENT[0] += time.perf_counter() - start
     return winner
 
 

@@ -82,6 +82,8 @@ def describe(device: torch.device) -> dict[str, Any]:
         "python": platform.python_version(),
         "malloc_tuned": allocator.tuned,
         "matmul": matmul.mode(),           # how CPU float32 products are computed (rnmt.matmul)
+        # measure (each computation's path measured, or the run's own choice) or default (no measuring)
+        "fast_path_mode": fastpath.mode(),
         # the paths measured fastest for this run's computations, "<machine> | <computation>: <path>" (a
         # list, so that runs.csv keeps it in one column)
         "fast_paths": [f"{key}: {path}" for key, path in fastpath.chosen().items()],

@@ -178,6 +178,9 @@ class Plan:
         self.scale = config["scale"]
         self.scale_settings: dict[str, Any] = (config.get("scales") or {}).get(self.scale) or {}
         self.max_seeds: int | None = self.scale_settings.get("max_seeds")
+        # how the run's computations choose among their paths (rnmt.fastpath): measured once per run and
+        # kept in results/<run>/fast_paths.json, or each computation's default (the demo: no timing decides)
+        self.fast_paths: str = self.scale_settings.get("fast_paths", "measure")
         self.corpora_config: dict[str, Any] = dict(config["corpora"])
         self.tables: dict[str, Table] = {}
         self.variants: dict[tuple[str, str], Variant] = {}

@@ -58,9 +58,13 @@ if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method:
 else:
     PYTHON = shlex.quote(sys.executable)
 SRC = shlex.quote(str(Path(workflow.basedir) / "src"))
+# Every job of the run takes the computations' paths the run took first (rnmt.fastpath): kept in the
+# run's folder, so a rerun, or the folder copied to another machine, gives the same numbers.
+FAST_PATHS = shlex.quote(str(Path(R, "fast_paths.json").absolute()))
 # (braces doubled twice: once for this f-string, once for Snakemake's formatting of shell commands)
 shell.prefix(
     f"set -euo pipefail; export PYTHONPATH={SRC}${{{{PYTHONPATH:+:$PYTHONPATH}}}}; "
+    f"export RNMT_FASTPATH=${{{{RNMT_FASTPATH:-{PLAN.fast_paths}}}}} RNMT_FASTPATH_RUN={FAST_PATHS}; "
     f'RNMT_PYTHON={PYTHON}; rnmt() {{{{ "$RNMT_PYTHON" -m rnmt "$@"; }}}}; '
 )
 
