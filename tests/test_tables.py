@@ -156,6 +156,9 @@ def test_markdown_latex_figure_and_runs_csv(built: Path) -> None:
     header = md.splitlines()[4]
     assert header.startswith("| System | #Params (M) (paper) | #Params (M) (ours) |")
     assert "| RNNSearch+ATR |" in md and "Run `tiny` at scale `demo`" in md
+    # what the rows ran with, from their metrics: the override's 12 steps, not the demo's 600
+    assert "Ran on corpus `synthetic-demo`, scale `demo`: 7 models trained 12 steps (max_steps 12" in md
+    assert "Forced on every row by the run's override" in md and "train.max_steps 12;" in md
     tex = (out / "tables/atr-table4.tex").read_text()
     assert r"\begin{tabular}" in tex and r"\toprule" in tex and "RNNSearch+ATR" in tex
     assert tex.count(r"\\") >= 1 + len(yaml.safe_load((EXPERIMENTS / "atr-table4.yaml").read_text())["rows"])
@@ -339,6 +342,33 @@ def test_latex_escapes_what_latex_would_misprint() -> None:
     from rnmt.report.tables import _tex
 
     assert _tex("nrefs:4|case:lc 12% tok_bleu") == r"nrefs:4\textbar{}case:lc 12\% tok\_bleu"
+    # a title's commands print as text, never run: \input would read a file, \write18 run a shell command
+    assert _tex(r"\input{/etc/passwd} \write18{rm x}") == \
+        r"\textbackslash{}input\{/etc/passwd\} \textbackslash{}write18\{rm x\}"
+    assert _tex("a<b> ~^ ± –") == r"a\textless{}b\textgreater{} \textasciitilde{}\textasciicircum{} $\pm$ --"
+
+
+def test_tables_and_figures_say_what_their_rows_ran_with_not_what_was_configured() -> None:
+    """The budget, the steps trained, the corpus, the scale and the run's override come from the metrics
+    files: a run forced to 200 steps says 200, whatever its scale's note says."""
+    from rnmt.report import ran
+
+    def metrics(variant: str, seed: int, steps: int, stop: str = "max_steps") -> dict:
+        train = {"steps": steps, "stop_reason": stop,
+                 "train_settings": {"seed": seed, "max_steps": 200, "max_epochs": 100, "batch_size": 64}}
+        return {"corpus": "multi30k-en-de", "scale": "mini", "run": "quick", "variant": variant,
+                "train": train, "override": {"train": {"max_steps": 200}}}
+
+    ms = [metrics("gru", 1, 200), metrics("gru", 2, 200), metrics("atr", 1, 150, "patience")]
+    ensemble = {**ms[0], "member": "ens1-2", "train": {"members": [ms[0]["train"], ms[1]["train"]]}}
+    assert ran.summary([*ms, ensemble]) == (
+        "Ran on corpus `multi30k-en-de`, scale `mini`: 3 models trained 150–200 steps (max_steps 200, "
+        "max_epochs 100; stopped by max_steps ×2, patience ×1), batches of 64 sentences.")
+    assert ran.override(ms) == ("Forced on every row by the run's override, over the settings the notes "
+                                "describe: train.max_steps 200.")
+    assert ran.override([{**m, "override": {}} for m in ms]) == ""
+    assert ran.subtitle(ms).startswith("ours: run `quick`, corpus `multi30k-en-de`, scale `mini`: 3 models")
+    assert ran.subtitle(ms).endswith("; overridden: train.max_steps 200")
 
 
 @pytest.mark.workflow

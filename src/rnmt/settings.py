@@ -147,3 +147,27 @@ def count(minimum: int = 0) -> Any:
 
     parse.__name__ = "count"
     return parse
+
+
+def key_value(text: str) -> tuple[str, str]:
+    """An argparse `type` for a `key=value` item (`rnmt score --meta`)."""
+    import argparse
+
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r} is not key=value (e.g. run=demo)")
+    return key, value
+
+
+def json_object(text: str) -> dict[str, Any]:
+    """An argparse `type` for a JSON object given on the command line (`--override '{"train": {...}}'`)."""
+    import argparse
+    import json
+
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{text!r} is not JSON ({e})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a JSON object ({{...}})")
+    return value

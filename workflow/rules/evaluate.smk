@@ -22,6 +22,7 @@ rule score:
         manifest=lambda wc, input: ["--manifest", input.manifest] if "manifest" in input.keys() else [],
         run=PLAN.run,
         scale=PLAN.scale,
+        override=json.dumps(PLAN.config.get("override") or {}, sort_keys=True),
     conda:
         "../../envs/data.yaml"
     log:
@@ -31,7 +32,8 @@ rule score:
         "--ref-tok {input.ref_tok:q} --src {input.src_tok:q} {params.lowercase:q} {params.manifest:q} "
         "--train-metrics {input.train:q} --decode-metrics {input.speed:q} "
         "--meta variant={wildcards.variant:q} member={wildcards.member:q} testset={wildcards.testset:q} "
-        "corpus={wildcards.corpus:q} run={params.run:q} scale={params.scale:q} --output {output:q} 2> {log:q}"
+        "corpus={wildcards.corpus:q} run={params.run:q} scale={params.scale:q} --override {params.override:q} "
+        "--output {output:q} 2> {log:q}"
 
 
 rule gates:

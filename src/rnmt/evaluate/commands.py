@@ -7,7 +7,7 @@ import argparse
 import logging
 from typing import Any
 
-from rnmt.settings import count
+from rnmt.settings import count, json_object, key_value
 
 log = logging.getLogger("rnmt")
 
@@ -16,7 +16,7 @@ def cmd_score(a: argparse.Namespace) -> None:
     from rnmt.evaluate.metrics import write_metrics
 
     write_metrics(a.output, a.hyp, a.ref, a.hyp_tok, a.ref_tok, a.src, a.manifest, a.lowercase,
-                  dict(kv.split("=", 1) for kv in a.meta), a.train_metrics, a.decode_metrics)
+                  {**dict(a.meta), "override": a.override}, a.train_metrics, a.decode_metrics)
 
 
 def cmd_gates(a: argparse.Namespace) -> None:
@@ -57,7 +57,9 @@ def add_parsers(sub: Any) -> None:
     s.add_argument("--manifest", help="the test split's assemble manifest: BLEU per test set it merges")
     s.add_argument("--train-metrics", nargs="*", default=[], help="train.json of the model or of each member")
     s.add_argument("--decode-metrics")
-    s.add_argument("--meta", nargs="*", default=[], help="key=value pairs stored in the metrics")
+    s.add_argument("--meta", nargs="*", default=[], type=key_value, help="key=value pairs stored in the metrics")
+    s.add_argument("--override", type=json_object, default={},
+                   help="the run's config override (JSON), recorded so that tables say what their rows ran with")
     s.add_argument("--output", required=True)
     s.set_defaults(func=cmd_score)
 

@@ -16,11 +16,13 @@ from typing import Any
 
 from rnmt.io import InputError, read_json
 from rnmt.plan import Table
+from rnmt.report import ran
 from rnmt.report.curves import read_log
 from rnmt.report.plotting import save
 
 
-def _axes(title: str, figsize: tuple[float, float] = (6.4, 4.0)) -> tuple[Any, Any]:
+def _axes(title: str, ours: str = "", figsize: tuple[float, float] = (6.4, 4.0)) -> tuple[Any, Any]:
+    """A figure titled with the paper's figure and, below it, what our curves ran with (`ours`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -29,7 +31,8 @@ def _axes(title: str, figsize: tuple[float, float] = (6.4, 4.0)) -> tuple[Any, A
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=figsize)
-    ax.set_title("\n".join(textwrap.wrap(title, 70)), fontsize=9)      # long paper titles stay inside
+    lines = textwrap.wrap(title, 70) + textwrap.wrap(ours, 90)          # long titles stay inside
+    ax.set_title("\n".join(lines), fontsize=9 if not ours else 8)
     return fig, ax
 
 
@@ -41,12 +44,12 @@ def _systems(table: Table, paths: Sequence[str | Path], depth: int) -> dict[str,
     return {r.system: by_variant[r.variant] for r in table.trained_rows if r.variant in by_variant and not r.ensemble}
 
 
-def gates(table: Table, gate_files: Sequence[str | Path], out_png: str | Path) -> None:
+def gates(table: Table, gate_files: Sequence[str | Path], out_png: str | Path, ours: str = "") -> None:
     if not gate_files:
         raise InputError(f"{table.name}: no gate statistics to plot (rows need ATR decoder cells)")
     from rnmt.report.tables import reported_unit
 
-    fig, ax = _axes(table.title)
+    fig, ax = _axes(table.title, ours)
     for system, files in _systems(table, gate_files, 2).items():
         stats = read_json(files[0])
         cell, st = reported_unit(stats)
@@ -60,7 +63,7 @@ def gates(table: Table, gate_files: Sequence[str | Path], out_png: str | Path) -
     save(fig, out_png)
 
 
-def length(table: Table, metrics_files: Sequence[str | Path], out_png: str | Path) -> None:
+def length(table: Table, metrics_files: Sequence[str | Path], out_png: str | Path, ours: str = "") -> None:
     """BLEU against source length over the table's bleu_len@ (or tokenized tok_bleu_len@) metrics, one
     line per system."""
     from rnmt.report.tables import label, metric_value, tokenized
@@ -68,7 +71,7 @@ def length(table: Table, metrics_files: Sequence[str | Path], out_png: str | Pat
     lengths = [m for m in table.metrics if tokenized(m)[1].startswith("bleu_len@")]
     if not lengths:
         raise InputError(f"{table.path}: a length figure needs bleu_len@<a>-<b> or tok_bleu_len@<a>-<b> metrics")
-    fig, ax = _axes(table.title)
+    fig, ax = _axes(table.title, ours)
     plotted = 0
     for system, files in _systems(table, metrics_files, 2).items():
         m = read_json(files[0])
@@ -96,8 +99,8 @@ def smooth(values: Sequence[float], window: int) -> list[float]:
     return out
 
 
-def cost(table: Table, logs: Sequence[str | Path], out_png: str | Path, window: int = 5) -> None:
-    fig, ax = _axes(table.title)
+def cost(table: Table, logs: Sequence[str | Path], out_png: str | Path, window: int = 5, ours: str = "") -> None:
+    fig, ax = _axes(table.title, ours)
     for system, files in _systems(table, logs, 2).items():
         train = [r for r in read_log(files[0]) if r["kind"] == "train"]
         if train:
@@ -108,10 +111,10 @@ def cost(table: Table, logs: Sequence[str | Path], out_png: str | Path, window: 
     save(fig, out_png)
 
 
-def perplexity(table: Table, logs: Sequence[str | Path], out_png: str | Path, window: int = 5) -> None:
+def perplexity(table: Table, logs: Sequence[str | Path], out_png: str | Path, window: int = 5, ours: str = "") -> None:
     import math
 
-    fig, ax = _axes(table.title)
+    fig, ax = _axes(table.title, ours)
     plotted = 0
     for system, files in _systems(table, logs, 2).items():
         records = read_log(files[0])
@@ -141,7 +144,9 @@ def curves(table: Table, logs: Sequence[str | Path], out_png: str | Path) -> Non
     import matplotlib.pyplot as plt
 
     fig, (ax_ppl, ax_bleu) = plt.subplots(1, 2, figsize=(11, 4.2))
-    fig.suptitle(f"{table.title}: learning curves", fontsize=9)
+    trained = [{"corpus": Path(p).parents[2].name, "variant": Path(p).parents[1].name, "train": read_json(t)}
+               for p in logs if (t := Path(p).with_name("train.json")).is_file()]
+    fig.suptitle(f"{table.title}: learning curves" + (f"\n{ran.subtitle(trained)}" if trained else ""), fontsize=9)
     for system, files in _systems(table, logs, 2).items():
         valid = [r for r in read_log(files[0]) if r["kind"] == "valid"]
         if not valid:
@@ -163,13 +168,14 @@ def curves(table: Table, logs: Sequence[str | Path], out_png: str | Path) -> Non
 def draw(table: Table, out_png: str | Path, metrics: Sequence[str | Path] = (), gate_files: Sequence[str | Path] = (),
          logs: Sequence[str | Path] = ()) -> None:
     kind = (table.figure or {}).get("kind")
+    ours = ran.subtitle(read_json(p) for p in metrics) if metrics else ""
     if kind == "gates":
-        gates(table, gate_files, out_png)
+        gates(table, gate_files, out_png, ours=ours)
     elif kind == "length":
-        length(table, metrics, out_png)
+        length(table, metrics, out_png, ours=ours)
     elif kind == "cost":
-        cost(table, logs, out_png)
+        cost(table, logs, out_png, ours=ours)
     elif kind == "perplexity":
-        perplexity(table, logs, out_png)
+        perplexity(table, logs, out_png, ours=ours)
     else:
         raise InputError(f"{table.path}: no figure to draw (give figure: {{kind: gates|length|cost|perplexity}})")

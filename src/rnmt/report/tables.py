@@ -21,6 +21,7 @@ from rnmt.evaluate.metrics import verify_scored
 from rnmt.evaluate.score import bucket_name
 from rnmt.io import InputError, atomic_writer, read_json
 from rnmt.plan import Row, Table
+from rnmt.report import ran
 from rnmt.report.metric_names import METRIC_LABELS, TOKENIZED, bleu_family
 
 # `row`: the paper's row order; `members`: what a row's numbers come from (seeds, or one ensemble)
@@ -251,6 +252,7 @@ def _footer(table: Table, df: pd.DataFrame, with_signatures: bool = True) -> lis
     scale, run = df.scale.iloc[0], df.run.iloc[0]
     out = [f"Run `{run}` at scale `{scale}`" + (f" on corpus `{table.corpus}`" if table.corpus else "")
            + "; mean ± std over seeds where a row has several."]
+    out += [line for line in df.attrs.get("ran", []) if line]       # what the rows ran with, from their metrics
     empty = df[df.ours.isna() & (df.why_empty != "")]
     for reason in sorted(set(empty.why_empty) - {r.why_not for r in table.rows}):
         metrics = ", ".join(sorted(set(empty[empty.why_empty == reason].metric)))
@@ -295,13 +297,19 @@ def markdown(table: Table, df: pd.DataFrame) -> str:
     return "\n".join(out) + "\n"
 
 
-_TEX_SPECIAL = re.compile(r"([&%$#_{}])")
+# Every character LaTeX would read as markup, and what prints it as itself: one pass, so that the
+# replacements' own backslashes and braces are not escaped again. A backslash is text too (a title's
+# `\input` or `\write18` must print, never run); a bare | prints as an em dash, < and > as ¡ and ¿ in
+# LaTeX's default font encoding.
+_TEX_TEXT = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+             "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+             "|": r"\textbar{}", "<": r"\textless{}", ">": r"\textgreater{}",
+             "±": r"$\pm$", "×": r"$\times$", "–": "--"}
+_TEX_SPECIAL = re.compile("|".join(map(re.escape, _TEX_TEXT)))
 
 
 def _tex(s: str) -> str:
-    s = _TEX_SPECIAL.sub(r"\\\1", s).replace("±", r"$\pm$").replace("×", r"$\times$").replace("–", "--")
-    s = s.replace("~", r"\textasciitilde{}").replace("^", r"\textasciicircum{}")
-    return s.replace("|", r"\textbar{}")      # a bare | prints as an em dash in LaTeX's default font encoding
+    return _TEX_SPECIAL.sub(lambda m: _TEX_TEXT[m.group()], s)
 
 
 def latex(table: Table, df: pd.DataFrame) -> str:
@@ -356,6 +364,8 @@ def build(table: Table, metrics_files: list[str | Path], run: str, scale: str, o
     cells = {c["cell"]: c for c in map(read_json, cell_files or [])}
     df = tidy(table, metrics, run, scale, cells)
     df.attrs["cut_short"] = cut_short(table, metrics)
+    if table.kind != "cells":
+        df.attrs["ran"] = [ran.summary(metrics.values()), ran.override(metrics.values())]
     with atomic_writer(out_csv) as f:
         df.to_csv(f, index=False)
     with atomic_writer(out_md) as f:
