@@ -147,14 +147,10 @@ class Bundle:
         truecaser = None
         manifest = self.folder / MANIFEST
         if self.manifest.get("truecase"):
-            from sacremoses import MosesTruecaser
+            from rnmt.data import truecase
 
-            path = inside(self.folder, self.manifest["truecase"], manifest)
-            try:
-                truecaser = MosesTruecaser(load_from=str(path))
-            except (UnicodeDecodeError, ValueError, IndexError, KeyError) as e:
-                raise InputError(f"{path}: not a Moses truecasing model ({type(e).__name__}); export the bundle "
-                                 "again") from None
+            truecaser = truecase.load(inside(self.folder, self.manifest["truecase"], manifest),
+                                      "export the bundle again")
         codes = self.manifest.get("codes")
         try:
             segment = Segmenter(inside(self.folder, codes, manifest) if codes else None)

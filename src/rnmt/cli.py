@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rnmt import allocator
-from rnmt.io import InputError, report_error
+from rnmt.io import InputError, os_error_message, report_error
 
 log = logging.getLogger("rnmt")
 # the packages whose commands.py add subcommands, in the order `rnmt --help` lists them
@@ -63,10 +63,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         # of carriage-return fragments; rnmt logs its own progress as lines there instead
         os.environ.setdefault("TQDM_DISABLE", "1")
     allocator.keep_freed_memory()
+    name = " ".join(a for a in (args.command, getattr(args, f"{args.command}_command", None)) if a)
     try:
         args.func(args)
     except InputError as e:
-        report_error(f"rnmt {args.command}: error: {e}")
+        report_error(f"rnmt {name}: error: {e}")
+        return 2
+    # What no reader of a file can foresee for every file it opens: a missing file, a folder, no permission,
+    # a full disk, bytes that are not UTF-8. Each is the input's or the machine's, so it is reported as such.
+    except OSError as e:
+        report_error(f"rnmt {name}: error: {os_error_message(e)}")
+        return 2
+    except UnicodeDecodeError as e:
+        files = [a for a in (argv if argv is not None else sys.argv[1:]) if os.path.isfile(a)]
+        given = f"; the files given: {', '.join(files)}" if files else ""
+        report_error(f"rnmt {name}: error: an input is not UTF-8 text ({e.reason} at byte {e.start}); convert "
+                     f"it (iconv -f <its encoding> -t utf-8){given}")
         return 2
     return 0
 

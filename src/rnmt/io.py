@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import hashlib
@@ -194,13 +195,29 @@ def lock_holder(path: str | Path) -> str:
 
 
 def report_error(message: str) -> None:
-    """The error on standard error and, where that is not where standard output goes (a workflow job
-    whose standard error is its log file), on standard output too: Snakemake shows a job's standard
-    output on its console, so the user reads why a job failed without opening the log."""
-    print(message, file=sys.stderr, flush=True)
+    """The error on standard output where that is not where standard error goes (a workflow job whose
+    standard error is its log file: Snakemake shows a job's standard output on its console, so the user
+    reads why a job failed without opening the log), then on standard error. The console comes first,
+    and a stream that cannot be written is passed over: a log on a full disk must not swallow the message."""
     try:
         out, err = os.fstat(sys.stdout.fileno()), os.fstat(sys.stderr.fileno())
+        separate = (out.st_dev, out.st_ino) != (err.st_dev, err.st_ino)
     except (OSError, ValueError, AttributeError):       # streams without a file (captured in tests)
-        return
-    if (out.st_dev, out.st_ino) != (err.st_dev, err.st_ino):
-        print(message, flush=True)
+        separate = False
+    for stream in (sys.stdout, sys.stderr) if separate else (sys.stderr,):
+        with contextlib.suppress(OSError, ValueError):
+            print(message, file=stream, flush=True)
+
+
+def os_error_message(e: OSError) -> str:
+    """What a failed file operation means to the person who ran it, and the fix."""
+    where = f"{e.filename}: " if e.filename else ""
+    fixes = {errno.ENOENT: "no such file or folder; check the path",
+             errno.EISDIR: "a folder, where a file is needed; give the file's path",
+             errno.ENOTDIR: "a path through something that is not a folder; check the path",
+             errno.EACCES: "permission denied; give a path you may read (or write), or change its permissions",
+             errno.EPERM: "operation not permitted; give a path you may read (or write)",
+             errno.EROFS: "a read-only file system; write the output elsewhere",
+             errno.ENOSPC: "the disk is full; free space and rerun (finished work is kept)",
+             errno.EDQUOT: "the disk quota is exceeded; free space and rerun (finished work is kept)"}
+    return where + fixes.get(e.errno or 0, e.strerror or str(e))

@@ -8,12 +8,16 @@ promised message, only when its test passed (its assertions on the outcome and t
 
 from __future__ import annotations
 
+import io
 import subprocess
+import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from rnmt import cli
 
 KINDS = {"fault": "faults injected", "input": "bad inputs fed", "safety": "safety checks"}
 OUTCOME = {"fault": "survived", "input": "rejected with the promised message", "safety": "held"}
@@ -81,3 +85,18 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         yield mnt
     finally:
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+@pytest.fixture
+def command(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str]]:
+    """The rnmt command line run in this process (what `rnmt ARGS` runs, without a Python start of its own
+    for each case): → (exit code, standard error). An exception other than rnmt's own input errors escapes
+    it, and so fails the test, as a traceback would."""
+    monkeypatch.setattr(cli.allocator, "keep_freed_memory", lambda: None)     # the test process's heap stays
+
+    def run(*args: str, stdin: bytes = b"a small test .\n") -> tuple[int, str]:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8"))
+        capsys.readouterr()
+        code = cli.main(list(args))
+        return code, capsys.readouterr().err
+    return run

@@ -4,7 +4,6 @@ without bound. Each case ends in `rnmt translate: error: ...` (exit 2), never a 
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import subprocess
@@ -17,7 +16,6 @@ import torch
 
 from faults.faultlib import ROOT
 from faults.test_training_faults import trainer
-from rnmt import cli
 from rnmt.bundle import export
 from rnmt.data.bpe import learn
 from rnmt.train import checkpoint
@@ -41,21 +39,6 @@ def translate(bundle: Path, stdin: bytes = b"a small test .\n") -> subprocess.Co
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1"}
     return subprocess.run([sys.executable, "-m", "rnmt", "translate", "--bundle", str(bundle)], input=stdin,
                           capture_output=True, env=env, timeout=120)
-
-
-@pytest.fixture
-def command(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str]]:
-    """The rnmt command line run in this process (what `rnmt ARGS` runs, without a Python start of its own
-    for each case): → (exit code, standard error). An exception other than rnmt's own input errors escapes
-    it, and so fails the test, as a traceback would."""
-    monkeypatch.setattr(cli.allocator, "keep_freed_memory", lambda: None)     # the test process's heap stays
-
-    def run(*args: str, stdin: bytes = b"a small test .\n") -> tuple[int, str]:
-        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8"))
-        capsys.readouterr()
-        code = cli.main(list(args))
-        return code, capsys.readouterr().err
-    return run
 
 
 def copy_of(made: Path, tmp_path: Path) -> Path:

@@ -184,7 +184,7 @@ def test_an_empty_test_set_is_refused_by_the_data_stage(tmp_path: Path, record) 
     got = rnmt("corpus", "assemble", "--split", "test", "--src", str(src), "--tgt", str(tgt), "--out-src",
                str(out["src"]), "--out-tgt", str(out["tgt"]), "--manifest", str(out["json"]))
     assert got.returncode == 2 and "Traceback" not in got.stderr, got.stderr[-2000:]
-    assert f"rnmt corpus: error: the test split is empty: {src} has no sentences" in got.stderr
+    assert f"rnmt corpus assemble: error: the test split is empty: {src} has no sentences" in got.stderr
     assert "holdout:" in got.stderr and "files:" in got.stderr
     assert not out["src"].exists() and not out["tgt"].exists()
 
@@ -192,7 +192,8 @@ def test_an_empty_test_set_is_refused_by_the_data_stage(tmp_path: Path, record) 
     blank = lines(tmp_path / "test.src", ["", "  ", "\t"])
     got = rnmt("corpus", "prepare-text", "--lang", "en", "--settings", SETTINGS, str(blank), str(tmp_path / "t.tok"))
     assert got.returncode == 2 and "Traceback" not in got.stderr, got.stderr[-2000:]
-    assert f"rnmt corpus: error: {blank}: no sentences (all 3 lines are empty after preparing)" in got.stderr
+    assert (f"rnmt corpus prepare-text: error: {blank}: no sentences (all 3 lines are empty after preparing)"
+            in got.stderr)
     assert "a dev or test set needs sentences" in got.stderr and "holdout:" in got.stderr
     assert not (tmp_path / "t.tok").exists()
     empty = lines(tmp_path / "dev.src", [])

@@ -5,14 +5,13 @@ truecase, BPE on the training pairs) and `rnmt corpus list`."""
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from pathlib import Path
 from typing import Any
 
 from rnmt.data.settings import BPESettings, PreprocessSettings, VocabSettings
 from rnmt.io import InputError
-from rnmt.settings import count
+from rnmt.settings import count, json_object
 
 log = logging.getLogger("rnmt")
 ROOT = Path(__file__).resolve().parents[3]
@@ -126,7 +125,7 @@ def cmd_assemble(a: argparse.Namespace) -> None:
 
     if len(a.src) != len(a.tgt):
         raise InputError("give as many --src as --tgt files")
-    holdout = json.loads(a.holdout) if a.holdout else None
+    holdout = a.holdout or None
     info = assemble(list(zip(a.src, a.tgt, strict=True)), a.split, Path(a.out_src), Path(a.out_tgt),
                     Path(a.manifest), holdout if a.holdout_slice else None)
     log.info("%s: %d lines from %d part(s) → %s", a.split, info["lines"], len(info["parts"]), a.out_src)
@@ -140,9 +139,9 @@ def cmd_chunks(a: argparse.Namespace) -> None:
     log.info("%d lines in %d chunks → %s", sum(c.lines for c in idx), len(idx), a.output)
 
 
-def _preprocess(settings: str) -> PreprocessSettings:
+def _preprocess(settings: dict[str, Any]) -> PreprocessSettings:
     """A job's --settings JSON as the corpus' checked preprocessing settings."""
-    return PreprocessSettings.from_dict(json.loads(settings))
+    return PreprocessSettings.from_dict(settings)
 
 
 def cmd_clean(a: argparse.Namespace) -> None:
@@ -288,7 +287,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--split", required=True, choices=("train", "dev", "test"))
     p.add_argument("--src", action="append", required=True)
     p.add_argument("--tgt", action="append", required=True)
-    p.add_argument("--holdout", default="", help='JSON, e.g. {"dev": 2000, "test": 2000}')
+    p.add_argument("--holdout", default={}, type=json_object, help='JSON, e.g. {"dev": 2000, "test": 2000}')
     p.add_argument("--holdout-slice", action="store_true", help="the parts are train; take this split's slice")
     p.add_argument("--out-src", required=True)
     p.add_argument("--out-tgt", required=True)
@@ -305,7 +304,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--chunk", type=count(0), required=True)
     p.add_argument("--src-lang", required=True)
     p.add_argument("--tgt-lang", required=True)
-    p.add_argument("--settings", required=True, help="the corpus' preprocess settings as JSON")
+    p.add_argument("--settings", required=True, type=json_object, help="the corpus' preprocess settings as JSON")
     pair_io(p)
 
     p = cmd("merge", cmd_merge, "merge cleaned chunks in order (optionally deduplicating)")
@@ -318,7 +317,7 @@ def add_parsers(sub: Any) -> None:
 
     p = cmd("prepare-text", cmd_prepare_text, "prepare dev/test text as the training text (no filters)")
     p.add_argument("--lang", required=True)
-    p.add_argument("--settings", required=True)
+    p.add_argument("--settings", required=True, type=json_object, help="the corpus' preprocess settings as JSON")
     p.add_argument("input")
     p.add_argument("output")
 

@@ -26,13 +26,21 @@ def train(text: str | Path, model: str | Path) -> None:
         MosesTruecaser()._train(_token_lists(text), save_to=str(tmp))
 
 
+def load(model: str | Path, fix: str = "learn it again (rnmt corpus truecase-train)") -> MosesTruecaser:
+    """A learned truecasing model; a file that is not one is an input error naming it and `fix`."""
+    try:
+        return MosesTruecaser(load_from=str(model))
+    except (UnicodeDecodeError, ValueError, IndexError, KeyError) as e:
+        raise InputError(f"{model}: not a Moses truecasing model ({type(e).__name__}); {fix}") from None
+
+
 def apply(model: str | Path, inp: str | Path, out: str | Path) -> int:
     """Truecase a tokenized file with a learned model; return the number of lines."""
     if not Path(model).is_file():
         raise InputError(f"{model}: truecasing model not found; learn it first (rnmt corpus truecase-train)")
     if not Path(inp).is_file():
         raise InputError(f"{inp}: file not found")
-    tc = MosesTruecaser(load_from=str(model))
+    tc = load(model)
     n = 0
     with atomic_writer(out) as f:
         for line in iter_lines(inp):

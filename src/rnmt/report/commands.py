@@ -56,6 +56,19 @@ def cmd_plot_cost(a: argparse.Namespace) -> None:
     log.info("training cost of %d run(s) → %s", len(a.logs), a.output)
 
 
+def cmd_record(a: argparse.Namespace) -> None:
+    from rnmt.report import record
+
+    if a.action == "write":
+        df = record.write(a.run, a.record)
+        log.info("%d numbers of %s → %s (machine: %s)", len(df), a.run, a.record, record.machine_path(a.record))
+        return
+    same, message = record.report(a.run, a.record)
+    print(message)
+    if not same:
+        sys.exit(1)
+
+
 def cmd_params(a: argparse.Namespace) -> None:
     from rnmt.report.params import evaluate, to_csv
 
@@ -111,6 +124,14 @@ def add_parsers(sub: Any) -> None:
     s.add_argument("--title", default="Training cost per minibatch")
     s.add_argument("logs", nargs="+", help="train.jsonl of each run")
     s.set_defaults(func=cmd_plot_cost)
+
+    s = sub.add_parser("record", help="keep a finished run's numbers (write), or check a run against them (check)")
+    s.add_argument("action", choices=["write", "check"],
+                   help="write: the run's table numbers (all but speeds) to RECORD; check: does the run give "
+                        "RECORD's numbers (exit 1 and the differences if not)")
+    s.add_argument("run", metavar="RUN", help="a finished run's folder (results/<run>)")
+    s.add_argument("record", metavar="RECORD", help="the record's CSV (the demo's: benchmarks/demo/record.csv)")
+    s.set_defaults(func=cmd_record)
 
     s = sub.add_parser("params", help="parameter counts of the papers' rows, rebuilt at the papers' settings")
     s.add_argument("--table", action="append", help="only these tables (e.g. atr-table4)")

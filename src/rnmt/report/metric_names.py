@@ -27,6 +27,12 @@ METRIC_LABELS = {
     "best_dev_ppl": "Dev ppl",
     "bleu_avg": "Avg",
 }
+def timed(metric: str) -> bool:
+    """Whether a metric measures time (a speed, a duration, or a ratio of speeds): it varies with the
+    machine and its load, while every other metric follows from the run's settings and data."""
+    return any(word in metric for word in ("_per_s", "seconds", "minutes"))
+
+
 # BLEU per test set of a merged test split and per source-length bucket (each also with TOKENIZED)
 BLEU_FAMILIES = (r"bleu@[a-z0-9-]+", r"bleu_len@[0-9]+-[0-9]+", r"bleu_len@[0-9]+-inf")
 

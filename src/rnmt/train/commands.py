@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rnmt.io import InputError
-from rnmt.settings import count
+from rnmt.settings import count, json_object
 
 log = logging.getLogger("rnmt")
 TRAIN_FILES = ("train-src", "train-tgt", "dev-src", "dev-tgt", "src-vocab", "tgt-vocab", "out-dir")
@@ -22,7 +22,8 @@ def cmd_train(a: argparse.Namespace) -> None:
 
     lease = None if launch.is_worker() else launch.lease_gpus(a.gpus)     # held until this process exits
     if a.gpus > 1 and not launch.is_worker():
-        args = [*(["-q"] if a.quiet else []), "train", "--model", a.model, "--settings", a.settings]
+        args = [*(["-q"] if a.quiet else []), "train", "--model", json.dumps(a.model), "--settings",
+                json.dumps(a.settings)]
         for name in TRAIN_FILES:
             args += [f"--{name}", getattr(a, name.replace("-", "_"))]
         for name in LABEL_FILES:
@@ -38,8 +39,8 @@ def cmd_train(a: argparse.Namespace) -> None:
 def _train(a: argparse.Namespace) -> None:
     from rnmt.train.trainer import Trainer, TrainingDiverged, TrainingInterrupted, TrainSettings
 
-    settings = TrainSettings.from_dict(json.loads(a.settings))
-    model_config = json.loads(a.model)
+    settings = TrainSettings.from_dict(a.settings)
+    model_config = a.model
     opt = {k: Path(v) if v else None for k, v in
            {"train_src_labels": a.train_src_labels, "dev_src_labels": a.dev_src_labels,
             "src_label_vocab": a.src_label_vocab}.items()}
@@ -64,7 +65,12 @@ def cmd_average_checkpoints(a: argparse.Namespace) -> None:
 
     paths = []
     for given in map(Path, a.inputs):
-        paths += checkpoint.validation_checkpoints(given) if given.is_dir() else [given]
+        found = checkpoint.validation_checkpoints(given) if given.is_dir() else [given]
+        if not found:
+            raise InputError(f"{given}: a folder without validation checkpoints (checkpoints/step<K>.pt): give "
+                             "checkpoint files, or a model folder whose training kept some (train setting "
+                             "keep_checkpoints: k)")
+        paths += found
     if a.last:
         paths = paths[-a.last:]
     payload = checkpoint.average(paths, a.output)
@@ -74,8 +80,8 @@ def cmd_average_checkpoints(a: argparse.Namespace) -> None:
 
 def add_parsers(sub: Any) -> None:
     s = sub.add_parser("train", help="train one model")
-    s.add_argument("--model", required=True, help="model settings as JSON (arch, cell, sizes)")
-    s.add_argument("--settings", required=True, help="training settings as JSON")
+    s.add_argument("--model", required=True, type=json_object, help="model settings as JSON (arch, cell, sizes)")
+    s.add_argument("--settings", required=True, type=json_object, help="training settings as JSON")
     for name in TRAIN_FILES:
         s.add_argument(f"--{name}", required=True)
     s.add_argument("--train-src-labels", help="source dependency labels, one per subword of --train-src")

@@ -1,0 +1,60 @@
+"""A run's numbers are kept as a record, and a later run is checked against it: every number that does
+not measure time must come back; speeds may differ. The README's demo numbers are the committed record's."""
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from rnmt import cli
+from rnmt.report import record
+
+
+def finished_run(d: Path, bleu: float = 61.23456, speed: float = 1000.0) -> Path:
+    """A run folder as the pipeline leaves it: a table's CSV and one trained model's metrics."""
+    (d / "tables").mkdir(parents=True)
+    rows = [("t", 1, "GRU", "bleu", bleu, 1), ("t", 1, "GRU", "train_tgt_words_per_s", speed, 1),
+            ("t", 1, "GRU", "train_tgt_words_per_s_ratio", 1.0 if speed else 0.5, 1),
+            ("t", 2, "ATR", "bleu", float("nan"), 0), ("t", 2, "ATR", "params_m", 0.123, 2)]
+    df = pd.DataFrame(rows, columns=record.COLUMNS).assign(paper=float("nan"), why_empty="")
+    df.to_csv(d / "tables/t.csv", index=False)
+    m = d / "metrics/c/gru/seed1/test.json"
+    m.parent.mkdir(parents=True)
+    m.write_text(json.dumps({"git_commit": "abc", "train": {"hardware": {"cpu": "CPU X", "torch": "2.13.0"}}}))
+    return d
+
+
+def test_a_run_giving_the_records_numbers_passes_whatever_its_speed(tmp_path: Path) -> None:
+    rec = tmp_path / "record.csv"
+    kept = record.write(finished_run(tmp_path / "a"), rec)
+    assert list(zip(kept.metric, kept.ours, strict=True)) == [("bleu", 61.2346), ("params_m", 0.123)]
+    assert json.loads(record.machine_path(rec).read_text())["cpu"] == "CPU X"
+    same, message = record.report(finished_run(tmp_path / "b", speed=5.0), rec)
+    assert same and "all 2 numbers equal the record" in message
+
+
+def test_a_changed_or_missing_number_is_named_with_what_it_means(tmp_path: Path) -> None:
+    rec = tmp_path / "record.csv"
+    record.write(finished_run(tmp_path / "a"), rec)
+    same, message = record.report(finished_run(tmp_path / "b", bleu=60.0), rec)
+    assert not same
+    assert "1 of 2 numbers differ" in message and "t / GRU / bleu: recorded 61.2346, now 60.0" in message
+    assert "this CPU type (CPU X)" in message and "report this as a defect" in message
+    other = finished_run(tmp_path / "c", bleu=60.0)
+    (other / "metrics/c/gru/seed1/test.json").write_text(json.dumps({"train": {"hardware": {"cpu": "CPU Y"}}}))
+    (other / "tables/t.csv").write_text((other / "tables/t.csv").read_text().replace("ATR,params_m", "ATR,chrf"))
+    same, message = record.report(other, rec)
+    assert not same and "t / ATR / params_m: recorded 0.123, now nan" in message
+    assert "t / ATR / chrf: recorded nan, now 0.123" in message and "made on CPU X" in message
+
+
+def test_record_check_exits_1_with_the_differences_and_names_a_run_without_tables(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rec = tmp_path / "record.csv"
+    assert cli.main(["record", "write", str(finished_run(tmp_path / "a")), str(rec)]) == 0
+    with pytest.raises(SystemExit) as e:
+        cli.main(["record", "check", str(finished_run(tmp_path / "b", bleu=1.0)), str(rec)])
+    assert e.value.code == 1 and "recorded 61.2346, now 1.0" in capsys.readouterr().out
+    assert cli.main(["record", "check", str(tmp_path / "none"), str(rec)]) == 2
+    assert "rnmt record: error:" in capsys.readouterr().err
