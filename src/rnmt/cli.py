@@ -54,6 +54,14 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _same_stream(a: object, b: object) -> bool:
+    try:
+        x, y = os.fstat(a.fileno()), os.fstat(b.fileno())       # type: ignore[attr-defined]
+    except (OSError, ValueError, AttributeError):
+        return True
+    return (x.st_dev, x.st_ino) == (y.st_dev, y.st_ino)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
@@ -64,6 +72,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ.setdefault("TQDM_DISABLE", "1")
     allocator.keep_freed_memory()
     name = " ".join(a for a in (args.command, getattr(args, f"{args.command}_command", None)) if a)
+    if os.environ.get("RNMT_JOB") and not _same_stream(sys.stdout, sys.stderr):
+        # a workflow job: standard error is its log file, standard output Snakemake's console, where a
+        # warning (test sentences in the training data, repeated pairs, vectors matching no word) is read
+        console = logging.StreamHandler(sys.stdout)
+        console.setLevel(logging.WARNING)
+        console.setFormatter(logging.Formatter(f"rnmt {name}: warning: %(message)s"))
+        logging.getLogger().addHandler(console)
     try:
         args.func(args)
     except InputError as e:

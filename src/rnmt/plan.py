@@ -362,6 +362,11 @@ class Plan:
         cells = dict.fromkeys(r.cell for r in t.rows if r.cell) if t.kind == "cells" else {}
         return [f"{self.results}/analysis/cells/{c}.json" for c in cells]
 
+    def data_report_paths(self, table: str) -> list[str]:
+        """The preparing report (prepare.json, with the data's warnings) of the corpus a table trains on."""
+        t = self.table(table)
+        return [f"{self.results}/data/{t.corpus}/prepare.json"] if t.corpus and t.trained_rows else []
+
     def train_logs(self, table: str) -> list[str]:
         t = self.table(table)
         return [f"{self.results}/models/{t.corpus}/{r.variant}/seed{s}/train.jsonl"

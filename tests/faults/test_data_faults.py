@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -283,6 +284,23 @@ def test_identical_sides_and_a_test_set_inside_the_training_data_are_warned_abou
     report, _ = prepared(tmp_path, "clean", ["the house"], ["das Haus"], settings,
                          test_src=lines(tmp_path / "t2.tok", ["a dog"]))
     assert report["test_overlap"]["in_training"] == 0 and report["warnings"] == [] and "occur" not in caplog.text
+
+
+def test_a_corpus_made_mostly_of_one_repeated_pair_is_warned_about(tmp_path: Path, record, caplog) -> None:
+    """Thousands of copies of one pair (a scraping accident) teach the model that pair; the estimate in
+    bounded memory finds it, and a corpus of distinct pairs gets no warning."""
+    record.bad_input("a training corpus a quarter of which is copies of one pair")
+    settings = prep(max_words=10)
+    words = [f"w{i} x{i % 7} y{i % 11}" for i in range(3000)]
+    src = words[:2250] + ["the same pair"] * 750
+    report, _ = prepared(tmp_path, "copies", src, [w.upper() for w in src], settings)
+    assert report["repeats"]["pairs"] == 3000 and 0.2 <= report["repeats"]["most_repeated_share"] <= 0.3
+    warning = re.compile(r"copies: about 2\d% of the 3000 training pairs repeat another pair \(one pair alone about")
+    assert warning.search(caplog.text) and any(warning.match(w) for w in report["warnings"]), report
+    assert "preprocess: {dedupe: true}" in report["warnings"][0]
+    caplog.clear()
+    report, _ = prepared(tmp_path, "distinct", words, [w.upper() for w in words], settings)
+    assert report["repeats"]["repeated_share"] == 0.0 and report["warnings"] == [] and "repeat" not in caplog.text
 
 
 def check_config_with(tmp_path: Path, corpus: dict) -> subprocess.CompletedProcess[str]:

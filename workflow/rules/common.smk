@@ -64,7 +64,7 @@ FAST_PATHS = shlex.quote(str(Path(R, "fast_paths.json").absolute()))
 # (braces doubled twice: once for this f-string, once for Snakemake's formatting of shell commands)
 shell.prefix(
     f"set -euo pipefail; export PYTHONPATH={SRC}${{{{PYTHONPATH:+:$PYTHONPATH}}}}; "
-    f"export RNMT_FASTPATH=${{{{RNMT_FASTPATH:-{PLAN.fast_paths}}}}} RNMT_FASTPATH_RUN={FAST_PATHS}; "
+    f"export RNMT_FASTPATH=${{{{RNMT_FASTPATH:-{PLAN.fast_paths}}}}} RNMT_FASTPATH_RUN={FAST_PATHS} RNMT_JOB=1; "
     f'RNMT_PYTHON={PYTHON}; rnmt() {{{{ "$RNMT_PYTHON" -m rnmt "$@"; }}}}; '
 )
 

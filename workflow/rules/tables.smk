@@ -9,6 +9,7 @@ rule table:
         metrics=lambda wc: PLAN.metrics_paths(wc.table),
         gates=lambda wc: PLAN.gates_paths(wc.table),
         cells=lambda wc: PLAN.cell_count_paths(wc.table),
+        data_reports=lambda wc: PLAN.data_report_paths(wc.table),
     output:
         html=report(run_path("tables/{table}.html"), caption="../report/table.rst", category="Tables",
                     labels={"table": "{table}"}),
@@ -31,7 +32,8 @@ rule table:
         "rnmt table --experiment {input.experiment:q} --run {params.run:q} --scale {params.scale:q} "
         "--corpus={params.corpus:q} --max-seeds {params.max_seeds:q} --scale-note={params.scale_note:q} --csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} "
         "--html {output.html:q} "
-        "--gates {input.gates:q} --cells {input.cells:q} -- {input.metrics:q} 2> {log:q}"
+        "--gates {input.gates:q} --cells {input.cells:q} --data-reports {input.data_reports:q} "
+        "-- {input.metrics:q} 2> {log:q}"
 
 
 rule figure:

@@ -7,6 +7,7 @@ import hashlib
 import logging
 import random
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -184,10 +185,53 @@ def _test_sources(path: Path) -> list[str]:
     return [t for line in _decoded(path, 0, 1 << 62) if (t := " ".join(line.split()))]
 
 
-def data_warnings(report: Report, name: str, overlap: dict[str, Any] | None) -> list[str]:
+REPEAT_SAMPLE = 32          # repeats are estimated on one pair in this many (memory: the sample's hashes)
+REPEATED_SHARE = 0.10       # warn where about this share of the pairs, or more, repeat another pair
+ONE_PAIR_SHARE = 0.01       # or where one pair makes up this share of them
+
+
+class Repeats:
+    """How much of a corpus is repeated pairs, estimated in bounded memory where they are not dropped:
+    the pairs whose hash falls in one of REPEAT_SAMPLE classes (all copies of a pair fall in the same
+    class, so the repeated share among them is the corpus') and every REPEAT_SAMPLE-th pair (a pair making
+    up much of the corpus shows there in proportion, wherever its hash falls)."""
+
+    def __init__(self) -> None:
+        self.by_hash: Counter[int] = Counter()
+        self.by_position: Counter[int] = Counter()
+        self.pairs = 0
+
+    def add(self, a: str, b: str) -> None:
+        h = _pair_hash(a, b)
+        if h % REPEAT_SAMPLE == 0:
+            self.by_hash[h] += 1
+        if self.pairs % REPEAT_SAMPLE == 0:
+            self.by_position[h] += 1
+        self.pairs += 1
+
+    def as_dict(self) -> dict[str, Any]:
+        by_hash, by_position = sum(self.by_hash.values()), sum(self.by_position.values())
+        top = max(self.by_position.values(), default=0)
+        # the hash classes estimate many pairs repeated a little; a few pairs repeated much may all miss
+        # them, and show in the positions instead
+        share = max(1 - len(self.by_hash) / by_hash if by_hash else 0.0,
+                    1 - len(self.by_position) / by_position if by_position else 0.0)
+        return {"pairs": self.pairs, "repeated_share": round(share, 4),
+                "most_repeated_share": round(top / by_position, 4) if top > 1 else 0.0,
+                "sampled_one_in": REPEAT_SAMPLE}
+
+
+def data_warnings(report: Report, name: str, overlap: dict[str, Any] | None,
+                  repeats: dict[str, Any] | None = None) -> list[str]:
     """What in the training data would mislead a user: both sides the same text in every pair (the same
-    file given twice), test sentences that the model saw in training."""
+    file given twice), test sentences that the model saw in training, many repeated pairs."""
     out = []
+    if repeats and repeats["pairs"] >= 100 and (repeats["repeated_share"] >= REPEATED_SHARE
+                                                or repeats["most_repeated_share"] >= ONE_PAIR_SHARE):
+        out.append(f"{name}: about {repeats['repeated_share']:.0%} of the {repeats['pairs']} training pairs repeat "
+                   f"another pair (one pair alone about {repeats['most_repeated_share']:.0%} of them): the model "
+                   "learns the repeats more than the rest; check the corpus' files, or drop repeats with the "
+                   "corpus setting preprocess: {dedupe: true}")
     pairs = next((s.kept for s in report.steps if s.name == "non_empty"), 0)
     if report.identical and report.identical == pairs:
         out.append(f"{name}: every one of the {pairs} training pairs has the same text on both sides: probably the "
@@ -223,6 +267,7 @@ def merge(parts: Sequence[tuple[Path, Path, Path]], out_src: Path, out_tgt: Path
     step = report.step("dedupe") if dedupe else None
     cap = report.step("max_pairs") if keep is not None else None
     tests = _test_sources(test_src) if test_src else []
+    repeats = None if dedupe else Repeats()
     probe, seen_tests = set(tests), set()             # the test set is small: its strings are looked up
     i = 0
     with atomic_writer(out_src) as fs, atomic_writer(out_tgt) as ft:
@@ -240,6 +285,8 @@ def merge(parts: Sequence[tuple[Path, Path, Path]], out_src: Path, out_tgt: Path
                 cap.kept += 1
             fs.write(pair[0] + "\n")
             ft.write(pair[1] + "\n")
+            if repeats is not None:
+                repeats.add(*pair)
             if probe and (t := " ".join(pair[0].split())) in probe:
                 seen_tests.add(t)
         if report.lines_out == 0:        # raised inside the writers: no empty training files are left
@@ -251,9 +298,11 @@ def merge(parts: Sequence[tuple[Path, Path, Path]], out_src: Path, out_tgt: Path
         found = sum(t in seen_tests for t in tests)
         overlap = {"test_src": str(test_src), "sentences": len(tests), "in_training": found,
                    "share": round(found / len(tests), 4) if tests else 0.0}
-    warnings = data_warnings(report, name, overlap)
+    repeated = repeats.as_dict() if repeats else None
+    warnings = data_warnings(report, name, overlap, repeated)
     write_json(out_report, {**(extra or {}), "chunks": len(parts), **report.as_dict(), "warnings": warnings,
-                            **({"test_overlap": overlap} if overlap else {})})
+                            **({"test_overlap": overlap} if overlap else {}),
+                            **({"repeats": repeated} if repeated else {})})
     for w in warnings:
         log.warning("%s", w)
     for kind, n in report.changes().items():

@@ -18,7 +18,7 @@ def cmd_table(a: argparse.Namespace) -> None:
     from rnmt.report.tables import build
 
     table = load_table(a.experiment, a.corpus or None, a.max_seeds or None, a.scale_note)
-    df = build(table, a.metrics, a.run, a.scale, a.csv, a.md, a.tex, a.gates, a.html, a.cells)
+    df = build(table, a.metrics, a.run, a.scale, a.csv, a.md, a.tex, a.gates, a.html, a.cells, a.data_reports)
     log.info("table %s: %d cells → %s, %s", table.name, len(df), a.csv, a.md)
 
 
@@ -92,6 +92,8 @@ def add_parsers(sub: Any) -> None:
     s.add_argument("--html", help="the table as an HTML page (the report shows it)")
     s.add_argument("--gates", nargs="*", default=[], help="gate statistics (rnmt gates) of the rows' models")
     s.add_argument("--cells", nargs="*", default=[], help="cell counts (rnmt cell-counts) of a table of kind cells")
+    s.add_argument("--data-reports", nargs="*", default=[],
+                   help="the corpus' prepare.json: its warnings go into the table's notes")
     s.add_argument("metrics", nargs="*")
     s.set_defaults(func=cmd_table)
 

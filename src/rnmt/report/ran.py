@@ -92,3 +92,15 @@ def subtitle(metrics: Iterable[Mapping[str, Any]]) -> str:
     forced = override(metrics)
     text = ("ours: " + (f"run `{run}`, " if run != "?" else "") + summary(metrics)[len("Ran on "):].rstrip("."))
     return text + ("; overridden: " + forced.split(": ", 1)[1].rstrip(".") if forced else "")
+
+
+def warnings(metrics: Iterable[Mapping[str, Any]], data_reports: Iterable[Mapping[str, Any]] = ()) -> list[str]:
+    """What the runs warned about, each once: the data's (a corpus' prepare.json: test sentences in the
+    training data, repeated pairs, both sides the same) and the training's (train.json: word vectors
+    that matched nothing)."""
+    found: dict[str, None] = {}
+    for report in data_reports:
+        found.update(dict.fromkeys(report.get("warnings") or []))
+    for model in _models(metrics):
+        found.update(dict.fromkeys(model.get("warnings") or []))
+    return [f"Warning: {w.rstrip('.')}." for w in found]

@@ -267,6 +267,7 @@ def _footer(table: Table, df: pd.DataFrame, with_signatures: bool = True) -> lis
     if df.attrs.get("cut_short"):
         out.append("Stopped by the time cap (`max_minutes`) before their step budget, so their numbers depend on "
                    "the machine's speed: " + "; ".join(df.attrs["cut_short"]) + ".")
+    out += df.attrs.get("warnings", [])
     if table.notes:
         out.append(table.notes.strip())
     return out
@@ -349,7 +350,9 @@ def latex(table: Table, df: pd.DataFrame) -> str:
 def build(table: Table, metrics_files: list[str | Path], run: str, scale: str, out_csv: str | Path,
           out_md: str | Path, out_tex: str | Path | None = None,
           gates_files: list[str | Path] | None = None, out_html: str | Path | None = None,
-          cell_files: list[str | Path] | None = None) -> pd.DataFrame:
+          cell_files: list[str | Path] | None = None, data_reports: list[str | Path] | None = None) -> pd.DataFrame:
+    """The table from its rows' metrics files (and a gates table's gate statistics, a cells table's
+    counts); `data_reports` (the corpus' prepare.json) bring the data's warnings into its notes."""
     metrics = {}
     for path in metrics_files:
         m = read_json(path)
@@ -366,6 +369,7 @@ def build(table: Table, metrics_files: list[str | Path], run: str, scale: str, o
     df.attrs["cut_short"] = cut_short(table, metrics)
     if table.kind != "cells":
         df.attrs["ran"] = [ran.summary(metrics.values()), ran.override(metrics.values())]
+        df.attrs["warnings"] = ran.warnings(metrics.values(), map(read_json, data_reports or []))
     with atomic_writer(out_csv) as f:
         df.to_csv(f, index=False)
     with atomic_writer(out_md) as f:

@@ -97,10 +97,17 @@ class Trainer:
         cfg = dict(self.model_config)
         self.model = build_model(cfg.pop("arch"), len(self.src_vocab), len(self.tgt_vocab), **cfg)
         initialise(self.model, settings.init, settings.init_scale)
+        self.warnings: list[str] = []       # what the user should know of this run: train.json, the tables
         if settings.pretrained_src:
             found = load_pretrained(self.model, settings.pretrained_src, self.src_vocab)
             log.info("source word vectors from %s for %d of %d vocabulary entries", settings.pretrained_src, found,
                      len(self.src_vocab))
+            if found == 0:
+                self.warnings.append(
+                    f"pretrained_src {settings.pretrained_src}: none of its words is in the source vocabulary of "
+                    f"{len(self.src_vocab)} entries, so the embeddings start untrained: check that the vectors are "
+                    "of the source language and of the same tokenization (the vocabulary holds BPE subwords)")
+                log.warning("%s", self.warnings[-1])
         self.model.to(self.device)
         self.bf16 = hardware.bf16_training(self.device, settings.amp, count_parameters(self.model))
         distributed.broadcast_parameters(self.model, self.world)
@@ -247,6 +254,7 @@ class Trainer:
                               train_pairs=len(self.train_data), accumulate=self.accumulate, world=self.world,
                               device=self.device, model_config=self.model_config, bf16=self.bf16)
         metrics["inputs"] = self.inputs
+        metrics["warnings"] = self.warnings
         metrics["cuda_graphs"] = self.graphed.summary() if self.graphed is not None else {"off": self.graphs_off}
         if self.rank == 0:
             write_json(self.out_dir / "train.json", metrics)
