@@ -15,6 +15,7 @@ detokenisation (`postprocess`), with the same functions, so a bundle gives the p
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -24,6 +25,8 @@ from typing import Any
 from rnmt.data.settings import PreprocessSettings
 from rnmt.decode.settings import SEARCH_KEYS, DecodeSettings
 from rnmt.io import InputError, atomic_writer
+
+log = logging.getLogger(__name__)
 
 MANIFEST = "bundle.json"
 FORMAT = 1
@@ -187,6 +190,9 @@ class Bundle:
                                                     device)
         prepare = self.preparer()
         sources = [src_vocab.encode(prepare(line)) for line in lines]
+        warning = src_vocab.unknown_warning(sources, f"bundle {self.folder}")[1]
+        if warning:
+            log.warning("%s", warning)
         keep = [i for i, s in enumerate(sources) if s]
         options = {"penalty" if k == "length_penalty" else k: v for k, v in settings.search().items()}
         hyps = translate_ids(model, [sources[i] for i in keep], device=device, **options)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -118,6 +119,24 @@ def test_the_bundle_made_here_translates(made: Path, tmp_path: Path) -> None:
     got = translate(copy_of(made, tmp_path))
     assert got.returncode == 0, got.stderr.decode()[-2000:]
     assert len(got.stdout.decode().splitlines()) == 1
+
+
+def test_a_bundle_with_another_corpus_bpe_codes_is_warned_about(made: Path, corpus: dict[str, Path], tmp_path: Path,
+                                                                command, record,
+                                                                caplog: pytest.LogCaptureFixture) -> None:
+    """Codes learned on other text split the source into subwords the model never saw: it translates
+    noise with exit 0, so the share of unknown subwords is measured and a high one warned about."""
+    record.bad_input("a bundle whose BPE codes were learned on another corpus")
+    b = copy_of(made, tmp_path)
+    manifest(codes=None)(b)                 # the tiny model is word level: its own text is known to it
+    text = "".join(Path(corpus["train_src"]).read_text().splitlines(keepends=True)[:20]).encode()
+    assert command("translate", "--bundle", str(b), stdin=text)[0] == 0
+    assert "not in the model's vocabulary" not in caplog.text
+    learn(["zq" * k + " xv" * k for k in range(1, 40)], b / "codes.src", 30)        # another "language"
+    manifest(codes="codes.src")(b)
+    code, _ = command("translate", "--bundle", str(b), stdin=text)
+    assert code == 0
+    assert re.search(r"bundle .*: [0-9.]+% of the source subwords are not in the model's vocabulary", caplog.text)
 
 
 def test_invalid_utf8_on_standard_input_names_the_line(made: Path, tmp_path: Path, command, record) -> None:

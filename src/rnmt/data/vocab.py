@@ -12,6 +12,7 @@ from rnmt.io import InputError, atomic_writer
 PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<s>", "</s>"
 SPECIALS = (PAD, UNK, BOS, EOS)
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = range(4)
+UNKNOWN_WARN = 0.05         # a source this unknown to the model is probably not what it was trained on
 
 
 class Vocab:
@@ -48,6 +49,21 @@ class Vocab:
 
     def encode(self, line: str) -> list[int]:
         return [self.stoi.get(t, UNK_ID) for t in line.split()]
+
+    def unknown_warning(self, sources: Iterable[list[int]], what: str) -> tuple[float, str]:
+        """The share of `sources`' tokens that are <unk>, and a warning where it is UNKNOWN_WARN or more:
+        text segmented with another corpus' BPE codes, or of another language, is mostly unknown to a model
+        and translates as noise with no error."""
+        tokens = unknown = 0
+        for ids in sources:
+            tokens += len(ids)
+            unknown += sum(i == UNK_ID for i in ids)
+        share = unknown / tokens if tokens else 0.0
+        if share < UNKNOWN_WARN:
+            return share, ""
+        return share, (f"{what}: {share:.1%} of the source subwords are not in the model's vocabulary (<unk>); "
+                       "the BPE codes or the text may come from another corpus, language or tokenization than "
+                       "the model's training data")
 
     def decode(self, ids: Iterable[int]) -> str:
         return " ".join(self.itos[i] for i in ids if i not in (PAD_ID, BOS_ID, EOS_ID))

@@ -77,6 +77,9 @@ def translate_file(models: Sequence[str], input: str, output: str, device: torch
     model, src_vocab, tgt_vocab, label_vocab = load_ensemble_with_labels(list(models), device)
     lines = read_lines(input)
     sources = [src_vocab.encode(line) for line in lines]
+    unknown, warning = src_vocab.unknown_warning(sources, input)
+    if warning:
+        log.warning("%s", warning)
     if label_vocab is not None and not src_labels:
         raise InputError(f"{models[0]} was trained with source dependency labels: give this test set's label file "
                          "with --src-labels (labels/<source>/<split>.bpe.lab, aligned with the input)")
@@ -102,7 +105,8 @@ def translate_file(models: Sequence[str], input: str, output: str, device: torch
     write_lines(output, out)
     metrics: dict[str, Any] = {"beam": beam, "batch_size": batch_size, "length_penalty": length_penalty,
                                "alpha": alpha, "greedy_floor": greedy_floor, "models": len(models),
-                               "sentences": len(lines), **speed}
+                               "sentences": len(lines), "src_unknown_share": round(unknown, 4),
+                               "warnings": [warning] if warning else [], **speed}
     for k in speed_beams:
         extra = speed if k == beam else timed(k, progress=False)[1]
         metrics.update({f"{name}_beam{k}": v for name, v in extra.items() if name.startswith("decode_")})

@@ -96,11 +96,14 @@ def subtitle(metrics: Iterable[Mapping[str, Any]]) -> str:
 
 def warnings(metrics: Iterable[Mapping[str, Any]], data_reports: Iterable[Mapping[str, Any]] = ()) -> list[str]:
     """What the runs warned about, each once: the data's (a corpus' prepare.json: test sentences in the
-    training data, repeated pairs, both sides the same) and the training's (train.json: word vectors
-    that matched nothing)."""
+    training data, repeated pairs, both sides the same), the training's (train.json: word vectors that
+    matched nothing) and the decoding's (a test source mostly unknown to the model)."""
+    metrics = list(metrics)
     found: dict[str, None] = {}
     for report in data_reports:
         found.update(dict.fromkeys(report.get("warnings") or []))
     for model in _models(metrics):
         found.update(dict.fromkeys(model.get("warnings") or []))
+    for m in metrics:
+        found.update(dict.fromkeys((m.get("decode") or {}).get("warnings") or []))
     return [f"Warning: {w.rstrip('.')}." for w in found]
