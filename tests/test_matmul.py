@@ -159,6 +159,6 @@ def test_bad_environment_value_names_the_valid_ones() -> None:
     out = subprocess.run([sys.executable, "-c", "import rnmt.matmul"], env=env, capture_output=True, text=True)
     assert out.returncode != 0 and "RNMT_MATMUL='fast'" in out.stderr and "auto, onednn, blas" in out.stderr
     env["RNMT_MATMUL"] = "blas"
-    code = "from rnmt import matmul, hardware; import torch; print(hardware.describe(torch.device('cpu'))['matmul'])"
+    code = "from rnmt import provenance; import torch; print(provenance.describe(torch.device('cpu'))['matmul'])"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "blas"

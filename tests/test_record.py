@@ -14,9 +14,11 @@ from rnmt.report import record
 def finished_run(d: Path, bleu: float = 61.23456, speed: float = 1000.0) -> Path:
     """A run folder as the pipeline leaves it: a table's CSV and one trained model's metrics."""
     (d / "tables").mkdir(parents=True)
-    rows = [("t", 1, "GRU", "bleu", bleu, 1), ("t", 1, "GRU", "train_tgt_words_per_s", speed, 1),
-            ("t", 1, "GRU", "train_tgt_words_per_s_ratio", 1.0 if speed else 0.5, 1),
-            ("t", 2, "ATR", "bleu", float("nan"), 0), ("t", 2, "ATR", "params_m", 0.123, 2)]
+    rows = [("t", 1, "GRU", "gru", "seed1", "bleu", bleu, 1),
+            ("t", 1, "GRU", "gru", "seed1", "train_tgt_words_per_s", speed, 1),
+            ("t", 1, "GRU", "gru", "seed1", "train_tgt_words_per_s_ratio", 1.0 if speed else 0.5, 1),
+            ("t", 2, "ATR", "atr", "seed1;seed2", "bleu", float("nan"), 0),
+            ("t", 2, "ATR", "atr", "seed1;seed2", "params_m", 0.123, 2)]
     df = pd.DataFrame(rows, columns=record.COLUMNS).assign(paper=float("nan"), why_empty="")
     df.to_csv(d / "tables/t.csv", index=False)
     m = d / "metrics/c/gru/seed1/test.json"
@@ -43,7 +45,7 @@ def test_a_changed_or_missing_number_is_named_with_what_it_means(tmp_path: Path)
     assert "this CPU type (CPU X)" in message and "report this as a defect" in message
     other = finished_run(tmp_path / "c", bleu=60.0)
     (other / "metrics/c/gru/seed1/test.json").write_text(json.dumps({"train": {"hardware": {"cpu": "CPU Y"}}}))
-    (other / "tables/t.csv").write_text((other / "tables/t.csv").read_text().replace("ATR,params_m", "ATR,chrf"))
+    (other / "tables/t.csv").write_text((other / "tables/t.csv").read_text().replace("seed2,params_m", "seed2,chrf"))
     same, message = record.report(other, rec)
     assert not same and "t / ATR / params_m: recorded 0.123, now nan" in message
     assert "t / ATR / chrf: recorded nan, now 0.123" in message and "made on CPU X" in message

@@ -376,7 +376,7 @@ def test_html_table_in_the_papers_order_with_differences_and_signatures(built: P
     """What the report shows: systems in the experiment's order; per metric with a paper number the
     paper's, ours and ours − paper; each metric's scorer signature a numbered footnote."""
     from rnmt.report.htmltable import _diff
-    from rnmt.report.tables import _fmt
+    from rnmt.report.layout import fmt as _fmt
 
     page = (built / "results/tiny/tables/atr-table4.html").read_text()
     df = pd.read_csv(built / "results/tiny/tables/atr-table4.csv")

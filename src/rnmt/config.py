@@ -3,7 +3,6 @@ name the key, what is allowed there, and the closest valid spelling."""
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Mapping
 from functools import lru_cache
@@ -17,6 +16,7 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 from rnmt.io import InputError
+from rnmt.settings import closest
 
 
 class ConfigError(InputError):
@@ -123,14 +123,6 @@ def _deref(node: Mapping[str, Any], doc: Mapping[str, Any], docs: Mapping[str, A
             target = target[part]
         node = target
     return node, doc
-
-
-def closest(name: str, allowed: list[str]) -> list[str]:
-    """The allowed name `name` most likely meant: the closest spelling, or the one its initials spell
-    (learning_rate → lr); empty when none is close."""
-    hint = difflib.get_close_matches(name, allowed, n=1)
-    initials = "".join(w[0] for w in name.split("_") if w)
-    return hint or ([initials] if len(initials) > 1 and initials in allowed else [])
 
 
 def _describe(error: ValidationError, schema: Mapping[str, Any], docs: Mapping[str, Any], root: Any

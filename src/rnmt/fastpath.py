@@ -42,6 +42,7 @@ from typing import Any
 
 import torch
 
+from rnmt import hardware
 from rnmt.io import InputError
 
 log = logging.getLogger(__name__)
@@ -76,8 +77,6 @@ def machine(device: torch.device) -> str:
 
 @functools.cache
 def _processor(kind: str, index: int | None) -> str:
-    from rnmt import hardware
-
     return torch.cuda.get_device_name(index) if kind == "cuda" else hardware.cpu_model()
 
 

@@ -6,11 +6,8 @@ import functools
 import os
 import platform
 import resource
-from typing import Any
 
 import torch
-
-from rnmt import allocator, fastpath, matmul
 
 
 def pick_device(requested: str = "auto", local_rank: int = 0) -> torch.device:
@@ -70,27 +67,6 @@ def bf16_training(device: torch.device, amp: bool, params: int) -> bool:
     if not (amp and native_bf16(device)):
         return False
     return device.type != "cpu" or params >= CPU_BF16_MIN_PARAMS
-
-
-def describe(device: torch.device) -> dict[str, Any]:
-    info: dict[str, Any] = {
-        "device": str(device),
-        "cpu": cpu_model(),
-        "cpu_count": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "malloc_tuned": allocator.tuned,
-        "matmul": matmul.mode(),           # how CPU float32 products are computed (rnmt.matmul)
-        # measure (each computation's path measured, or the run's own choice) or default (no measuring)
-        "fast_path_mode": fastpath.mode(),
-        # the paths measured fastest for this run's computations, "<machine> | <computation>: <path>" (a
-        # list, so that runs.csv keeps it in one column)
-        "fast_paths": [f"{key}: {path}" for key, path in fastpath.chosen().items()],
-    }
-    if device.type == "cuda":
-        info["gpu"] = torch.cuda.get_device_name(device)
-    return info
 
 
 def peak_memory_mb(device: torch.device) -> float:

@@ -21,11 +21,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rnmt.config import ConfigError, closest, load_yaml, validate
+from rnmt.config import ConfigError, load_yaml, validate
 from rnmt.data.registry import check_corpora, registry_corpus_ids
 from rnmt.decode.settings import DecodeSettings
 from rnmt.experiments import accepted, check_experiment, check_row_models
 from rnmt.io import InputError
+from rnmt.settings import closest
 from rnmt.systems import load_systems
 from rnmt.train.settings import complete
 

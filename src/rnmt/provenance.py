@@ -1,14 +1,19 @@
-"""Which code produced a result: rnmt's version and, in a git checkout, its commit, recorded in every
-metrics file (train.json, metrics.json, a bundle's manifest) so a table's numbers can be traced back."""
+"""Which code produced a result, and on what: rnmt's version and, in a git checkout, its commit, recorded
+in every metrics file (train.json, metrics.json, a bundle's manifest) so a table's numbers can be traced
+back; and the machine and the computation paths a run took (`describe`, every metrics file's `hardware`)."""
 
 from __future__ import annotations
 
+import os
+import platform
 import subprocess
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from rnmt import __version__
+import torch
+
+from rnmt import __version__, allocator, fastpath, hardware, matmul
 
 CHECKOUT = Path(__file__).resolve().parents[2]          # src/rnmt/ → the repository root
 
@@ -30,3 +35,24 @@ def provenance() -> dict[str, Any]:
         status = git("status", "--porcelain", "--untracked-files=no")
         dirty = bool(status) if status is not None and commit else None
     return {"rnmt_version": __version__, "git_commit": commit, "git_dirty": dirty}
+
+
+def describe(device: torch.device) -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "device": str(device),
+        "cpu": hardware.cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "malloc_tuned": allocator.tuned,
+        "matmul": matmul.mode(),           # how CPU float32 products are computed (rnmt.matmul)
+        # measure (each computation's path measured, or the run's own choice) or default (no measuring)
+        "fast_path_mode": fastpath.mode(),
+        # the paths measured fastest for this run's computations, "<machine> | <computation>: <path>" (a
+        # list, so that runs.csv keeps it in one column)
+        "fast_paths": [f"{key}: {path}" for key, path in fastpath.chosen().items()],
+    }
+    if device.type == "cuda":
+        info["gpu"] = torch.cuda.get_device_name(device)
+    return info

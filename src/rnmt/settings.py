@@ -6,6 +6,7 @@ mapping from a config or a job's JSON is checked against them with messages that
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import re
 import types
@@ -69,6 +70,14 @@ def defaults(cls: type) -> dict[str, Any]:
     return {f.name: list(f.default) if isinstance(f.default, tuple) else f.default for f in _config_fields(cls)}
 
 
+def closest(name: str, allowed: list[str]) -> list[str]:
+    """The allowed name `name` most likely meant: the closest spelling, or the one its initials spell
+    (learning_rate → lr); empty when none is close."""
+    hint = difflib.get_close_matches(name, allowed, n=1)
+    initials = "".join(w[0] for w in name.split("_") if w)
+    return hint or ([initials] if len(initials) > 1 and initials in allowed else [])
+
+
 def checked(cls: type[T], d: dict[str, Any], what: str, where: str = "") -> T:
     """`cls` made from a mapping: an unknown name (with the closest valid one), a value of the wrong type,
     outside an `enum` or its bounds is an InputError naming the setting (after `where`, the place it came
@@ -77,8 +86,6 @@ def checked(cls: type[T], d: dict[str, Any], what: str, where: str = "") -> T:
     unknown = sorted(set(d) - set(names))
     if unknown:
         # imported here: rnmt.config needs jsonschema, which a parse job's environment lacks
-        from rnmt.config import closest
-
         hints = [f"{k} (did you mean {near[0]}?)" if (near := closest(k, sorted(names))) else k for k in unknown]
         raise InputError(f"{where}unknown {what} setting(s) {', '.join(hints)}; valid: {', '.join(sorted(names))}")
     d = dict(d)

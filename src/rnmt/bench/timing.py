@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from rnmt import hardware, matmul
+from rnmt import hardware, matmul, provenance
 
 
 def sync(device: torch.device) -> None:
@@ -113,7 +113,7 @@ def load_average() -> float:
 
 def environment(device: torch.device, peak: Peak) -> dict[str, Any]:
     """Columns every result row carries (call it at the end of the run: the load then and at the start)."""
-    info = hardware.describe(device)
+    info = provenance.describe(device)
     return {"device": info.get("gpu", info["device"]) if device.type == "cuda" else "cpu",
             "cpu": info["cpu"], "threads": info["torch_threads"], "torch": info["torch"],
             "peak_gflops": round(peak.best, 1),

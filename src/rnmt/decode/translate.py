@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from rnmt import fastpath, hardware
+from rnmt import fastpath, provenance
 from rnmt.data.batching import count_words, load_labels, pad_source
 from rnmt.decode.beam import beam_search
 from rnmt.decode.ensemble import load_ensemble_with_labels
@@ -110,5 +110,5 @@ def translate_file(models: Sequence[str], input: str, output: str, device: torch
     for k in speed_beams:
         extra = speed if k == beam else timed(k, progress=False)[1]
         metrics.update({f"{name}_beam{k}": v for name, v in extra.items() if name.startswith("decode_")})
-    metrics["hardware"] = hardware.describe(device)
+    metrics["hardware"] = provenance.describe(device)
     return metrics

@@ -66,7 +66,8 @@ def gates(table: Table, gate_files: Sequence[str | Path], out_png: str | Path, o
 def length(table: Table, metrics_files: Sequence[str | Path], out_png: str | Path, ours: str = "") -> None:
     """BLEU against source length over the table's bleu_len@ (or tokenized tok_bleu_len@) metrics, one
     line per system."""
-    from rnmt.report.tables import label, metric_value, tokenized
+    from rnmt.report.layout import label, tokenized
+    from rnmt.report.tables import metric_value
 
     lengths = [m for m in table.metrics if tokenized(m)[1].startswith("bleu_len@")]
     if not lengths:

@@ -10,7 +10,7 @@ import math
 import pandas as pd
 
 from rnmt.plan import Table
-from rnmt.report.tables import COUNTS, _fmt, _fmt_count, _footer, _number, label
+from rnmt.report.layout import COUNTS, fmt, fmt_count, footer, label, number
 
 _HTML_STYLE = """
 body { font-family: "DejaVu Sans", Helvetica, Arial, sans-serif; font-size: 14px; margin: 1.5em; color: #222; }
@@ -40,7 +40,7 @@ def _html_text(s: str) -> str:
 def _diff(x: float) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "–"
-    return _number(x, "+").replace("-", "−")
+    return number(x, "+").replace("-", "−")
 
 
 def html_table(table: Table, df: pd.DataFrame) -> str:
@@ -76,14 +76,14 @@ def html_table(table: Table, df: pd.DataFrame) -> str:
         cells = [f"<td>{html.escape(row.system)}{mark}</td>"]
         for m in table.metrics:
             r = sub_df.loc[m]
-            fmt = _fmt_count if m in COUNTS else _fmt
-            ours = html.escape(fmt(r.ours, r["std"]))
+            show = fmt_count if m in COUNTS else fmt
+            ours = html.escape(show(r.ours, r["std"]))
             if isinstance(r.why_empty, str) and r.why_empty and math.isnan(r.ours) and row.trained:
                 ours += note(r.why_empty)
             if has_paper[m]:
                 d = r["diff"]
                 sign = "" if math.isnan(d) else (" neg" if d < 0 else " pos")
-                cells += [f'<td class="paper">{html.escape(fmt(r.paper))}</td>', f"<td>{ours}</td>",
+                cells += [f'<td class="paper">{html.escape(show(r.paper))}</td>', f"<td>{ours}</td>",
                           f'<td class="diff{sign}">{_diff(d)}</td>']
             else:
                 cells.append(f"<td>{ours}</td>")
@@ -99,6 +99,6 @@ def html_table(table: Table, df: pd.DataFrame) -> str:
     if notes:
         out.append('<ol class="notes">' + "".join(f"<li>{_html_text(n)}</li>" for n in notes) + "</ol>")
     out.append('<div class="footer">' + "".join(f"<p>{_html_text(line)}</p>"
-                                                for line in _footer(table, df, with_signatures=False)) + "</div>")
+                                                for line in footer(table, df, with_signatures=False)) + "</div>")
     out.append("</body></html>")
     return "\n".join(out) + "\n"

@@ -19,7 +19,7 @@ import pandas as pd
 from rnmt.io import InputError, atomic_writer, read_json, write_json
 from rnmt.report.metric_names import timed
 
-COLUMNS = ["table", "row", "system", "metric", "ours", "n_seeds"]
+COLUMNS = ["table", "row", "system", "variant", "members", "metric", "ours", "n_seeds"]
 DECIMALS = 4
 
 
@@ -77,7 +77,8 @@ def differences(run_dir: str | Path, record: str | Path) -> pd.DataFrame:
         raise InputError(f"{record}: cannot read the record ({e}); write one with rnmt record write") from None
     got = numbers(run_dir)
     keys = ["table", "system", "metric"]
-    both = want.merge(got, on=keys, how="outer", suffixes=("_recorded", "_now"), indicator=True)
+    both = want[[*keys, "ours"]].merge(got[[*keys, "ours"]], on=keys, how="outer", suffixes=("_recorded", "_now"),
+                                       indicator=True)
     both = both.rename(columns={"ours_recorded": "recorded", "ours_now": "now"})
     changed = (both._merge != "both") | ((both.recorded - both.now).abs() > 10 ** -DECIMALS)
     return both.loc[changed, [*keys, "recorded", "now"]].reset_index(drop=True)

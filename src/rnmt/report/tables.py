@@ -22,40 +22,11 @@ from rnmt.evaluate.score import bucket_name
 from rnmt.io import InputError, atomic_writer, read_json
 from rnmt.plan import Row, Table
 from rnmt.report import ran
-from rnmt.report.metric_names import METRIC_LABELS, TOKENIZED, bleu_family
+from rnmt.report.layout import COUNTS, fmt, fmt_count, footer, label, signature_key, tokenized
 
 # `row`: the paper's row order; `members`: what a row's numbers come from (seeds, or one ensemble)
 COLUMNS = ["table", "row", "system", "variant", "members", "metric", "paper", "ours", "diff", "std", "n_seeds",
            "why_empty", "scale", "run", "corpus", "signature"]
-
-
-def tokenized(metric: str) -> tuple[str, str]:
-    """A metric split into the score-key prefix of its side and its name among the detokenized metrics:
-    "tok_bleu@nist-mt02" → ("tok_", "bleu@nist-mt02"), multi-bleu on tokenized text (the same for
-    tok_bleu, tok_bleu_avg and tok_bleu_len@); any other metric → ("", metric)."""
-    base = metric.removeprefix(TOKENIZED)
-    return (TOKENIZED, base) if base != metric and bleu_family(base) else ("", metric)
-
-
-def signature_key(metric: str) -> str | None:
-    """The metrics.json key of the signature of the scorer that computed `metric`; None for a metric
-    that is no BLEU or chrF score."""
-    if metric in ("chrf", "tok_bleu_compound"):
-        return f"{metric}_signature"
-    prefix, base = tokenized(metric)
-    return f"{prefix}bleu_signature" if bleu_family(base) else None
-
-
-def label(metric: str) -> str:
-    prefix, base = tokenized(metric)
-    if prefix:
-        return f"tok {label(base)}"
-    if metric.startswith("bleu@"):
-        return metric[5:].replace("nist-", "").upper()
-    if metric.startswith("bleu_len@"):
-        lo, hi = metric[9:].split("-")
-        return f"len >{lo}" if hi == "inf" else f"len {bucket_name(int(lo), int(hi))}"
-    return METRIC_LABELS.get(metric, metric)
 
 
 RECURRENT_UNIT = "dec_lower"    # ATR eq. 13's unit that recurs over target positions (evaluate/gates.py)
@@ -203,25 +174,6 @@ def _ratios(table: Table, df: pd.DataFrame, metrics: dict[tuple[str, str], dict[
     return df
 
 
-def _number(v: float, sign: str = "") -> str:
-    if abs(v) >= 1000:
-        return f"{v:{sign},.0f}"
-    return f"{v:{sign}.2f}" if abs(v) >= 1 or v == 0 else f"{v:{sign}.3g}"   # 0.0054 s/sentence stays readable
-
-
-def _fmt(x: float, std: float = math.nan) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "–"
-    return _number(x) + (f" ± {_number(std)}" if not math.isnan(std) else "")
-
-
-COUNTS = {"weight_matrices", "matrix_transformations"}
-
-
-def _fmt_count(x: float, std: float = math.nan) -> str:
-    return _fmt(x, std) if math.isnan(x) or x != int(x) else str(int(x))
-
-
 def _grid(table: Table, df: pd.DataFrame) -> tuple[list[str], list[list[str]], list[str]]:
     """Header, body and footnotes shared by the Markdown and LaTeX renderings."""
     has_paper = {m: bool(df[(df.metric == m)].paper.notna().any()) for m in table.metrics}
@@ -239,49 +191,13 @@ def _grid(table: Table, df: pd.DataFrame) -> tuple[list[str], list[list[str]], l
             mark = f" [{notes.index(row.why_not) + 1}]"
         for m in table.metrics:
             r = sub.loc[m]
-            fmt = _fmt_count if m in COUNTS else _fmt
+            show = fmt_count if m in COUNTS else fmt
             if has_paper[m]:
-                cells.append(fmt(r.paper))
-            cells.append(fmt(r.ours, r["std"]))
+                cells.append(show(r.paper))
+            cells.append(show(r.ours, r["std"]))
         cells[0] += mark
         body.append(cells)
     return header, body, notes
-
-
-def _footer(table: Table, df: pd.DataFrame, with_signatures: bool = True) -> list[str]:
-    scale, run = df.scale.iloc[0], df.run.iloc[0]
-    out = [f"Run `{run}` at scale `{scale}`" + (f" on corpus `{table.corpus}`" if table.corpus else "")
-           + "; mean ± std over seeds where a row has several."]
-    out += [line for line in df.attrs.get("ran", []) if line]       # what the rows ran with, from their metrics
-    empty = df[df.ours.isna() & (df.why_empty != "")]
-    for reason in sorted(set(empty.why_empty) - {r.why_not for r in table.rows}):
-        metrics = ", ".join(sorted(set(empty[empty.why_empty == reason].metric)))
-        out.append(f"Empty ({metrics}): {reason}.")
-    for avg in [m for m in table.metrics if tokenized(m)[1] == "bleu_avg"]:
-        per_set = df[df.metric.str.startswith(avg.removesuffix("_avg") + "@")]
-        if (per_set.empty or per_set.ours.isna().all()) and df[df.metric == avg].ours.notna().any():
-            out.append(f"{label(avg)} (ours): BLEU of the one test set of scale `{scale}` (the paper averages its "
-                       "test sets).")
-    if with_signatures:
-        out += signatures(table, df)
-    if df.attrs.get("cut_short"):
-        out.append("Stopped by the time cap (`max_minutes`) before their step budget, so their numbers depend on "
-                   "the machine's speed: " + "; ".join(df.attrs["cut_short"]) + ".")
-    out += df.attrs.get("warnings", [])
-    if table.notes:
-        out.append(table.notes.strip())
-    return out
-
-
-def signatures(table: Table, df: pd.DataFrame) -> list[str]:
-    """One footnote per scorer signature naming the columns it computed, so that each BLEU column says
-    how it was scored (a tokenized column `tok:none`, a detokenized one `tok:13a`)."""
-    columns: dict[str, list[str]] = {}
-    for metric in table.metrics:
-        for s in dict.fromkeys(df[df.metric == metric].signature):
-            if s:
-                columns.setdefault(s, []).append(label(metric))
-    return [f"Signature of {', '.join(names)}: `{s}`" for s, names in columns.items()]
 
 
 def markdown(table: Table, df: pd.DataFrame) -> str:
@@ -294,7 +210,7 @@ def markdown(table: Table, df: pd.DataFrame) -> str:
         out += [f"Paper numbers: {table.paper.strip().rstrip('.')}.", ""]
     out += lines + [""]
     out += [f"- [{i}] {n}" for i, n in enumerate(notes, 1)] + ([""] if notes else [])
-    out += [f"{line}  " for line in _footer(table, df)]
+    out += [f"{line}  " for line in footer(table, df)]
     return "\n".join(out) + "\n"
 
 
@@ -339,7 +255,7 @@ def latex(table: Table, df: pd.DataFrame) -> str:
            rf"\begin{{tabular}}{{{cols}}}", r"\toprule", *head, r"\midrule"]
     out += [" & ".join(_tex(c) for c in cells) + r" \\" for cells in body]
     out += [r"\bottomrule", r"\end{tabular}", r"\end{adjustbox}"]
-    foot = [f"[{i}] {n}" for i, n in enumerate(notes, 1)] + [s.replace("`", "") for s in _footer(table, df)]
+    foot = [f"[{i}] {n}" for i, n in enumerate(notes, 1)] + [s.replace("`", "") for s in footer(table, df)]
     caption = _tex(table.title + (f" (paper: {table.paper.strip()})" if table.paper else ""))
     out += [rf"\caption{{{caption}}}", rf"\label{{tab:{table.name}}}"]
     out += [r"\par\footnotesize " + _tex(f).replace(r"\textbar{}", r"\textbar{}\allowbreak{}") for f in foot]

@@ -69,6 +69,12 @@ class _KeepWriteError:
         self.f.flush()
 
 
+def check_copy(path: Path) -> None:
+    """A model.pt copy (train.outputs) that loads as a checkpoint with weights."""
+    if "state_dict" not in load(path):
+        raise InputError(f"{path}: no weights in it")
+
+
 def load(path: str | Path, device: torch.device | str = "cpu") -> dict[str, Any]:
     """A checkpoint's contents, checked to be a mapping whose weights hold the data they claim (a checkpoint
     or a bundle is untrusted input: a tensor made to look huge from a small file would make averaging or

@@ -80,14 +80,6 @@ def lock_folder(out_dir: Path) -> int:
     return fd
 
 
-def check_model_copy(path: Path) -> None:
-    """A model.pt copy that loads as a checkpoint with weights."""
-    from rnmt.train import checkpoint
-
-    if "state_dict" not in checkpoint.load(path):
-        raise InputError(f"{path}: no weights in it")
-
-
 def check_log_copy(path: Path) -> None:
     """A train.jsonl copy of JSON records, one per line."""
     for n, line in enumerate(read_lines(path), 1):

@@ -12,7 +12,7 @@ import torch
 
 from rnmt import hardware
 from rnmt.progress import clock
-from rnmt.provenance import provenance
+from rnmt.provenance import describe, provenance
 from rnmt.train.settings import TrainSettings
 
 
@@ -107,6 +107,6 @@ def run_metrics(p: Progress, s: TrainSettings, stop_reason: str | None, *, param
         "peak_memory_mb": round(hardware.peak_memory_mb(device), 1),
         "model_config": model_config,
         "train_settings": asdict(s),
-        "hardware": {**hardware.describe(device), "bf16_autocast": bf16},
+        "hardware": {**describe(device), "bf16_autocast": bf16},
         **provenance(),
     }

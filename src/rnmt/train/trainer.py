@@ -171,7 +171,7 @@ class Trainer:
             return
         fresh = [self.out_dir / n for n in ("model.pt", "last.pt", "train.jsonl", ".train.jsonl.keep")]
         model = self.out_dir / "model.pt"
-        if outputs.restore(model, outputs.check_model_copy, fresh):
+        if outputs.restore(model, checkpoint.check_copy, fresh):
             log.info("restored %s from its copy", model)
         elif not model.exists() and self.p.best:
             files = " ".join(str(f) for f in fresh if f.exists())

@@ -1,0 +1,86 @@
+"""The package imports downward only: no module of src/rnmt imports one that imports it back, directly or
+through others, counting the imports inside functions too (a lazy import is still a dependency, and a
+circle of them is a house where nothing can be read or moved on its own). A package's __init__ that
+only hands names on (the registries' auto-import) is its face, not a room, and is left out."""
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(SRC).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path, modules: set[str]) -> set[str]:
+    """The rnmt modules a file imports (a `from pkg import name` of a submodule counts as that module)."""
+    here = module_name(path)
+    package = here if path.name == "__init__.py" else here.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:                  # a relative import: from the package `level - 1` folders up
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*up, *filter(None, [base])])
+            subs = {f"{base}.{a.name}" for a in node.names} & modules
+            found |= subs or {base}
+    return {m for m in found if m in modules and m != here}
+
+
+def graph() -> dict[str, set[str]]:
+    files = [p for p in SRC.joinpath("rnmt").rglob("*.py")]
+    modules = {module_name(p) for p in files}
+    return {module_name(p): imports(p, modules) for p in files if p.name != "__init__.py"}
+
+
+def circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Every import circle once, as the modules along it (Tarjan's strongly connected components)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in edges.get(v, ()):
+            if w not in edges:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_circle_finder_finds_a_circle_through_three_modules() -> None:
+    edges = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set()}
+    assert circles(edges) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_module_imports_one_that_imports_it_back() -> None:
+    edges = graph()
+    assert len(edges) > 100 and "rnmt.report.layout" in edges["rnmt.report.tables"]
+    found = circles(edges)
+    assert not found, "import circles (break each by moving the shared names down): " + "; ".join(
+        " -> ".join(c) for c in found)
