@@ -40,8 +40,11 @@ def cmd_check_config(a: argparse.Namespace) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="rnmt", description=__doc__)
+    p = argparse.ArgumentParser(prog="rnmt", description="rnmt: recurrent NMT papers from raw corpora to their "
+                                "tables. Each subcommand is one stage of the pipeline; `rnmt <command> -h` "
+                                "says what it takes.")
     p.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors")
+    p.add_argument("--version", action=_Version, nargs=0, help="rnmt's version and, in a checkout, its git commit")
     sub = p.add_subparsers(dest="command", required=True)
     for module in COMMANDS:
         importlib.import_module(f"rnmt.{module}").add_parsers(sub)
@@ -51,7 +54,30 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--configfile", action="append", default=[], help="overrides, as snakemake --configfile")
     s.add_argument("--root", default=".", help="the repository root (holds workflow/)")
     s.set_defaults(func=cmd_check_config)
+    for leaf in _leaves(p):                 # -q also after the subcommand, where a person types it
+        leaf.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                          help="only warnings and errors")
     return p
+
+
+class _Version(argparse.Action):
+    """--version: the version and commit every metrics file records (read only when asked: git runs)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from rnmt.provenance import provenance
+
+        code = provenance()
+        commit = (f" (git {code['git_commit'][:10]}{', with uncommitted changes' if code['git_dirty'] else ''})"
+                  if code["git_commit"] else "")
+        print(f"rnmt {code['rnmt_version']}{commit}")
+        parser.exit()
+
+
+def _leaves(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+    if sub is None:
+        return [parser]
+    return [leaf for p in dict.fromkeys(sub.choices.values()) for leaf in _leaves(p)]
 
 
 def _same_stream(a: object, b: object) -> bool:

@@ -113,6 +113,6 @@ def write_metrics(output: str, hyp: str, refs: Sequence[str], hyp_tok: str | Non
     if "empty_output" in scores:
         log.warning("%s: not scored: %s (%d lines of %s)", output, scores["empty_output"], len(hyps), hyp)
     else:
-        log.info("%s: BLEU %.2f (tok %.2f), chrF %.2f", output, scores["bleu"], scores.get("tok_bleu", float("nan")),
-                 scores["chrf"])
+        tok = f" (tokenized {scores['tok_bleu']:.2f})" if "tok_bleu" in scores else ""
+        log.info("%s: BLEU %.2f%s, chrF %.2f", output, scores["bleu"], tok, scores["chrf"])
     return out
