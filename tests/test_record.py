@@ -2,6 +2,7 @@
 not measure time must come back; speeds may differ. The README's demo numbers are the committed record's."""
 
 import json
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -60,3 +61,40 @@ def test_record_check_exits_1_with_the_differences_and_names_a_run_without_table
     assert e.value.code == 1 and "recorded 61.2346, now 1.0" in capsys.readouterr().out
     assert cli.main(["record", "check", str(tmp_path / "none"), str(rec)]) == 2
     assert "rnmt record: error:" in capsys.readouterr().err
+
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO_RECORD = ROOT / "benchmarks/demo/record.csv"
+
+
+def test_the_readmes_demo_numbers_are_the_committed_records_and_its_findings_hold() -> None:
+    """Every number the README's demo paragraph quotes is the committed record's (made by a fresh clone's
+    `make demo`; tests/test_demo_findings.py retrains its rows and compares them with it), and every
+    finding it states holds in that record."""
+    rec = pd.read_csv(DEMO_RECORD)
+
+    def value(table: str, metric: str, system: str | None = None, members: str | None = None) -> float:
+        sel = (rec.table == table) & (rec.metric == metric)
+        sel &= (rec.system == system) if system is not None else (rec.members == members)
+        return float(rec[sel].ours.item())
+
+    none = value("ud-labels", "bleu", "RNNSearch + GRU")
+    gold = value("ud-labels", "bleu", "RNNSearch + GRU + gold labels")
+    ca = rec[(rec.table == "atr-table2") & (rec.variant == "atr-rnnsearch-atr-ca") & (rec.metric == "bleu")]
+    ensemble = float(ca[ca.members == "ens1-2"].ours.item())
+    member = float(ca[ca.members == "seed1"].ours.item())      # the table scores seed 1 alone (the findings test both)
+    full, no_ln, no_highway = (value("srnmt-table4", "tok_bleu_compound", s)
+                               for s in ("LNMA-SRU 4L", "- LayerNorm", "- Highway"))
+    r = value("atr-figure3", "gate_pearson_r", "RNNSearch + ATR + BPE")
+    bleu = rec[rec.metric == "bleu"].ours
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    claims = [f"every decoding reaches BLEU {math.floor(bleu.min())} (half the rows score {bleu.median():.1f} or more)",
+              f"gold dependency labels beating none ({gold:.1f} against {none:.1f})",
+              f"an ensemble of two beating one of its members alone ({ensemble:.1f} against {member:.1f})",
+              f"tokenized BLEU without layer norm ({no_ln:.1f} against {full:.1f},",
+              f"or highway ({no_highway:.1f})",
+              f"correlating at r = −{abs(r):.2f}"]
+    for claim in claims:
+        assert claim in readme, f"the README's demo paragraph should say: {claim}"
+    assert gold > none and ensemble > member and no_ln < full and no_highway < full and r <= -0.8
+    assert json.loads(record.machine_path(DEMO_RECORD).read_text())["fast_path_mode"] == "default"

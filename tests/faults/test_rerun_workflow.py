@@ -20,7 +20,7 @@ OVERLAP = 10                    # test sentences copied into the training data
 
 
 def corpus_files(folder: Path) -> Path:
-    write_corpus(folder, {"train": 400, "dev": 30, "test": 40}, seed=3, max_words=8)
+    write_corpus(folder, {"train": 300, "dev": 20, "test": 40}, seed=3, max_words=8)
     for side in ("src", "tgt"):                     # part of the test set inside the training data
         test = (folder / f"test.{side}").read_text().splitlines()[:OVERLAP]
         with open(folder / f"train.{side}", "a") as f:
@@ -39,7 +39,7 @@ def setup(workdir: Path, data: Path) -> None:
               "bpe": {"merges": 100},
               "scales": {"demo": {"corpus": {"mine": "mine"}}},       # the table's own corpus, not the demo's
               "override": {"model": {"emb": 16, "hidden": 16},
-                           "train": {"max_steps": 60, "valid_every": 30, "max_minutes": 0, "batch_size": 32},
+                           "train": {"max_steps": 40, "valid_every": 40, "max_minutes": 0, "batch_size": 32},
                            "decode": {"beam": 2}}}
     (workdir / "c.yaml").write_text(yaml.safe_dump(config))
 
