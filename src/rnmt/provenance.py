@@ -11,9 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from rnmt import __version__, allocator, fastpath, hardware, matmul
+from rnmt import __version__
 
 CHECKOUT = Path(__file__).resolve().parents[2]          # src/rnmt/ → the repository root
 
@@ -37,7 +35,13 @@ def provenance() -> dict[str, Any]:
     return {"rnmt_version": __version__, "git_commit": commit, "git_dirty": dirty}
 
 
-def describe(device: torch.device) -> dict[str, Any]:
+def describe(device: Any) -> dict[str, Any]:
+    """The machine a result was made on and the computation paths it took (every metrics file's
+    `hardware`); torch is imported here, as the scoring jobs' environment records provenance without it."""
+    import torch
+
+    from rnmt import allocator, fastpath, hardware, matmul
+
     info: dict[str, Any] = {
         "device": str(device),
         "cpu": hardware.cpu_model(),
