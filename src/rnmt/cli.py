@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rnmt import allocator
-from rnmt.io import InputError, os_error_message, report_error
+from rnmt.io import InputError, os_error_message, report_error, separate_streams
 
 log = logging.getLogger("rnmt")
 # the packages whose commands.py add subcommands, in the order `rnmt --help` lists them
@@ -80,14 +80,6 @@ def _leaves(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
     return [leaf for p in dict.fromkeys(sub.choices.values()) for leaf in _leaves(p)]
 
 
-def _same_stream(a: object, b: object) -> bool:
-    try:
-        x, y = os.fstat(a.fileno()), os.fstat(b.fileno())       # type: ignore[attr-defined]
-    except (OSError, ValueError, AttributeError):
-        return True
-    return (x.st_dev, x.st_ino) == (y.st_dev, y.st_ino)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
@@ -98,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ.setdefault("TQDM_DISABLE", "1")
     allocator.keep_freed_memory()
     name = " ".join(a for a in (args.command, getattr(args, f"{args.command}_command", None)) if a)
-    if os.environ.get("RNMT_JOB") and not _same_stream(sys.stdout, sys.stderr):
+    if os.environ.get("RNMT_JOB") and separate_streams():
         # a workflow job: standard error is its log file, standard output Snakemake's console, where a
         # warning (test sentences in the training data, repeated pairs, vectors matching no word) is read
         console = logging.StreamHandler(sys.stdout)

@@ -194,17 +194,22 @@ def lock_holder(path: str | Path) -> str:
     return f"process {pid.strip() or '?'}" + (f" ({note.strip()})" if note.strip() else "")
 
 
+def separate_streams() -> bool:
+    """Whether standard output and standard error go to different files (a workflow job: its log, and
+    Snakemake's console); False for streams without a file (captured in tests)."""
+    try:
+        out, err = os.fstat(sys.stdout.fileno()), os.fstat(sys.stderr.fileno())
+    except (OSError, ValueError, AttributeError):
+        return False
+    return (out.st_dev, out.st_ino) != (err.st_dev, err.st_ino)
+
+
 def report_error(message: str) -> None:
     """The error on standard output where that is not where standard error goes (a workflow job whose
     standard error is its log file: Snakemake shows a job's standard output on its console, so the user
     reads why a job failed without opening the log), then on standard error. The console comes first,
     and a stream that cannot be written is passed over: a log on a full disk must not swallow the message."""
-    try:
-        out, err = os.fstat(sys.stdout.fileno()), os.fstat(sys.stderr.fileno())
-        separate = (out.st_dev, out.st_ino) != (err.st_dev, err.st_ino)
-    except (OSError, ValueError, AttributeError):       # streams without a file (captured in tests)
-        separate = False
-    for stream in (sys.stdout, sys.stderr) if separate else (sys.stderr,):
+    for stream in (sys.stdout, sys.stderr) if separate_streams() else (sys.stderr,):
         with contextlib.suppress(OSError, ValueError):
             print(message, file=stream, flush=True)
 

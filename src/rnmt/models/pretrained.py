@@ -8,6 +8,7 @@ initialisation. Returns how many entries were found.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import torch
@@ -15,6 +16,8 @@ import torch
 from rnmt.data.vocab import SPECIALS, Vocab
 from rnmt.io import InputError
 from rnmt.models.base import Seq2Seq
+
+log = logging.getLogger(__name__)
 
 
 def read_vectors(path: str | Path, wanted: set[str], dim: int) -> dict[str, list[float]]:
@@ -60,3 +63,17 @@ def load_pretrained(model: Seq2Seq, path: str | Path, vocab: Vocab) -> int:
                 weight[i] = torch.tensor(v, dtype=weight.dtype)
                 found += 1
     return found
+
+
+def load_source_vectors(model: Seq2Seq, path: str | Path, vocab: Vocab) -> list[str]:
+    """`load_pretrained`, logged; a warning (returned, for train.json and the tables) where no word of the
+    vectors is in the source vocabulary, so that the embeddings start untrained."""
+    found = load_pretrained(model, path, vocab)
+    log.info("source word vectors from %s for %d of %d vocabulary entries", path, found, len(vocab))
+    if found:
+        return []
+    warning = (f"pretrained_src {path}: none of its words is in the source vocabulary of {len(vocab)} entries, "
+               "so the embeddings start untrained: check that the vectors are of the source language and of the "
+               "same tokenization (the vocabulary holds BPE subwords)")
+    log.warning("%s", warning)
+    return [warning]

@@ -39,7 +39,7 @@ from rnmt.data.batching import Batch, bucketed_batches, load_parallel, make_batc
 from rnmt.data.vocab import Vocab
 from rnmt.io import InputError, write_json
 from rnmt.models import build_model, factors
-from rnmt.models.pretrained import load_pretrained
+from rnmt.models.pretrained import load_source_vectors
 from rnmt.train import checkpoint, distributed, graphs, outputs, schedules
 from rnmt.train.loss import token_loss
 from rnmt.train.optim import initialise, load_optimizer_state, make_optimizer, set_lr
@@ -97,17 +97,9 @@ class Trainer:
         cfg = dict(self.model_config)
         self.model = build_model(cfg.pop("arch"), len(self.src_vocab), len(self.tgt_vocab), **cfg)
         initialise(self.model, settings.init, settings.init_scale)
-        self.warnings: list[str] = []       # what the user should know of this run: train.json, the tables
-        if settings.pretrained_src:
-            found = load_pretrained(self.model, settings.pretrained_src, self.src_vocab)
-            log.info("source word vectors from %s for %d of %d vocabulary entries", settings.pretrained_src, found,
-                     len(self.src_vocab))
-            if found == 0:
-                self.warnings.append(
-                    f"pretrained_src {settings.pretrained_src}: none of its words is in the source vocabulary of "
-                    f"{len(self.src_vocab)} entries, so the embeddings start untrained: check that the vectors are "
-                    "of the source language and of the same tokenization (the vocabulary holds BPE subwords)")
-                log.warning("%s", self.warnings[-1])
+        # what the user should know of this run: train.json, the tables
+        self.warnings = (load_source_vectors(self.model, settings.pretrained_src, self.src_vocab)
+                         if settings.pretrained_src else [])
         self.model.to(self.device)
         self.bf16 = hardware.bf16_training(self.device, settings.amp, count_parameters(self.model))
         distributed.broadcast_parameters(self.model, self.world)
