@@ -4,8 +4,10 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# A CPU build of torch where no NVIDIA GPU is present; with one, pip's default (CUDA) build is used.
+# torch where no NVIDIA GPU is present (with one, pip's default, CUDA build). From PyPI, Linux's torch is the
+# CUDA build (several GB): TORCH_INDEX=https://download.pytorch.org/whl/cpu asks PyTorch's CPU index instead.
 TORCH_CPU ?= torch==2.13.0
+TORCH_INDEX ?=
 CORES ?= all
 
 .PHONY: setup demo test lint dryrun clean-demo lock
@@ -16,7 +18,7 @@ setup: $(VENV)/.installed
 # keeps its own build); pyproject.toml states the ranges rnmt works with.
 $(VENV)/.installed: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
-	if ! command -v nvidia-smi >/dev/null 2>&1; then $(BIN)/pip install --quiet "$(TORCH_CPU)"; fi
+	if ! command -v nvidia-smi >/dev/null 2>&1; then $(BIN)/pip install --quiet $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH_CPU)"; fi
 	$(BIN)/pip install --quiet -e '.[dev,slurm]' -c requirements.lock
 	touch $@
 

@@ -3,7 +3,7 @@
     snakemake --cores all                                  # every table in config.yaml (demo scale)
     snakemake --cores all results/demo/tables/atr-table2.csv       # one table and what it needs
     snakemake -n --config scale=paper run=paper            # list a scale's jobs without running them
-    snakemake --report report.html                         # every table and figure in one HTML page
+    snakemake --report report.html                         # what the run has built, in one HTML page
 """
 
 from snakemake.utils import min_version
@@ -40,6 +40,12 @@ include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/tables.smk"
 
 
+onstart:
+    # a build (never a dry run) records the run's config for the commands after it (rnmt.runconfig)
+    if workflow.is_main_process:
+        runconfig.update_record(R, RUN_CONFIG)
+
+
 onsuccess:
     cancel_rescheduling_timers()
 
@@ -51,6 +57,8 @@ onerror:
 rule all:
     default_target: True
     input:
-        PLAN.table_targets(),
-        PLAN.plot_targets(),
-        [run_path("runs.csv")] if PLAN.all_metrics_paths() else [],
+        report_targets() if REPORT_ONLY else [
+            PLAN.table_targets(),
+            PLAN.plot_targets(),
+            [run_path("runs.csv")] if PLAN.all_metrics_paths() else [],
+        ],

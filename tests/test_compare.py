@@ -122,6 +122,7 @@ def test_the_command_line_orders_and_names_a_tables_rows(runs: Path) -> None:
     r = subprocess.run([sys.executable, "-m", "rnmt", "compare", "base", "new", "--table", "t", "--output", "c.csv",
                         "--md", "c.md"], cwd=runs, capture_output=True, text=True, env=ENV)
     assert r.returncode == 0, r.stderr
+    assert "sacrebleu" not in r.stderr           # rnmt's own lines only: sacrebleu's INFO chatter is muted
     df = pd.read_csv(runs / "c.csv")
     assert list(dict.fromkeys(df.system)) == ["GRU", "ATR", "ATR ens"]
     md = (runs / "c.md").read_text()

@@ -1,6 +1,7 @@
 """Search, ensembles and scoring as the papers did them."""
 
 import math
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -251,4 +252,5 @@ def test_decoding_off_a_terminal_logs_its_progress(caplog: pytest.LogCaptureFixt
         translate_ids(m, sources, beam=2, batch_size=4, progress=True)
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("decoded")]
     assert len(lines) == 10 and lines[-1].startswith("decoded 40 of 40 sentences (100%)")
-    assert "sentences/s, beam 2" in lines[0]
+    assert "sentences/s, beam 2 | " in lines[0] and re.search(r", about [\d.]+ s left$", lines[0])
+    assert lines[-1].endswith("about 0.0 s left")                     # the time left, by source tokens

@@ -386,6 +386,34 @@ def test_the_job_log_says_where_training_stands(corpus: dict[str, Path], tmp_pat
     assert ppl == pytest.approx(math.exp(loss), rel=2e-3)
     assert lines[1].startswith("step 10/10 (100% of the budget)") and "about 0.0 s left" in lines[1]
 
+    # train.jsonl keeps the line's numbers: the window's loss beside the one update's at the log step
+    logged = [json.loads(x) for x in (tmp_path / "train.jsonl").read_text().splitlines()]
+    means = [r["mean_loss"] for r in logged if r["kind"] == "train"]
+    assert [f"{m:.3f}" for m in means] == [re.search(r"loss (\d+\.\d+)", x).group(1) for x in lines]
+    # ...which is the token-weighted mean of the window's updates (the same run, logged every step)
+    trainer(corpus, tmp_path / "every", max_steps=10, log_every=1, valid_every=10).run()
+    each = [json.loads(x) for x in (tmp_path / "every/train.jsonl").read_text().splitlines()]
+    each = [r for r in each if r["kind"] == "train"]
+    assert all(r["mean_loss"] == r["loss"] for r in each)
+    for k, mean in enumerate(means):
+        window = each[5 * k:5 * k + 5]
+        tokens = sum(r["tokens_per_update"] for r in window)
+        assert mean == pytest.approx(sum(r["loss"] * r["tokens_per_update"] for r in window) / tokens, rel=1e-6)
+    assert means[0] != pytest.approx(each[4]["loss"], rel=1e-6)      # not the update at the log step
+
+
+def test_the_time_left_counts_the_validations_still_to_come() -> None:
+    """Half of a 100-step budget in 50 s, five validations so far that took 25 s: 50 s of steps and five
+    more validations of 5 s each are left."""
+    from rnmt.train.progress import LogWindow
+
+    s = TrainSettings.from_dict({"max_steps": 100, "valid_every": 10, "log_every": 10})
+    w = LogWindow()
+    w.add(2.0, 100, 1.0)
+    assert w.line(s, 50, 1, 50.0, 0.5, 0.001, valid_seconds=25.0, validations=5).endswith(
+        "50.0 s training, about 1m15s left")
+    assert w.line(s, 50, 1, 50.0, 0.5, 0.001).endswith("about 50.0 s left")     # none yet: steps only
+
 
 # ---- checkpoint averaging ---------------------------------------------------------------------------
 def test_the_last_validations_are_kept_and_average_into_a_translatable_model(corpus: dict[str, Path],

@@ -46,6 +46,7 @@ def test_dry_run_lists_the_dag(workdir: Path) -> None:
                       "learn_bpe": 2, "apply_bpe": 3, "apply_bpe_train": 1, "vocab": 2,
                       "train": 3, "translate": 4, "postprocess": 4, "score": 4, "table": 1, "table_curves": 1,
                       "runs": 1, "all": 1}     # GRU seed 1, ATR seeds 1 and 2, and the ATR ensemble of both
+    assert not (workdir / "results/tiny/config.yaml").exists()       # a dry run records no config
 
 
 @pytest.mark.workflow
@@ -128,6 +129,32 @@ def test_table_target_runs_for_real_and_rerun_does_nothing(workdir: Path) -> Non
 
     again = run_snakemake([TABLE, "-n", "--configfile", "tiny.yaml"], workdir)
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+
+
+@pytest.mark.workflow
+def test_a_built_run_remembers_its_config_and_reports_what_it_built(workdir: Path) -> None:
+    """The second day: later commands on the run name only the run; the report shows the one table built."""
+    if not (workdir / TABLE).is_file():
+        pytest.skip("needs test_table_target_runs_for_real_and_rerun_does_nothing's run")
+    record = yaml.safe_load((workdir / "results/tiny/config.yaml").read_text())
+    assert record["override"] == TINY["override"] and record["tables"] == TINY["tables"]
+
+    # without the configfile, config.yaml's settings would retrain every model of the run
+    again = run_snakemake([TABLE, "-n", "--config", "run=tiny"], workdir)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "Nothing to be done" in again.stdout + again.stderr
+    # a contradicting setting stops before any job, naming the difference and the way to a new run
+    other = run_snakemake([TABLE, "-n", "--config", "run=tiny", "override={train: {max_steps: 10}}"], workdir)
+    assert other.returncode != 0
+    assert "override.train.max_steps: the run has 150, this command gives 10" in other.stderr
+    assert "add run=<new name> to --config" in other.stderr and "Traceback" not in other.stderr
+
+    # the report covers what the run built (one table, no learning curves, no runs.csv)
+    r = run_snakemake(["--report", "report.html", "--config", "run=tiny"], workdir)
+    assert r.returncode == 0, r.stderr[-2000:]
+    added = sorted(re.findall(r"Adding (\S+) \(", r.stderr))
+    assert added == ["demo-rnnsearch.csv", "demo-rnnsearch.html"], added
+    assert (workdir / "report.html").stat().st_size > 10_000
 
 
 @pytest.mark.workflow

@@ -178,25 +178,70 @@ class Bundle:
     def translate(self, lines: Iterable[str], device: Any = "cpu", **decode: Any) -> list[str]:
         """Raw lines → translations, one each (an empty line gives an empty translation). `decode`
         overrides the bundle's decoding settings (beam, batch_size, ...)."""
+        translator = self.translator(device, **decode)
+        out = translator(list(lines))
+        translator.warn_unknown()
+        return out
+
+    def translator(self, device: Any = "cpu", nbest: int = 0, **decode: Any) -> Translator:
+        """The bundle's models loaded once on `device`, translating batches of raw lines as they come
+        (`rnmt translate --bundle` on a stream); `nbest` > 0 gives each line's n-best list instead."""
         import torch
 
         from rnmt.decode.ensemble import load_ensemble
-        from rnmt.decode.translate import translate_ids
 
         settings = DecodeSettings.from_dict({**self.decode, **{k: v for k, v in decode.items() if v is not None}})
         device = torch.device(device)
         manifest = self.folder / MANIFEST
         model, src_vocab, tgt_vocab = load_ensemble([inside(self.folder, m, manifest) for m in self.manifest["models"]],
                                                     device)
-        prepare = self.preparer()
-        sources = [src_vocab.encode(prepare(line)) for line in lines]
-        warning = src_vocab.unknown_warning(sources, f"bundle {self.folder}")[1]
+        return Translator(self, model, src_vocab, tgt_vocab, settings, device, nbest)
+
+
+class Translator:
+    """Raw lines → translations (or n-best lists) with a bundle's loaded models; counts the source subwords
+    the model does not know over every call, for one warning at the end."""
+
+    def __init__(self, bundle: Bundle, model: Any, src_vocab: Any, tgt_vocab: Any, settings: DecodeSettings,
+                 device: Any, nbest: int) -> None:
+        self.bundle, self.model, self.src_vocab, self.tgt_vocab = bundle, model, src_vocab, tgt_vocab
+        self.device, self.nbest = device, nbest
+        self.options = {"penalty" if k == "length_penalty" else k: v for k, v in settings.search().items()}
+        if nbest and not 1 <= nbest <= self.options["beam"]:
+            raise InputError(f"--nbest {nbest}: give 1 to the beam size ({self.options['beam']}); for a longer list "
+                             f"widen the beam (--beam {nbest})")
+        self.prepare = bundle.preparer()
+        self.tokens = self.unknown = 0
+
+    def __call__(self, lines: list[str]) -> list[Any]:
+        """Translations of `lines`, one each; with nbest, per line a list of (translation, normalised score,
+        log p), best first (an empty line gives an empty translation, or an empty list)."""
+        from rnmt.data.vocab import UNK_ID
+        from rnmt.decode.translate import translate_ids, translate_nbest
+
+        sources = [self.src_vocab.encode(self.prepare(line)) for line in lines]
+        for ids in sources:
+            self.tokens += len(ids)
+            self.unknown += sum(i == UNK_ID for i in ids)
+        keep = [i for i, ids in enumerate(sources) if ids]
+        kept = [sources[i] for i in keep]
+        out: list[Any] = [[] if self.nbest else ""] * len(sources)
+        if self.nbest:
+            lists = translate_nbest(self.model, kept, self.nbest, device=self.device, **self.options)
+            for i, found in zip(keep, lists, strict=True):
+                out[i] = [(self._text(ids), score, logp) for score, logp, ids in found]
+        else:
+            for i, ids in zip(keep, translate_ids(self.model, kept, device=self.device, **self.options), strict=True):
+                out[i] = self._text(ids)
+        return out
+
+    def _text(self, ids: list[int]) -> str:
+        return self.bundle.postprocess(self.tgt_vocab.decode(ids))
+
+    def warn_unknown(self) -> None:
+        """The warning of `Vocab.unknown_warning` over every line translated so far, if any."""
+        from rnmt.data.vocab import unknown_warning
+
+        warning = unknown_warning(self.unknown, self.tokens, f"bundle {self.bundle.folder}")[1]
         if warning:
             log.warning("%s", warning)
-        keep = [i for i, s in enumerate(sources) if s]
-        options = {"penalty" if k == "length_penalty" else k: v for k, v in settings.search().items()}
-        hyps = translate_ids(model, [sources[i] for i in keep], device=device, **options)
-        out = [""] * len(sources)
-        for i, h in zip(keep, hyps, strict=True):
-            out[i] = self.postprocess(tgt_vocab.decode(h))
-        return out

@@ -5,6 +5,7 @@ this module assembles them and runs one."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import logging
 import os
@@ -50,7 +51,7 @@ def parser() -> argparse.ArgumentParser:
         importlib.import_module(f"rnmt.{module}").add_parsers(sub)
 
     s = sub.add_parser("check-config", help="validate a config, its experiment files and every variant's model")
-    s.add_argument("config", nargs="?", default="config.yaml")
+    s.add_argument("config", nargs="?", default="config.yaml", help="the config file (default: config.yaml)")
     s.add_argument("--configfile", action="append", default=[], help="overrides, as snakemake --configfile")
     s.add_argument("--root", default=".", help="the repository root (holds workflow/)")
     s.set_defaults(func=cmd_check_config)
@@ -73,6 +74,15 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+def _lines_above_the_bar() -> contextlib.AbstractContextManager[object]:
+    """On a terminal, log lines go above a progress bar instead of through it (tqdm's logging redirect)."""
+    if sys.stderr.isatty():
+        from tqdm.contrib.logging import logging_redirect_tqdm
+
+        return logging_redirect_tqdm()
+    return contextlib.nullcontext()
+
+
 def _leaves(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
     sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
     if sub is None:
@@ -84,6 +94,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s: %(message)s", stream=sys.stderr)
+    # sacrebleu logs at INFO what every score repeats (its signature); rnmt's paths taken are in the metrics
+    # files (hardware.fast_paths) rather than in every job's log
+    logging.getLogger("sacrebleu").setLevel(logging.WARNING)
     if not sys.stderr.isatty():
         # in a job's log file the libraries' progress bars (subword-nmt, stanza, mtdata) would be one line
         # of carriage-return fragments; rnmt logs its own progress as lines there instead
@@ -98,7 +111,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         console.setFormatter(logging.Formatter(f"rnmt {name}: warning: %(message)s"))
         logging.getLogger().addHandler(console)
     try:
-        args.func(args)
+        with _lines_above_the_bar():
+            args.func(args)
     except InputError as e:
         report_error(f"rnmt {name}: error: {e}")
         return 2

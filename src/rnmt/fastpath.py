@@ -178,7 +178,7 @@ def choose(key: str, candidates: Mapping[str, Callable[[], Any]], default: str, 
         if path is not None:
             kept = _first_written(path, "paths", key, winner, {"measured_on": section})
             if kept != winner and kept in candidates:
-                log.info("fast path for %s: %s, as the run had taken it", key, kept)
+                log.debug("fast path for %s: %s, as the run had taken it", key, kept)
                 winner = kept
     with _LOCK:
         _CHOSEN[full] = winner
@@ -196,11 +196,11 @@ def _machine_choice(section: str, key: str, candidates: Mapping[str, Callable[[]
         times = timings(candidates, device, reps, timer)
     best = min(times, key=lambda name: times[name])
     winner = best if times[best] < (1 - MARGIN) * times[default] else default
-    log.info("fast path for %s: %s (%s)", key, winner,
+    log.debug("fast path for %s: %s (%s)", key, winner,
              ", ".join(f"{name} {t * 1e3:.2f} ms" for name, t in times.items()))
     kept = _first_written(cache_path(), section, key, winner)
     if kept != winner and kept in candidates:
-        log.info("fast path for %s: %s, as another job measured first", key, kept)
+        log.debug("fast path for %s: %s, as another job measured first", key, kept)
         winner = kept
     _SPENT[0] += time.perf_counter() - start
     return winner

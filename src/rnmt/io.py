@@ -8,6 +8,7 @@ import fcntl
 import hashlib
 import json
 import os
+import select
 import sys
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -119,15 +120,39 @@ def iter_lines(path: str | Path) -> Iterator[str]:
         yield from decoded_lines(f, str(path))
 
 
-def decoded_lines(stream: Iterable[bytes], where: str) -> Iterator[str]:
+def decoded_lines(stream: Iterable[bytes], where: str, first: int = 1) -> Iterator[str]:
     """Lines of a binary stream (a file, standard input's buffer) as `iter_lines` gives them; invalid UTF-8
-    names `where` and the line, whatever the locale."""
-    for n, raw in enumerate(stream, 1):
+    names `where` and the line (numbered from `first`), whatever the locale."""
+    for n, raw in enumerate(stream, first):
         try:
             yield raw.decode("utf-8").rstrip("\r\n")
         except UnicodeDecodeError as e:
             raise InputError(f"{where}, line {n}: not valid UTF-8 ({e.reason} at byte {e.start}); "
                              "convert the text to UTF-8 (e.g. iconv -f latin1 -t utf-8)") from None
+
+
+def line_batches(fd: int, max_lines: int) -> Iterator[list[bytes]]:
+    """The lines of file descriptor `fd` (standard input) in batches as they arrive: each batch is every
+    complete line readable without waiting, up to `max_lines`, and never empty. A translator in a pipe
+    or at a terminal so answers each line once it is written, while a file or a fast writer still fills
+    whole batches. The last line needs no newline."""
+    pending, lines, eof = b"", [], False
+    while True:
+        # block for input only while no complete line is in hand
+        while not eof and (not lines or (len(lines) < max_lines and select.select([fd], [], [], 0)[0])):
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                eof = True
+                break
+            *complete, pending = (pending + chunk).split(b"\n")
+            lines.extend(line + b"\n" for line in complete)
+        if eof and pending:
+            lines.append(pending)
+            pending = b""
+        if not lines:
+            return
+        yield lines[:max_lines]
+        lines = lines[max_lines:]
 
 
 def read_lines(path: str | Path) -> list[str]:

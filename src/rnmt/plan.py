@@ -60,8 +60,11 @@ class Variant:
         return json.dumps(self.model, sort_keys=True)
 
     def decode_settings(self) -> str:
-        """The search's settings as `rnmt translate --settings` takes them (threads are the job's)."""
-        return json.dumps({k: v for k, v in self.decode.items() if k != "threads"}, sort_keys=True)
+        """The search's settings as `rnmt translate --settings` takes them (threads are the job's). Without
+        averaging, average_last is left out: the translate jobs of runs built before it existed keep their
+        parameters, so Snakemake does not decode them again."""
+        return json.dumps({k: v for k, v in self.decode.items()
+                           if k != "threads" and not (k == "average_last" and not v)}, sort_keys=True)
 
 
 @dataclass
@@ -267,6 +270,11 @@ class Plan:
         try:
             train = complete(parts["train"])
             decode = asdict(DecodeSettings.from_dict(parts["decode"]))
+            if decode["average_last"] > train["keep_checkpoints"]:
+                raise InputError(f"decode average_last: {decode['average_last']} averages the last validations' "
+                                 f"checkpoints, but training keeps {train['keep_checkpoints']} (train "
+                                 f"keep_checkpoints); set keep_checkpoints: {decode['average_last']} or more in the "
+                                 "row's train settings")
         except InputError as e:
             raise ConfigError(f"table {exp['table']}, row {row['system']!r} (variant {row['variant']}): {e}") from None
         return Variant(row["variant"], corpus, model, train, decode,
@@ -287,8 +295,23 @@ class Plan:
         """Build every variant's model on PyTorch's meta device (no memory, no weights): an unknown cell or
         architecture, or incompatible settings, stops `rnmt check-config` before any job runs."""
         import torch
+        from torch.overrides import TorchFunctionMode
 
         from rnmt.models import build_model
+
+        class NoInit(TorchFunctionMode):
+            """Meta tensors hold no values, so filling them is skipped: torch runs the meta device's
+            random fills through its Python reference kernels, which cost most of building 57 models
+            (5.7 s of 5.9 s, importing torch._dynamo included) in every `snakemake` command."""
+
+            FILLS = {"normal_", "uniform_", "fill_", "zero_"}
+
+            def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+                kwargs = kwargs or {}
+                target = args[0] if args else kwargs.get("tensor")       # torch.nn.init passes it by name
+                if getattr(func, "__name__", "") in self.FILLS and getattr(target, "is_meta", False):
+                    return target
+                return func(*args, **kwargs)
 
         for (corpus, name), v in self.variants.items():
             cfg = dict(v.model)
@@ -296,7 +319,7 @@ class Plan:
                 # the label vocabulary's size is only known from its file; any size checks the shapes
                 cfg["factors"] = {**cfg["factors"], "vocab_sizes": [64] * len(cfg["factors"].get("dims", []))}
             try:
-                with torch.device("meta"):
+                with torch.device("meta"), NoInit():
                     build_model(cfg.pop("arch"), 64, 64, **cfg)
             except InputError as e:
                 raise ConfigError(f"{self.defined_in[(corpus, name)]}: variant {name!r}: {e}") from None
@@ -382,6 +405,16 @@ class Plan:
         """One learning-curve figure per table with trained rows."""
         return [f"{self.results}/plots/{t}.curves.{ext}" for t, tab in self.tables.items() if tab.trained_rows
                 for ext in ("png", "pdf")]
+
+    def built_targets(self) -> list[str]:
+        """What `snakemake --report` shows: each table, figure and learning-curve plot of this run whose
+        files all exist (a report on a run that built one table shows that table)."""
+        groups = [[p for p in self.table_targets() if p.startswith(f"{self.results}/{kind}/{t}.")]
+                  for t in self.tables for kind in ("tables", "figures")]
+        groups += [[p for p in self.plot_targets() if p.startswith(f"{self.results}/plots/{t}.curves.")]
+                   for t in self.tables]
+        runs = [f"{self.results}/runs.csv"]
+        return [p for g in [*groups, runs] if g and all(Path(p).is_file() for p in g) for p in g]
 
     def all_metrics_paths(self) -> list[str]:
         return sorted({p for t in self.tables for p in self.metrics_paths(t)})

@@ -14,7 +14,8 @@ from pathlib import Path
 from snakemake.settings.types import DeploymentMethod
 from snakemake.utils import update_config
 
-from rnmt.config import typed_overrides
+from rnmt import runconfig
+from rnmt.config import load_yaml, typed_overrides
 from rnmt.data.registry import DOWNLOADS, SOURCES, Corpora, Registry, registry_file
 from rnmt.data.sources import manual_paths, missing_manual_message
 from rnmt.io import InputError
@@ -23,6 +24,28 @@ from rnmt.plan import SIDES, SPLITS, Plan, member_seeds
 
 # `--config key='{nested: 1}'` reaches Snakemake's config with its nested values as strings.
 update_config(config, typed_overrides(workflow.config_settings.config))
+
+
+def explicit_config():
+    """What this command itself sets: its --configfile files, then its --config (typed as above)."""
+    out = {}
+    for path in workflow.config_settings.configfiles:
+        update_config(out, load_yaml(path) or {})
+    update_config(out, typed_overrides(workflow.config_settings.config))
+    return out
+
+
+# A built run keeps the config it was built with (results/<run>/config.yaml, rnmt.runconfig): a later
+# command on the run builds with it without repeating --config, and one that contradicts it stops here.
+try:
+    RUN_CONFIG, notes = runconfig.resolve(config, explicit_config())
+except InputError as e:
+    sys.exit(f"rnmt: error: {e}")
+if workflow.is_main_process:
+    for note in notes:
+        print(f"rnmt: note: {note}", file=sys.stderr)
+config.clear()
+config.update(RUN_CONFIG)
 
 # Validates config.yaml (and --config/--configfile overrides), the experiment files and every row's
 # settings before any job starts; a bad key or value stops here with a message naming it. The main
@@ -67,6 +90,21 @@ shell.prefix(
     f"export RNMT_FASTPATH=${{{{RNMT_FASTPATH:-{PLAN.fast_paths}}}}} RNMT_FASTPATH_RUN={FAST_PATHS} RNMT_JOB=1; "
     f'RNMT_PYTHON={PYTHON}; rnmt() {{{{ "$RNMT_PYTHON" -m rnmt "$@"; }}}}; '
 )
+
+
+# `snakemake --report` (without --report-after-run, which builds first) shows what the run has built,
+# not every table its config could build: the default target is then only the finished files.
+REPORT_ONLY = (any(a == "--report" or a.startswith("--report=") for a in sys.argv)
+               and "--report-after-run" not in sys.argv)
+
+
+def report_targets():
+    built = PLAN.built_targets()
+    if not built and workflow.is_main_process:
+        first = next(iter(PLAN.tables), "<table>")
+        sys.exit(f"rnmt: error: {R} has no finished table yet, so the report would be empty; build one first "
+                 f"(snakemake --cores all {run_path(f'tables/{first}.csv')}), then run the report again")
+    return built
 
 
 def cancel_rescheduling_timers():

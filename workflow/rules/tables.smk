@@ -48,8 +48,9 @@ rule figure:
         if (PLAN.table(wc.table).figure or {}).get("kind") in ("cost", "perplexity") else [],
     output:
         png=report(run_path("figures/{table}.png"), caption="../report/figure.rst", category="Figures",
-                   labels={"figure": "{table}"}),
-        pdf=run_path("figures/{table}.pdf"),
+                   labels={"figure": "{table}", "format": "PNG"}),
+        pdf=report(run_path("figures/{table}.pdf"), caption="../report/figure.rst", category="Figures",
+                   labels={"figure": "{table}", "format": "PDF"}),
     params:
         caption=lambda wc: report_caption(PLAN.table(wc.table)),
         max_seeds=PLAN.max_seeds or 0,
@@ -84,8 +85,9 @@ rule table_curves:
         logs=lambda wc: PLAN.train_logs(wc.table),
     output:
         png=report(run_path("plots/{table}.curves.png"), caption="../report/curves.rst", category="Learning curves",
-                   labels={"table": "{table}"}),
-        pdf=run_path("plots/{table}.curves.pdf"),
+                   labels={"table": "{table}", "format": "PNG"}),
+        pdf=report(run_path("plots/{table}.curves.pdf"), caption="../report/curves.rst", category="Learning curves",
+                   labels={"table": "{table}", "format": "PDF"}),
     params:
         title=lambda wc: rst_text(PLAN.table(wc.table).title),
         max_seeds=PLAN.max_seeds or 0,

@@ -58,12 +58,17 @@ class Vocab:
         for ids in sources:
             tokens += len(ids)
             unknown += sum(i == UNK_ID for i in ids)
-        share = unknown / tokens if tokens else 0.0
-        if share < UNKNOWN_WARN:
-            return share, ""
-        return share, (f"{what}: {share:.1%} of the source subwords are not in the model's vocabulary (<unk>); "
-                       "the BPE codes or the text may come from another corpus, language or tokenization than "
-                       "the model's training data")
+        return unknown_warning(unknown, tokens, what)
 
     def decode(self, ids: Iterable[int]) -> str:
         return " ".join(self.itos[i] for i in ids if i not in (PAD_ID, BOS_ID, EOS_ID))
+
+
+def unknown_warning(unknown: int, tokens: int, what: str) -> tuple[float, str]:
+    """`Vocab.unknown_warning` from the counts: <unk> subwords among `tokens` source subwords."""
+    share = unknown / tokens if tokens else 0.0
+    if share < UNKNOWN_WARN:
+        return share, ""
+    return share, (f"{what}: {share:.1%} of the source subwords are not in the model's vocabulary (<unk>); "
+                   "the BPE codes or the text may come from another corpus, language or tokenization than "
+                   "the model's training data")

@@ -133,12 +133,52 @@ class _Search:
         score, _, tokens = max(self.finished[b], key=lambda f: f[0])
         return tokens, score
 
+    def ranked(self, b: int) -> list[Finished]:
+        """Sentence b's finished hypotheses, best first, each token sequence once."""
+        out: dict[tuple[int, ...], Finished] = {}
+        for f in sorted(self.finished[b], key=lambda f: -f[0]):
+            out.setdefault(tuple(f[2]), f)
+        return list(out.values())
+
 
 @torch.no_grad()
 def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, beam: int = DEFAULT.beam,
                 max_len: int | Tensor = 100, penalty: str = DEFAULT.length_penalty, alpha: float = DEFAULT.alpha,
                 greedy_floor: bool = DEFAULT.greedy_floor) -> list[tuple[list[int], float]]:
     """Translate a padded batch; returns per sentence (token ids without </s>, normalised score)."""
+    searches = _search(model, src, src_mask, beam, max_len, penalty, alpha, greedy_floor)
+    results = [searches[0].best(b) for b in range(src.size(0))]
+    if len(searches) > 1:
+        for b in range(src.size(0)):
+            greedy = searches[1].best(b)
+            if greedy[1] > results[b][1]:
+                results[b] = greedy
+    return results
+
+
+@torch.no_grad()
+def nbest_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, nbest: int, beam: int = DEFAULT.beam,
+                 max_len: int | Tensor = 100, penalty: str = DEFAULT.length_penalty, alpha: float = DEFAULT.alpha,
+                 greedy_floor: bool = DEFAULT.greedy_floor) -> list[list[Finished]]:
+    """The same search as `beam_search`, keeping per sentence its `nbest` best different finished
+    hypotheses (normalised score, log p, tokens), best first: the first is `beam_search`'s answer. At most
+    `beam` of them (a beam finishes at most `beam` hypotheses a step; a sentence may end with fewer)."""
+    if not 1 <= nbest <= beam:
+        raise ValueError(f"nbest {nbest}: give 1 to the beam size ({beam}); a wider list needs a wider beam")
+    searches = _search(model, src, src_mask, beam, max_len, penalty, alpha, greedy_floor)
+    out = []
+    for b in range(src.size(0)):
+        found: dict[tuple[int, ...], Finished] = {}
+        for s in searches:                               # the beam's first: it wins ties, as in beam_search
+            for f in s.ranked(b):
+                found.setdefault(tuple(f[2]), f)
+        out.append(sorted(found.values(), key=lambda f: -f[0])[:nbest])
+    return out
+
+
+def _search(model: Seq2Seq, src: Tensor, src_mask: Tensor, beam: int, max_len: int | Tensor, penalty: str,
+            alpha: float, greedy_floor: bool) -> list[_Search]:
+    """Run the search of `beam` (and of the greedy floor beside it); → the searches, finished."""
     normalise(0.0, 1, penalty, alpha)                    # an unknown penalty fails before any work
     B, device = src.size(0), src.device
     if isinstance(max_len, int):
@@ -175,10 +215,4 @@ def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, beam: int = DEFAU
         if dropped:
             rows = torch.cat(kept)
             state, prev = state.select(rows), prev.index_select(0, rows)
-    results = [searches[0].best(b) for b in range(B)]
-    if len(searches) > 1:
-        for b in range(B):
-            greedy = searches[1].best(b)
-            if greedy[1] > results[b][1]:
-                results[b] = greedy
-    return results
+    return searches

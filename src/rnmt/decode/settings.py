@@ -24,6 +24,9 @@ class DecodeSettings:
     max_len_extra: int = setting(10, minimum=0)
     greedy_floor: bool = setting(False, "let greedy search's hypothesis replace the beam's when it scores higher "
                                         "(no paper does)")
+    average_last: int = setting(0, "decode the element-wise average of the model's last k validation checkpoints "
+                                   "(train setting keep_checkpoints: k or more) instead of its best one (model.pt); "
+                                   "0: model.pt", minimum=0)
     threads: int = setting(0, "CPU threads for torch; 0: torch's default", minimum=0)
 
     @classmethod
@@ -31,9 +34,10 @@ class DecodeSettings:
         return checked(cls, d, "decoding")
 
     def search(self) -> dict[str, Any]:
-        """The settings of the search itself (threads are the job's)."""
+        """The settings of the search itself (threads are the job's; average_last chooses the weights)."""
         out = asdict(self)
         out.pop("threads")
+        out.pop("average_last")
         return out
 
 

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import torch
 from tqdm import tqdm
 
 from rnmt import fastpath, provenance
 from rnmt.data.batching import count_words, load_labels, pad_source
-from rnmt.decode.beam import beam_search
+from rnmt.decode.beam import Finished, beam_search, nbest_search
 from rnmt.decode.ensemble import load_ensemble_with_labels
 from rnmt.decode.settings import DEFAULT
 from rnmt.io import InputError, read_lines, write_lines
 from rnmt.models.base import Seq2Seq
+from rnmt.progress import clock
 
 log = logging.getLogger(__name__)
 
@@ -35,28 +36,66 @@ def translate_ids(model: Seq2Seq, sources: Sequence[Sequence[int]], beam: int = 
 
     `labels`: one label id per source token (factored models), aligned with `sources`.
     """
+    def search(src: torch.Tensor, mask: torch.Tensor, limits: torch.Tensor) -> list[list[int]]:
+        return [hyp for hyp, _ in beam_search(model, src, mask, beam, limits, penalty, alpha, greedy_floor)]
+
+    return _decode(model, sources, search, beam, batch_size, max_len_ratio, max_len_extra, device, progress,
+                   labels)
+
+
+def translate_nbest(model: Seq2Seq, sources: Sequence[Sequence[int]], nbest: int, beam: int = D.beam,
+                    batch_size: int = D.batch_size, max_len_ratio: float = D.max_len_ratio,
+                    max_len_extra: int = D.max_len_extra, penalty: str = D.length_penalty, alpha: float = D.alpha,
+                    device: torch.device | str = "cpu", progress: bool = False,
+                    labels: Sequence[Sequence[int]] | None = None,
+                    greedy_floor: bool = D.greedy_floor) -> list[list[Finished]]:
+    """`translate_ids`' search keeping each sentence's `nbest` best hypotheses: (normalised score, log p,
+    token ids), best first (the first is translate_ids' answer)."""
+    if not 1 <= nbest <= beam:
+        raise InputError(f"--nbest {nbest}: give 1 to the beam size ({beam}); for a longer list widen the beam "
+                         f"(--beam {max(nbest, 1)})")
+
+    def search(src: torch.Tensor, mask: torch.Tensor, limits: torch.Tensor) -> list[list[Finished]]:
+        return nbest_search(model, src, mask, nbest, beam, limits, penalty, alpha, greedy_floor)
+
+    return _decode(model, sources, search, beam, batch_size, max_len_ratio, max_len_extra, device, progress,
+                   labels)
+
+
+T = TypeVar("T")
+
+
+def _decode(model: Seq2Seq, sources: Sequence[Sequence[int]],
+            search: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], list[T]], beam: int, batch_size: int,
+            max_len_ratio: float, max_len_extra: int, device: torch.device | str, progress: bool,
+            labels: Sequence[Sequence[int]] | None) -> list[T]:
+    """`search` over the sentences sorted by length in batches of `batch_size`, in the input's order."""
     was_training = model.training
     model.eval()
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
-    out: list[list[int]] = [[] for _ in sources]
+    out: list[Any] = [None] * len(sources)
     bar = tqdm(total=len(sources), desc="decode", unit="sent", disable=None if progress else True, mininterval=2.0)
     # off a terminal (a job log) a line at every tenth of the sentences instead of the bar
     log_lines = progress and bar.disable
     t0, next_log = time.perf_counter(), len(sources) / 10
+    # sentences go shortest first, so the time left is estimated from the source tokens still to decode
+    total_tokens, done_tokens = sum(len(s) for s in sources), 0
     for start in range(0, len(order), batch_size):
         idx = order[start:start + batch_size]
         src, mask = pad_source([sources[i] for i in idx], [labels[i] for i in idx] if labels is not None else None)
         src, mask = src.to(device), mask.to(device)
         limits = (mask.sum(1).float() * max_len_ratio + max_len_extra).long()
-        found = beam_search(model, src, mask, beam, limits, penalty, alpha, greedy_floor)
-        for i, (hyp, _) in zip(idx, found, strict=True):
-            out[i] = hyp
+        for i, found in zip(idx, search(src, mask, limits), strict=True):
+            out[i] = found
         bar.update(len(idx))
         done = start + len(idx)
+        done_tokens += sum(len(sources[i]) for i in idx)
         if log_lines and (done >= next_log or done == len(sources)):
             seconds = time.perf_counter() - t0
-            log.info("decoded %d of %d sentences (%.0f%%), %.1f sentences/s, beam %d", done, len(sources),
-                     100 * done / len(sources), done / max(seconds, 1e-9), beam)
+            left = seconds * (total_tokens - done_tokens) / max(done_tokens, 1)
+            log.info("decoded %d of %d sentences (%.0f%%), %.1f sentences/s, beam %d | %s, about %s left", done,
+                     len(sources), 100 * done / len(sources), done / max(seconds, 1e-9), beam, clock(seconds),
+                     clock(left))
             next_log = done + len(sources) / 10
     bar.close()
     model.train(was_training)

@@ -47,32 +47,32 @@ def cmd_compare(a: argparse.Namespace) -> None:
 
 def add_parsers(sub: Any) -> None:
     s = sub.add_parser("score", help="score a translation and write metrics.json")
-    s.add_argument("--hyp", required=True)
+    s.add_argument("--hyp", required=True, help="the detokenized translation, a line per test sentence")
     s.add_argument("--ref", required=True, nargs="+",
                    help="reference file(s); extra references beside them (<file>.ref1, ...) are used too")
-    s.add_argument("--hyp-tok")
-    s.add_argument("--ref-tok", nargs="+")
+    s.add_argument("--hyp-tok", help="the translation tokenized (BPE removed), for tokenized BLEU")
+    s.add_argument("--ref-tok", nargs="+", help="the references tokenized, for tokenized BLEU (multi-bleu)")
     s.add_argument("--src", help="tokenized source, for BLEU by source length (DTMT Figure 3)")
     s.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU (NIST Zh-En)")
     s.add_argument("--manifest", help="the test split's assemble manifest: BLEU per test set it merges")
     s.add_argument("--train-metrics", nargs="*", default=[], help="train.json of the model or of each member")
-    s.add_argument("--decode-metrics")
+    s.add_argument("--decode-metrics", help="the translate job's speed JSON (rnmt translate --metrics)")
     s.add_argument("--meta", nargs="*", default=[], type=key_value, help="key=value pairs stored in the metrics")
     s.add_argument("--override", type=json_object, default={},
                    help="the run's config override (JSON), recorded so that tables say what their rows ran with")
-    s.add_argument("--output", required=True)
+    s.add_argument("--output", required=True, help="the metrics JSON to write")
     s.set_defaults(func=cmd_score)
 
     s = sub.add_parser("gates", help="ATR gate statistics on a test set (ATR section 5.1, Figure 3)")
-    s.add_argument("--model", required=True)
+    s.add_argument("--model", required=True, help="an ATR model's checkpoint (model.pt)")
     s.add_argument("--src", required=True, help="segmented source")
     s.add_argument("--tgt", required=True, help="segmented reference")
-    s.add_argument("--output", required=True)
+    s.add_argument("--output", required=True, help="the gate statistics JSON to write")
     s.set_defaults(func=cmd_gates)
 
     s = sub.add_parser("cell-counts", help="a cell's weight matrices and matrix transformations per step (ATR Table 1)")
-    s.add_argument("--cell", required=True)
-    s.add_argument("--output", required=True)
+    s.add_argument("--cell", required=True, help="a registered cell (atr, gru, lstm, ...)")
+    s.add_argument("--output", required=True, help="the counts JSON to write")
     s.set_defaults(func=cmd_cell_counts)
 
     s = sub.add_parser("compare", help="two runs' common systems side by side, with paired significance tests "

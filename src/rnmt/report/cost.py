@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rnmt.io import InputError
-from rnmt.report.curves import read_log
+from rnmt.report.curves import read_log, train_loss
 from rnmt.report.figures import smooth
 from rnmt.report.plotting import save
 
@@ -22,7 +22,7 @@ def cost_series(log_path: str | Path) -> tuple[list[int], list[float]]:
     train = [r for r in read_log(log_path) if r.get("kind") == "train"]
     if not train:
         raise InputError(f"{log_path}: no training records (kind: train) to plot")
-    return [r["step"] for r in train], [r["loss"] for r in train]
+    return [r["step"] for r in train], [train_loss(r) for r in train]
 
 
 def plot_cost(logs: Sequence[str | Path], out_png: str | Path, names: Sequence[str] | None = None,

@@ -24,6 +24,12 @@ def read_log(path: str | Path) -> list[dict]:
     return records
 
 
+def train_loss(record: dict) -> float:
+    """A training record's loss over its log window (the job log line's), or, in logs written before
+    train.jsonl kept it, the loss of the one update at the log step."""
+    return record.get("mean_loss", record["loss"])
+
+
 def plot(log_path: str | Path, out_png: str | Path, title: str = "") -> None:
     import matplotlib
 
@@ -37,8 +43,8 @@ def plot(log_path: str | Path, out_png: str | Path, title: str = "") -> None:
         raise InputError(f"{log_path}: no validation records to plot")
     fig, (ax_loss, ax_bleu) = plt.subplots(1, 2, figsize=(10, 3.8))
     minutes = [r["train_seconds"] / 60 for r in valid]
-    ax_loss.plot([r["train_seconds"] / 60 for r in train], [r["loss"] for r in train], lw=0.8, alpha=0.6,
-                 label="train loss (batch)")
+    ax_loss.plot([r["train_seconds"] / 60 for r in train], [train_loss(r) for r in train], lw=0.8, alpha=0.6,
+                 label="train loss (mean since the last log step)")
     ax_loss.plot(minutes, [r["dev_loss"] for r in valid], "o-", label="dev loss")
     ax_loss.set_xlabel("training minutes")
     ax_loss.set_ylabel("cross-entropy per token")

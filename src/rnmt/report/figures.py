@@ -17,7 +17,7 @@ from typing import Any
 from rnmt.io import InputError, read_json
 from rnmt.plan import Table
 from rnmt.report import ran
-from rnmt.report.curves import read_log
+from rnmt.report.curves import read_log, train_loss
 from rnmt.report.plotting import save
 
 
@@ -105,7 +105,7 @@ def cost(table: Table, logs: Sequence[str | Path], out_png: str | Path, window: 
     for system, files in _systems(table, logs, 2).items():
         train = [r for r in read_log(files[0]) if r["kind"] == "train"]
         if train:
-            ax.plot([r["step"] for r in train], smooth([r["loss"] for r in train], window), label=system)
+            ax.plot([r["step"] for r in train], smooth([train_loss(r) for r in train], window), label=system)
     ax.set_xlabel("minibatch")
     ax.set_ylabel("training cost (cross-entropy per token)")
     ax.legend(fontsize=7)
@@ -124,7 +124,7 @@ def perplexity(table: Table, logs: Sequence[str | Path], out_png: str | Path, wi
         if not train or not valid:
             continue
         line = ax.plot([r["train_seconds"] / 60 for r in train],
-                       [math.exp(min(v, 50.0)) for v in smooth([r["loss"] for r in train], window)], lw=1,
+                       [math.exp(min(v, 50.0)) for v in smooth([train_loss(r) for r in train], window)], lw=1,
                        label=f"{system}: training")[0]
         ax.plot([r["train_seconds"] / 60 for r in valid], [r["dev_ppl"] for r in valid], "o--", ms=3,
                 color=line.get_color(), label=f"{system}: validation")

@@ -11,6 +11,7 @@ import pandas as pd
 
 from rnmt.plan import Table
 from rnmt.report.layout import COUNTS, fmt, fmt_count, footer, label, number
+from rnmt.report.metric_names import better
 
 _HTML_STYLE = """
 body { font-family: "DejaVu Sans", Helvetica, Arial, sans-serif; font-size: 14px; margin: 1.5em; color: #222; }
@@ -22,12 +23,13 @@ th:first-child, td:first-child { text-align: left; }
 thead tr:last-child th { border-bottom: 1px solid #222; }
 th.group { border-bottom: 1px solid #999; text-align: center; }
 td.paper { color: #555; }
-td.diff.neg { color: #a33; }
-td.diff.pos { color: #276; }
+td.diff.worse { color: #a33; }
+td.diff.better { color: #276; }
 tbody tr:nth-child(even) { background: #f5f5f5; }
 sup { color: #36c; }
 ol.notes, div.footer { font-size: .9em; color: #444; margin-top: 1em; }
 code { font-size: .95em; }
+div.scroll { overflow-x: auto; max-width: 100%; }
 """
 
 
@@ -82,7 +84,8 @@ def html_table(table: Table, df: pd.DataFrame) -> str:
                 ours += note(r.why_empty)
             if has_paper[m]:
                 d = r["diff"]
-                sign = "" if math.isnan(d) else (" neg" if d < 0 else " pos")
+                way = 0 if math.isnan(d) or d == 0 else better(m) * (1 if d > 0 else -1)
+                sign = {1: " better", -1: " worse", 0: ""}[way]
                 cells += [f'<td class="paper">{html.escape(show(r.paper))}</td>', f"<td>{ours}</td>",
                           f'<td class="diff{sign}">{_diff(d)}</td>']
             else:
@@ -93,9 +96,10 @@ def html_table(table: Table, df: pd.DataFrame) -> str:
            f"<h1>{html.escape(table.title)}</h1>"]
     if table.paper:
         out.append(f'<p class="paper">Paper numbers: {_html_text(table.paper.strip().rstrip("."))}.</p>')
-    out += ["<table><thead>", "<tr>" + "".join(top) + "</tr>"]
+    # a table wider than the page scrolls sideways rather than losing its right-hand columns
+    out += ['<div class="scroll"><table><thead>', "<tr>" + "".join(top) + "</tr>"]
     out += ["<tr>" + "".join(sub) + "</tr>"] if sub else []
-    out += ["</thead><tbody>", *body, "</tbody></table>"]
+    out += ["</thead><tbody>", *body, "</tbody></table></div>"]
     if notes:
         out.append('<ol class="notes">' + "".join(f"<li>{_html_text(n)}</li>" for n in notes) + "</ol>")
     out.append('<div class="footer">' + "".join(f"<p>{_html_text(line)}</p>"

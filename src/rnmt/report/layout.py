@@ -50,9 +50,14 @@ def number(v: float, sign: str = "") -> str:
 
 
 def fmt(x: float, std: float = math.nan) -> str:
+    """`x`, and `± std` at x's decimals (0.119 ± 0.004, 1,234 ± 12: a spread written as precisely as the value)."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "–"
-    return number(x) + (f" ± {number(std)}" if not math.isnan(std) else "")
+    shown = number(x)
+    if math.isnan(std):
+        return shown
+    decimals = len(shown.split(".")[1]) if "." in shown and "e" not in shown else 0
+    return f"{shown} ± {std:,.{decimals}f}"
 
 
 COUNTS = {"weight_matrices", "matrix_transformations"}

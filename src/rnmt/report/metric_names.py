@@ -27,6 +27,19 @@ METRIC_LABELS = {
     "best_dev_ppl": "Dev ppl",
     "bleu_avg": "Avg",
 }
+# which way a metric is better, for colouring differences: higher (+1), lower (-1), neither (0: a size or
+# a count, which a scale changes, and ATR's gate correlation, which the paper reports rather than ranks)
+LOWER_IS_BETTER = ("decode_seconds_per_sentence", "best_dev_ppl", "train_minutes")
+NEITHER = ("params_m", "gate_pearson_r", "weight_matrices", "matrix_transformations")
+
+
+def better(metric: str) -> int:
+    """+1 where a higher value is better, -1 where a lower one is, 0 where neither."""
+    if metric.startswith(LOWER_IS_BETTER):
+        return -1
+    return 0 if metric in NEITHER else 1
+
+
 def timed(metric: str) -> bool:
     """Whether a metric measures time (a speed, a duration, or a ratio of speeds): it varies with the
     machine and its load, while every other metric follows from the run's settings and data."""

@@ -86,8 +86,8 @@ def load(path: str | Path, device: torch.device | str = "cpu") -> dict[str, Any]
         ckpt = torch.load(path, map_location=device, weights_only=True)
     except Exception as e:  # truncated or foreign files raise many different errors
         copy = keep_path(path)
-        fix = (f"delete it and rerun its training job, which restores it from its checked copy {copy.name} (or "
-               "names the files to delete to retrain)" if copy.is_file() else "delete it and retrain")
+        fix = (f"delete it and rerun its training job, which restores it from its copy {copy.name} if that is "
+               "sound, or names the files to delete to retrain" if copy.is_file() else "delete it and retrain")
         raise InputError(f"{path}: not a readable rnmt checkpoint ({type(e).__name__}: {e}); {fix}") from None
     if not isinstance(ckpt, dict):
         raise InputError(f"{path}: not an rnmt checkpoint (it holds a {type(ckpt).__name__}, not the mapping "

@@ -82,8 +82,12 @@ def add_parsers(sub: Any) -> None:
     s = sub.add_parser("train", help="train one model")
     s.add_argument("--model", required=True, type=json_object, help="model settings as JSON (arch, cell, sizes)")
     s.add_argument("--settings", required=True, type=json_object, help="training settings as JSON")
+    meaning = {"train-src": "the segmented (BPE) training source", "train-tgt": "the segmented training target",
+               "dev-src": "the segmented dev source", "dev-tgt": "the segmented dev target",
+               "src-vocab": "the source vocabulary (rnmt vocab)", "tgt-vocab": "the target vocabulary",
+               "out-dir": "the model folder (model.pt, last.pt, train.jsonl, train.json)"}
     for name in TRAIN_FILES:
-        s.add_argument(f"--{name}", required=True)
+        s.add_argument(f"--{name}", required=True, help=meaning[name])
     s.add_argument("--train-src-labels", help="source dependency labels, one per subword of --train-src")
     s.add_argument("--dev-src-labels", help="source dependency labels, one per subword of --dev-src")
     s.add_argument("--src-label-vocab", help="the label vocabulary (labels/<source>/vocab.lab)")

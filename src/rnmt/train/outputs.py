@@ -2,16 +2,21 @@
 deletes after a failed job.
 
 Snakemake deletes a failed job's outputs (model.pt, train.jsonl) before it retries, while last.pt,
-which is not an output, survives. So each output has a copy, `.<name>.keep`, written as a file of its
-own (never a hard link: a damaged output must not damage its copy), and a resumed run restores a
-missing output from it after checking that the copy is sound. A copy that is not sound stops the run
+which is not an output, survives. So each output has a copy, `.<name>.keep`, and a resumed run restores
+a missing output from it after checking that the copy is sound. A copy that is not sound stops the run
 with the names of every file to delete to train the model afresh.
+
+model.pt's copy is a hard link, not a second file: Snakemake's deletion removes one name and the weights
+stay under the other, at no cost in disk (the weights are the largest file of a model folder after
+last.pt). The trainer never writes model.pt in place (each save replaces the file), so the link keeps
+the weights it was made from. Where the file system has no hard links, the copy is a file of its own.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import socket
 import time
@@ -33,14 +38,22 @@ def keep_path(path: Path) -> Path:
 
 
 def keep(path: Path, content: bytes | None = None) -> None:
-    """Copy `path`, or write `content` as its copy, to `.<name>.keep` (atomically: a killed copy leaves
-    the previous copy as it was)."""
+    """Link `path`, or write `content` as its copy, to `.<name>.keep` (atomically: a killed job leaves the
+    previous copy as it was)."""
     if content is not None:
         with atomic_writer(keep_path(path), "wb") as f:
             f.write(content)
         return
-    with atomic_path(keep_path(path)) as tmp:
-        shutil.copyfile(path, tmp)
+    _link_or_copy(path, keep_path(path))
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    with atomic_path(target) as tmp:
+        tmp.unlink()
+        try:
+            os.link(source, tmp)
+        except OSError:                 # no hard links here (some network and FAT file systems)
+            shutil.copyfile(source, tmp)
 
 
 def restore(path: Path, check: Callable[[Path], None], fresh_start: list[Path]) -> bool:
@@ -58,8 +71,7 @@ def restore(path: Path, check: Callable[[Path], None], fresh_start: list[Path]) 
         files = " ".join(str(f) for f in [copy, *fresh_start] if f.exists())
         raise InputError(f"{path} is missing and its copy {copy} is damaged ({e}); the model cannot be restored. "
                          f"Delete {files} and rerun to train it afresh") from None
-    with atomic_path(path) as tmp:
-        shutil.copyfile(copy, tmp)
+    _link_or_copy(copy, path)
     return True
 
 

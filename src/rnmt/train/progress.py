@@ -25,6 +25,7 @@ class Progress:
     batch_in_epoch: int = 0             # batches of the current epoch already trained on
     epoch_rng_state: Any = None         # the batch-order RNG at the start of the current epoch
     train_seconds: float = 0.0          # optimisation steps only (validation excluded)
+    valid_seconds: float = 0.0          # the validations' (for the time left in the job log)
     src_words: int = 0
     tgt_words: int = 0
     tgt_tokens: int = 0
@@ -65,16 +66,23 @@ class LogWindow:
     def mean_loss(self) -> float:
         return self.loss / max(self.tokens, 1)
 
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / max(self.seconds, 1e-9)
+
     def line(self, s: TrainSettings, step: int, epoch: int, train_seconds: float, done: float | None,
-             lr: float) -> str:
-        """One line for a job log (times exclude validation)."""
+             lr: float, valid_seconds: float = 0.0, validations: int = 0) -> str:
+        """One line for a job log. Training time excludes validation; the time left includes the validations
+        still to come in a step budget, at the mean time of those so far."""
         where = f"step {step}" + (f"/{s.max_steps}" if s.max_steps else "")
         if done is not None:
             where += f" ({100 * done:.0f}% of the budget)"
         eta = (train_seconds * (1 - done) / done) if done else None
+        if eta is not None and s.max_steps and validations:
+            eta += (s.max_steps // s.valid_every - step // s.valid_every) * valid_seconds / validations
         mean = self.mean_loss
         return (f"{where}, epoch {epoch} | loss {mean:.3f}, ppl {math.exp(min(mean, 50.0)):.2f} over the last "
-                f"{s.log_every} steps | {self.tokens / max(self.seconds, 1e-9):,.0f} target tokens/s | lr {lr:.2g} | "
+                f"{s.log_every} steps | {self.tokens_per_s:,.0f} target tokens/s | lr {lr:.2g} | "
                 f"{clock(train_seconds)} training" + (f", about {clock(eta)} left" if eta is not None else ""))
 
 

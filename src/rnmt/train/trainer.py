@@ -331,15 +331,18 @@ class Trainer:
         value = total * self.world
         self._window.add(value, tokens, dt)
         if p.step % s.log_every == 0:
-            mean = self._window.mean_loss
-            self.bar.set_postfix(loss=f"{mean:.3f}", ppl=f"{math.exp(min(mean, 50.0)):.1f}", epoch=p.epoch)
+            w = self._window
+            self.bar.set_postfix(loss=f"{w.mean_loss:.3f}", ppl=f"{math.exp(min(w.mean_loss, 50.0)):.1f}",
+                                 epoch=p.epoch)
             if self.bar.disable and self.rank == 0:
                 done = budget_done(s, p.step, p.train_seconds, p.epoch, p.batch_in_epoch, self._epoch_batches)
-                log.info("%s", self._window.line(s, p.step, p.epoch, p.train_seconds, done, lr))
+                log.info("%s", w.line(s, p.step, p.epoch, p.train_seconds, done, lr, p.valid_seconds, len(p.curve)))
             self._window = LogWindow()
-            self._record({"kind": "train", "step": p.step, "epoch": p.epoch, "loss": value, "lr": lr,
-                          "tokens_per_update": tokens,
+            # loss: this update's; mean_loss: the window's, as the log line gives it (what the plots draw)
+            self._record({"kind": "train", "step": p.step, "epoch": p.epoch, "loss": value,
+                          "mean_loss": w.mean_loss, "lr": lr, "tokens_per_update": tokens,
                           "train_seconds": round(p.train_seconds, 3), "tgt_tokens_per_s": tokens / dt,
+                          "mean_tgt_tokens_per_s": w.tokens_per_s,
                           "memory_mb": round(hardware.peak_memory_mb(self.device), 1)})
 
     def _eager_gradients(self, parts: list[Batch], tokens: int) -> torch.Tensor:
@@ -370,12 +373,15 @@ class Trainer:
     def _validate(self) -> bool:
         """Score the dev set, keep the best checkpoint; True when training should stop (patience)."""
         s, p = self.s, self.p
+        t0 = time.perf_counter()
         rec: dict[str, Any] = {"kind": "valid", "step": p.step, "epoch": p.epoch,
                                "train_seconds": round(p.train_seconds, 3)}
         rec["dev_loss"] = dev_loss(self.model, self.dev_data, s.batch_size, self.device)
         rec["dev_ppl"] = math.exp(min(rec["dev_loss"], 50.0))
         if s.valid_bleu:
             rec["dev_bleu"] = dev_bleu(self.model, self.dev_data, self.tgt_vocab, self.device, s.batch_size)
+        rec["valid_seconds"] = round(time.perf_counter() - t0, 3)
+        p.valid_seconds += rec["valid_seconds"]
         self._record(rec)
         p.curve.append(rec)
         log.info("validation at step %d: dev ppl %.3f%s", p.step, rec["dev_ppl"],
