@@ -30,6 +30,8 @@ sup { color: #36c; }
 ol.notes, div.footer { font-size: .9em; color: #444; margin-top: 1em; }
 code { font-size: .95em; }
 div.scroll { overflow-x: auto; max-width: 100%; }
+th:first-child, td:first-child { position: sticky; left: 0; background: #fff; }
+tbody tr:nth-child(even) td:first-child { background: #f5f5f5; }
 """
 
 
