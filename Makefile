@@ -40,7 +40,7 @@ demo: setup
 # 20 min 52 s (842 tests, one after the other on a quiet machine; one process took 25 minutes for 795).
 TEST_WORKERS ?= 3
 test: setup
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 lint: setup
 	$(BIN)/ruff check src tests

@@ -22,6 +22,28 @@ os.environ["RNMT_FASTPATH_CACHE"] = str(Path(tempfile.mkdtemp(prefix="rnmt-fastp
 SESSION_ENV = {k: os.environ[k] for k in ("RNMT_FASTPATH", "RNMT_FASTPATH_CACHE")}
 
 
+# The files that take minutes (a Snakemake build, a cluster, a retrained demo), longest first. Handed out
+# first, they run beside the many short files rather than after them: `make test` runs xdist with
+# --no-loadscope-reorder, whose default would order files by their number of tests and so leave these
+# last (the suite then took 22 min 35 s, its SLURM file starting at minute 20). Durations in
+# benchmarks/README.md.
+LONG_FIRST = ("test_demo_findings.py", "test_tables.py", "test_slurm.py", "faults/test_finished_run_faults.py",
+              "test_corpora_workflow.py", "test_workflow.py", "test_config.py", "faults/test_training_faults.py",
+              "faults/test_rerun_workflow.py", "test_ud_stanza.py", "test_train.py", "test_multigpu.py",
+              "test_bench.py")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(LONG_FIRST)}
+    tests = ROOT / "tests"
+
+    def key(item: pytest.Item) -> int:
+        path = Path(str(item.fspath))
+        return rank.get(path.relative_to(tests).as_posix(), len(rank)) if path.is_relative_to(tests) else len(rank)
+
+    items.sort(key=key)            # stable: every file keeps its own order, the others theirs
+
+
 @cache
 def _guard_plan() -> Path:
     return envblock.plan_file(Path(tempfile.mkdtemp(prefix="rnmt-envguard-")))

@@ -29,7 +29,8 @@ def test_differences_are_coloured_by_whether_ours_is_better() -> None:
     ours = {"bleu": (20.0, 22.0), "params_m": (10.0, 87.9), "decode_seconds_per_sentence": (0.01, 0.02),
             "gate_pearson_r": (0.1, -0.98), "train_tgt_words_per_s": (2000.0, 1500.0)}
     df = pd.DataFrame([{"system": "A", "metric": m, "ours": o, "paper": p, "diff": o - p, "std": 0.5,
-                        "why_empty": "", "signature": "", "scale": "mini", "run": "r"} for m, (o, p) in ours.items()])
+                        "why_empty": "", "signature": "", "scale": "mini", "run": "r", "p_value": math.nan}
+                       for m, (o, p) in ours.items()])
     page = html_table(table, df)
     classes = re.findall(r'<td class="diff ?([a-z]*)">', page)
     assert classes == ["worse", "", "better", "", "better"]

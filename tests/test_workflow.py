@@ -132,6 +132,41 @@ def test_table_target_runs_for_real_and_rerun_does_nothing(workdir: Path) -> Non
 
 
 @pytest.mark.workflow
+def test_rows_are_tested_against_the_reference_row_as_sacrebleu_tests_them(workdir: Path) -> None:
+    """The table's p-values are sacrebleu's paired bootstrap of each row against RNNSearch + GRU (the
+    table's baseline) on the files scored: ATR's two seeds each against GRU's one seed (the larger p
+    counts), the ensemble's one decoding against it."""
+    from sacrebleu.metrics import BLEU
+    from sacrebleu.significance import PairedTest
+
+    if not (workdir / TABLE).is_file():
+        pytest.skip("needs test_table_target_runs_for_real_and_rerun_does_nothing's run")
+    run_dir = workdir / "results/tiny"
+    ref = (run_dir / "data/synthetic-demo/raw/test.tgt").read_text().splitlines()
+
+    def hyp(variant: str, member: str) -> list[str]:
+        return (run_dir / f"translations/synthetic-demo/{variant}/{member}/test.txt").read_text().splitlines()
+
+    def sacrebleu_p(system: list[str]) -> float:
+        _, results = PairedTest([("base", hyp("rnnsearch-gru", "seed1")), ("system", system)], {"BLEU": BLEU()},
+                                [ref], test_type="bs", n_samples=1000)()
+        base, other = results["BLEU"]
+        return 1.0 if base.score == other.score else other.p_value
+
+    bleu = pd.read_csv(workdir / TABLE).query("metric == 'bleu'").set_index("system").p_value
+    assert math.isnan(bleu["RNNSearch + GRU"])
+    atr = max(sacrebleu_p(hyp("rnnsearch-atr", "seed1")), sacrebleu_p(hyp("rnnsearch-atr", "seed2")))
+    assert bleu["RNNSearch + ATR"] == pytest.approx(atr, abs=1e-12)
+    assert bleu["RNNSearch + ATR (ensemble of 2)"] == pytest.approx(sacrebleu_p(hyp("rnnsearch-atr", "ens1-2")),
+                                                                     abs=1e-12)
+    md = (workdir / TABLE).with_suffix(".md").read_text()
+    rows = {line.split(" | ")[0][2:]: line.split(" | ")[1] for line in md.splitlines() if line.startswith("| RNN")}
+    for system, p in bleu.items():
+        assert rows[system].endswith("*") == (p < 0.05), (system, p, rows[system])
+    assert "BLEU marked * differs from RNNSearch + GRU's at p < 0.05" in md
+
+
+@pytest.mark.workflow
 def test_a_built_run_remembers_its_config_and_reports_what_it_built(workdir: Path) -> None:
     """The second day: later commands on the run name only the run; the report shows the one table built."""
     if not (workdir / TABLE).is_file():

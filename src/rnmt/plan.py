@@ -119,30 +119,35 @@ class Table:
         return [r for r in self.rows if r.trained]
 
 
-def row_seeds(row: dict[str, Any], max_seeds: int | None = None) -> tuple[int, ...]:
-    """A row's seeds, the first `max_seeds` of them at a scale that caps them (the demo)."""
-    seeds = tuple(row.get("seeds", [1]))
-    return seeds[:max_seeds] if max_seeds else seeds
+def row_seeds(row: dict[str, Any], max_seeds: int | None = None, seeds: int | None = None) -> tuple[int, ...]:
+    """A row's seeds: at a scale that sets `seeds`, a row that lists fewer trains that many (its own first,
+    then the lowest unused: `mini` trains 3 a row, so that a table can tell differences from seed noise);
+    an ensemble keeps the members it lists. Then the first `max_seeds` at a scale that caps them (the demo)."""
+    own = tuple(row.get("seeds", [1]))
+    if seeds and not row.get("ensemble") and len(own) < seeds:
+        extra = [s for s in range(1, seeds + len(own) + 1) if s not in own]
+        own = own + tuple(extra[: seeds - len(own)])
+    return own[:max_seeds] if max_seeds else own
 
 
 def load_table(path: str | Path, corpus: str | None = None, max_seeds: int | None = None,
-               scale_note: str = "") -> Table:
+               scale_note: str = "", seeds: int | None = None) -> Table:
     """`table_from_experiment` of an experiment file; `scale_note` (what the run's scale changes) goes before
     the table's own notes."""
-    table = table_from_experiment(load_yaml(path), Path(path), corpus, max_seeds)
+    table = table_from_experiment(load_yaml(path), Path(path), corpus, max_seeds, seeds)
     table.notes = "\n\n".join(n.strip() for n in (scale_note, table.notes) if n.strip())
     return table
 
 
 def table_from_experiment(exp: dict[str, Any], path: Path, corpus: str | None = None,
-                          max_seeds: int | None = None) -> Table:
+                          max_seeds: int | None = None, seeds: int | None = None) -> Table:
     """The table's layout (rows, metrics, paper numbers) from a validated experiment file; `corpus` is
     the corpus the plan's scale chose for it, `max_seeds` its cap on seeds per row."""
     rows = []
     for r in exp["rows"]:
         trained = "variant" in r and exp.get("kind", "translation") == "translation"
         rows.append(Row(r["system"], r.get("variant") if trained else None, r.get("paper") or {},
-                        row_seeds(r, max_seeds), bool(r.get("ensemble", False)), r.get("why_not", ""),
+                        row_seeds(r, max_seeds, seeds), bool(r.get("ensemble", False)), r.get("why_not", ""),
                         r.get("cell"), r.get("labels")))
     return Table(exp["table"], path, exp["title"], corpus or exp.get("corpus"), exp.get("testset", "test"),
                  exp["metrics"], rows, exp.get("paper", ""), exp.get("kind", "translation"), exp.get("baseline"),
@@ -182,6 +187,7 @@ class Plan:
         self.scale = config["scale"]
         self.scale_settings: dict[str, Any] = (config.get("scales") or {}).get(self.scale) or {}
         self.max_seeds: int | None = self.scale_settings.get("max_seeds")
+        self.seeds: int | None = self.scale_settings.get("seeds")        # at least this many a row
         # how the run's computations choose among their paths (rnmt.fastpath): measured once per run and
         # kept in results/<run>/fast_paths.json, or each computation's default (the demo: no timing decides)
         self.fast_paths: str = self.scale_settings.get("fast_paths", "measure")
@@ -204,7 +210,7 @@ class Plan:
             check_experiment(exp, path)
             check_row_models(exp, path)
             corpus = self._table_corpus(exp, path) if exp.get("kind", "translation") == "translation" else None
-            table = table_from_experiment(exp, path, corpus, self.max_seeds)
+            table = table_from_experiment(exp, path, corpus, self.max_seeds, self.seeds)
             for row in exp["rows"]:
                 if "arch" not in row or table.kind != "translation":
                     continue
@@ -278,7 +284,7 @@ class Plan:
         except InputError as e:
             raise ConfigError(f"table {exp['table']}, row {row['system']!r} (variant {row['variant']}): {e}") from None
         return Variant(row["variant"], corpus, model, train, decode,
-                       row_seeds(row, self.max_seeds), row.get("labels"))
+                       row_seeds(row, self.max_seeds, self.seeds), row.get("labels"))
 
     def variant(self, corpus: str, name: str) -> Variant:
         try:

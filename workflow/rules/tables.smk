@@ -21,6 +21,7 @@ rule table:
         caption=lambda wc: report_caption(PLAN.table(wc.table)),
         corpus=lambda wc: PLAN.table(wc.table).corpus or "",
         max_seeds=PLAN.max_seeds or 0,
+        seeds=PLAN.seeds or 0,
         run=PLAN.run,
         scale=PLAN.scale,
         scale_note=PLAN.scale_settings.get("note", ""),
@@ -30,7 +31,7 @@ rule table:
         run_path("logs/table/{table}.log"),
     shell:
         "rnmt table --experiment {input.experiment:q} --run {params.run:q} --scale {params.scale:q} "
-        "--corpus={params.corpus:q} --max-seeds {params.max_seeds:q} --scale-note={params.scale_note:q} --csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} "
+        "--corpus={params.corpus:q} --max-seeds {params.max_seeds:q} --seeds {params.seeds:q} --scale-note={params.scale_note:q} --csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} "
         "--html {output.html:q} "
         "--gates {input.gates:q} --cells {input.cells:q} --data-reports {input.data_reports:q} "
         "-- {input.metrics:q} 2> {log:q}"
@@ -54,13 +55,14 @@ rule figure:
     params:
         caption=lambda wc: report_caption(PLAN.table(wc.table)),
         max_seeds=PLAN.max_seeds or 0,
+        seeds=PLAN.seeds or 0,
         scale=PLAN.scale,
     conda:
         "../../envs/data.yaml"
     log:
         run_path("logs/figure/{table}.log"),
     shell:
-        "rnmt figure --experiment {input.experiment:q} --scale {params.scale:q} --max-seeds {params.max_seeds:q} --output {output.png:q} "
+        "rnmt figure --experiment {input.experiment:q} --scale {params.scale:q} --max-seeds {params.max_seeds:q} --seeds {params.seeds:q} --output {output.png:q} "
         "--metrics {input.metrics:q} --gates {input.gates:q} --logs {input.logs:q} 2> {log:q}"
 
 
@@ -91,12 +93,13 @@ rule table_curves:
     params:
         title=lambda wc: rst_text(PLAN.table(wc.table).title),
         max_seeds=PLAN.max_seeds or 0,
+        seeds=PLAN.seeds or 0,
     conda:
         "../../envs/data.yaml"
     log:
         run_path("logs/table_curves/{table}.log"),
     shell:
-        "rnmt figure --curves --experiment {input.experiment:q} --max-seeds {params.max_seeds:q} --output {output.png:q} "
+        "rnmt figure --curves --experiment {input.experiment:q} --max-seeds {params.max_seeds:q} --seeds {params.seeds:q} --output {output.png:q} "
         "--logs {input.logs:q} 2> {log:q}"
 
 

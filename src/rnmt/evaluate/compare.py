@@ -60,25 +60,31 @@ def run_folder(arg: str | Path) -> Path:
                      "results/<run> or the run's name, for a run whose score jobs have finished (ls results/)")
 
 
+def scored_file(f: Path, m: dict[str, Any] | None = None) -> Scored:
+    """What metrics file `f` scored, checked to hold still what it scored (`verify_scored`)."""
+    m = read_json(f) if m is None else m
+    files = m.get("files")
+    if not files:
+        raise InputError(f"{f}: the metrics file does not name the files it scored (written by an older "
+                         "rnmt): rerun the run's score jobs, `snakemake --cores all --forcerun score` with "
+                         "the run's config")
+    verify_scored(f, m)
+    here = Path(f).parent
+    return Scored(Path(f), (here / files["hyp"]).resolve(), tuple((here / r).resolve() for r in files["refs"]),
+                  bool(files.get("lowercase")), m.get("scores", {}))
+
+
 def scored_systems(run: Path) -> dict[Key, Scored]:
     out: dict[Key, Scored] = {}
     for f in sorted((run / "metrics").rglob("*.json")):
         m = read_json(f)
         if not all(k in m for k in KEY_NAMES):
             continue
-        files = m.get("files")
-        if not files:
-            raise InputError(f"{f}: the metrics file does not name the files it scored (written by an older "
-                             "rnmt): rerun the run's score jobs, `snakemake --cores all --forcerun score` with "
-                             "the run's config")
-        verify_scored(f, m)
-        if "empty_output" in m.get("scores", {}):
-            log.warning("%s: not compared: %s", f, m["scores"]["empty_output"])
+        scored = scored_file(f, m)
+        if "empty_output" in scored.scores:
+            log.warning("%s: not compared: %s", f, scored.scores["empty_output"])
             continue
-        here = f.parent
-        out[tuple(str(m[k]) for k in KEY_NAMES)] = Scored(  # type: ignore[index]
-            f, (here / files["hyp"]).resolve(), tuple((here / r).resolve() for r in files["refs"]),
-            bool(files.get("lowercase")), m.get("scores", {}))
+        out[tuple(str(m[k]) for k in KEY_NAMES)] = scored  # type: ignore[index]
     return out
 
 

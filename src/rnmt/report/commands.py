@@ -17,7 +17,7 @@ def cmd_table(a: argparse.Namespace) -> None:
     from rnmt.plan import load_table
     from rnmt.report.tables import build
 
-    table = load_table(a.experiment, a.corpus or None, a.max_seeds or None, a.scale_note)
+    table = load_table(a.experiment, a.corpus or None, a.max_seeds or None, a.scale_note, a.seeds or None)
     df = build(table, a.metrics, a.run, a.scale, a.csv, a.md, a.tex, a.gates, a.html, a.cells, a.data_reports)
     log.info("table %s: %d cells → %s, %s", table.name, len(df), a.csv, a.md)
 
@@ -26,7 +26,7 @@ def cmd_figure(a: argparse.Namespace) -> None:
     from rnmt.plan import load_table
     from rnmt.report.figures import draw
 
-    table = load_table(a.experiment, None, a.max_seeds or None)
+    table = load_table(a.experiment, None, a.max_seeds or None, seeds=a.seeds or None)
     if a.curves:
         from rnmt.report.figures import curves
 
@@ -85,6 +85,7 @@ def add_parsers(sub: Any) -> None:
     s.add_argument("--scale", required=True, help="the run's scale (demo, mini, small, paper)")
     s.add_argument("--corpus", default="", help="the corpus the table ran on at this scale")
     s.add_argument("--max-seeds", type=count(0), default=0, help="the scale's cap on seeds per row (0: none)")
+    s.add_argument("--seeds", type=count(0), default=0, help="the scale's seeds per row (0: each row's own)")
     s.add_argument("--scale-note", default="", help="what the scale changes (config scales.<scale>.note)")
     s.add_argument("--csv", required=True, help="the tidy CSV to write")
     s.add_argument("--md", required=True, help="the Markdown table to write")
@@ -101,6 +102,7 @@ def add_parsers(sub: Any) -> None:
     s.add_argument("--experiment", required=True, help="the table's experiment file (its figure: block)")
     s.add_argument("--scale", default="", help="the run's scale, for the figure's subtitle")
     s.add_argument("--max-seeds", type=count(0), default=0, help="the scale's cap on seeds per row (0: none)")
+    s.add_argument("--seeds", type=count(0), default=0, help="the scale's seeds per row (0: each row's own)")
     s.add_argument("--output", required=True, help="the PNG to write (a PDF beside it)")
     s.add_argument("--metrics", nargs="*", default=[], help="the rows' metrics files (rnmt score)")
     s.add_argument("--gates", nargs="*", default=[], help="gate statistics (rnmt gates) of the rows' models")

@@ -10,6 +10,7 @@ import math
 import pandas as pd
 
 from rnmt.plan import Table
+from rnmt.report import significance
 from rnmt.report.layout import COUNTS, fmt, fmt_count, footer, label, number
 from rnmt.report.metric_names import better
 
@@ -82,6 +83,8 @@ def html_table(table: Table, df: pd.DataFrame) -> str:
             r = sub_df.loc[m]
             show = fmt_count if m in COUNTS else fmt
             ours = html.escape(show(r.ours, r["std"]))
+            if r.p_value < significance.ALPHA:
+                ours += significance.MARK
             if isinstance(r.why_empty, str) and r.why_empty and math.isnan(r.ours) and row.trained:
                 ours += note(r.why_empty)
             if has_paper[m]:

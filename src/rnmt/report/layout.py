@@ -87,6 +87,7 @@ def footer(table: Table, df: pd.DataFrame, with_signatures: bool = True) -> list
         out.append("Stopped by the time cap (`max_minutes`) before their step budget, so their numbers depend on "
                    "the machine's speed: " + "; ".join(df.attrs["cut_short"]) + ".")
     out += df.attrs.get("warnings", [])
+    out += df.attrs.get("significance", [])
     if table.notes:
         out.append(table.notes.strip())
     return out

@@ -21,12 +21,13 @@ from rnmt.evaluate.metrics import verify_scored
 from rnmt.evaluate.score import bucket_name
 from rnmt.io import InputError, atomic_writer, read_json
 from rnmt.plan import Row, Table
-from rnmt.report import ran
+from rnmt.report import ran, significance
 from rnmt.report.layout import COUNTS, fmt, fmt_count, footer, label, signature_key, tokenized
 
 # `row`: the paper's row order; `members`: what a row's numbers come from (seeds, or one ensemble)
 COLUMNS = ["table", "row", "system", "variant", "members", "metric", "paper", "ours", "diff", "std", "n_seeds",
-           "why_empty", "scale", "run", "corpus", "signature"]
+           "why_empty", "scale", "run", "corpus", "signature", "p_value"]
+
 
 
 RECURRENT_UNIT = "dec_lower"    # ATR eq. 13's unit that recurs over target positions (evaluate/gates.py)
@@ -117,9 +118,10 @@ def _cell_counts(table: Table, row: Row, cells: dict[str, dict[str, Any]]) -> di
 
 
 def tidy(table: Table, metrics: dict[tuple[str, str], dict[str, Any]], run: str, scale: str,
-         cells: dict[str, dict[str, Any]] | None = None) -> pd.DataFrame:
+         cells: dict[str, dict[str, Any]] | None = None, p_values: dict[str, float] | None = None) -> pd.DataFrame:
     """`metrics` maps (variant, member) to a metrics.json; a row reads its members' files. A table of kind
-    cells reads its rows' counts from `cells` (cell name -> rnmt cell-counts' file)."""
+    cells reads its rows' counts from `cells` (cell name -> rnmt cell-counts' file). `p_values`: each
+    row's BLEU against the reference row's (report.significance), in the bleu rows' p_value."""
     records = []
     for number, row in enumerate(table.rows, 1):
         runs = _row_runs(table, row, metrics) if row.trained else []
@@ -144,7 +146,8 @@ def tidy(table: Table, metrics: dict[tuple[str, str], dict[str, Any]], run: str,
                             "variant": row.variant or "", "members": ";".join(row.members()), "metric": metric,
                             "paper": math.nan if paper is None else float(paper), "ours": ours, "std": std,
                             "n_seeds": len(values), "why_empty": reason, "scale": scale, "run": run,
-                            "corpus": table.corpus or "", "signature": signature})
+                            "corpus": table.corpus or "", "signature": signature,
+                            "p_value": (p_values or {}).get(row.system, math.nan) if metric == "bleu" else math.nan})
     df = pd.DataFrame.from_records(records, columns=[c for c in COLUMNS if c != "diff"])
     df = _ratios(table, df, metrics)
     df.insert(COLUMNS.index("diff"), "diff", df.ours - df.paper)
@@ -194,7 +197,7 @@ def _grid(table: Table, df: pd.DataFrame) -> tuple[list[str], list[list[str]], l
             show = fmt_count if m in COUNTS else fmt
             if has_paper[m]:
                 cells.append(show(r.paper))
-            cells.append(show(r.ours, r["std"]))
+            cells.append(show(r.ours, r["std"]) + (significance.MARK if r.p_value < significance.ALPHA else ""))
         cells[0] += mark
         body.append(cells)
     return header, body, notes
@@ -269,19 +272,22 @@ def build(table: Table, metrics_files: list[str | Path], run: str, scale: str, o
           cell_files: list[str | Path] | None = None, data_reports: list[str | Path] | None = None) -> pd.DataFrame:
     """The table from its rows' metrics files (and a gates table's gate statistics, a cells table's
     counts); `data_reports` (the corpus' prepare.json) bring the data's warnings into its notes."""
-    metrics = {}
+    metrics, paths = {}, {}
     for path in metrics_files:
         m = read_json(path)
         if "files" in m:                # a translation's scores: the files scored must still be those
             verify_scored(path, m)
         metrics[(m["variant"], m["member"])] = m
+        paths[(m["variant"], m["member"])] = Path(path)
     for path in gates_files or []:                  # .../analysis/<corpus>/<variant>/seed<N>/gates.<testset>.json
         p = Path(path)
         key = (p.parent.parent.name, p.parent.name)
         if key in metrics:
             metrics[key] = {**metrics[key], "gates": read_json(p)}
     cells = {c["cell"]: c for c in map(read_json, cell_files or [])}
-    df = tidy(table, metrics, run, scale, cells)
+    tested = significance.p_values(table, paths) if table.kind == "translation" and "bleu" in table.metrics else {}
+    df = tidy(table, metrics, run, scale, cells, {s: t["p_value"] for s, t in tested.items()})
+    df.attrs["significance"] = [significance.note(table)] if tested else []
     df.attrs["cut_short"] = cut_short(table, metrics)
     if table.kind != "cells":
         df.attrs["ran"] = [ran.summary(metrics.values()), ran.override(metrics.values())]
