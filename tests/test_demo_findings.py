@@ -1,16 +1,19 @@
 """The demo's tables mean something: with the shipped demo settings (its corpus, sizes and step budgets),
 rows taken unchanged from the shipped tables show what the papers found. One Snakemake run trains
-seven of the demo's models (about 3 minutes on 2 cores) and checks:
+five of the demo's models (about 2 minutes on 2 cores) and checks:
 
 - dependency labels from the corpus' gold trees beat no labels (ud-labels);
-- removing SR-NMT's highway connections costs BLEU (SR-NMT Table 4; the row without layer norm, which
-  trains on four times the pairs and took half of this test's time, is left to `make demo`'s record
-  check and tests/test_record.py);
 - an ensemble of two ATR + CA models beats each of its members (ATR Table 2);
 - ATR's input and forget gates correlate at r <= -0.8 (ATR Figure 3: -0.98 at the paper's scale; the
   demo's eq. 6 cell without biases gives about -0.85, with the reference code's biases about -0.92,
   benchmarks/README.md);
-- the full systems learn the synthetic pair (BLEU >= 40).
+- the full systems learn the synthetic pair (BLEU >= 40);
+- the rows give the committed demo record's numbers (on its CPU type and torch version).
+
+SR-NMT Table 4's rows (4 layers, and without layer norm on four times the pairs: two thirds of this
+test's time before they left it, which the 20-minute suite could not keep) are checked against the
+committed record only: by tests/test_record.py (the README's SR-NMT findings hold there) and by
+`make demo`'s record check.
 """
 
 import json
@@ -32,10 +35,6 @@ def shipped_row(table: str, variant: str, **changes: object) -> dict:
     return {**row, **changes}
 
 
-def shipped_settings(table: str) -> dict:
-    return yaml.safe_load((EXPERIMENTS / f"{table}.yaml").read_text()).get("settings") or {}
-
-
 @pytest.fixture(scope="module")
 def findings(tmp_path_factory: pytest.TempPathFactory) -> tuple[pd.DataFrame, Path]:
     d = tmp_path_factory.mktemp("findings")
@@ -43,8 +42,6 @@ def findings(tmp_path_factory: pytest.TempPathFactory) -> tuple[pd.DataFrame, Pa
     base = {"corpus": "synthetic-demo", "testset": "test", "metrics": ["bleu"], "paper": "none: the demo's findings"}
     tables = {
         "labels": [shipped_row("ud-labels", "atr-rnnsearch-gru"), shipped_row("ud-labels", "ud-rnnsearch-gru-gold")],
-        "srnmt": [shipped_row("srnmt-table4", v) for v in
-                  ("srnmt-4l-1stage", "srnmt-4l-1stage-nohw")],
         "ensemble": [shipped_row("atr-table2", "atr-rnnsearch-atr-ca", seeds=[1, 2]),
                      shipped_row("atr-table2", "atr-rnnsearch-atr-ca", seeds=[1, 2], ensemble=True,
                                  system="ensemble")],
@@ -52,8 +49,7 @@ def findings(tmp_path_factory: pytest.TempPathFactory) -> tuple[pd.DataFrame, Pa
     }
     for name, rows in tables.items():
         metrics = {"metrics": ["gate_pearson_r", "bleu"]} if name == "gates" else {}
-        exp = {**base, "table": name, "title": name, "rows": rows, **metrics,
-               **({"settings": shipped_settings("srnmt-table4")} if name == "srnmt" else {})}
+        exp = {**base, "table": name, "title": name, "rows": rows, **metrics}
         (d / "experiments" / f"{name}.yaml").write_text(yaml.safe_dump(exp, sort_keys=False))
     config = yaml.safe_load((ROOT / "config.yaml").read_text())
     config.update(run="findings", tables=list(tables), experiments_dir=str(d / "experiments"))
@@ -70,14 +66,6 @@ def test_gold_labels_beat_no_labels(findings: tuple[pd.DataFrame, Path]) -> None
     df, _ = findings
     none, gold = df.ours["RNNSearch + GRU"], df.ours["RNNSearch + GRU + gold labels"]
     assert gold > none >= 40
-
-
-@pytest.mark.workflow
-def test_removing_srnmt_highway_costs_bleu(findings: tuple[pd.DataFrame, Path]) -> None:
-    df, _ = findings
-    full = df.ours["LNMA-SRU 4L"]
-    assert full >= 40
-    assert df.ours["- Highway"] < full - 5
 
 
 @pytest.mark.workflow
