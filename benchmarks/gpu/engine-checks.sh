@@ -63,6 +63,9 @@ for t in $tables; do
     targets="$targets results/$run/tables/$t.csv"
     jobs=$(( jobs + $(grep -c "variant:" "workflow/experiments/$t.yaml") ))
 done
+# every row trains the scale's seeds (config.yaml scales.mini.seeds): one job a seed, all on the GPU at once
+seeds=$(python3 -c "import yaml; print(yaml.safe_load(open('config.yaml'))['scales']['mini'].get('seeds') or 1)")
+jobs=$(( jobs * seeds ))
 stamp "4. $tables at scale mini, $jobs rows on the GPU, override '$override', for at most $cap s; pytest -m cuda beside"
 nvidia-smi dmon -s um -d 5 > "results/$run.dmon.txt" 2>&1 &
 dmon=$!

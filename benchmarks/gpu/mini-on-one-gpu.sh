@@ -2,16 +2,18 @@
 # ATR Table 4 at scale `mini` (Multi30k En-De) on one GPU, from the placed download files to the table,
 # all seven rows sharing the GPU (RNMT_JOBS_PER_GPU), then `rnmt bench train` and `rnmt bench cells --quick` on CUDA.
 #
-#   benchmarks/gpu/mini-on-one-gpu.sh OUT [MAX_STEPS] [SECONDS]
+#   benchmarks/gpu/mini-on-one-gpu.sh OUT [MAX_STEPS] [SECONDS] [SEEDS]
 #
 # OUT receives run.log, env.txt, mini.tgz (the run's tables, metrics JSON, training logs, Snakemake's
 # log, nvidia-smi's utilisation samples) and bench.tgz. MAX_STEPS overrides the scale's step budget
 # (default: the scale's own 6,000); SECONDS caps the Snakemake run (default 3600), after which the
-# finished rows' files are still collected.
+# finished rows' files are still collected. SEEDS: seeds a row (default: the scale's, 3; 1 times one model
+# a row, as the committed benchmarks/multi30k/ table did).
 set -u
-out=${1:?usage: $0 OUT [MAX_STEPS] [SECONDS]}
+out=${1:?usage: $0 OUT [MAX_STEPS] [SECONDS] [SEEDS]}
 steps=${2:-}
 cap=${3:-3600}
+seeds=${4:-$(python3 -c "import yaml; print(yaml.safe_load(open('config.yaml'))['scales']['mini'].get('seeds') or 1)")}
 source "$(dirname "$0")/common.sh"
 gpu_start "$out"
 
@@ -23,11 +25,12 @@ if [ -n "$steps" ]; then
 fi
 nvidia-smi dmon -s um -d 5 > "results/$run.dmon.txt" 2>&1 &
 dmon=$!
-stamp "snakemake: ATR Table 4, scale mini, run $run, ${steps:-6000} steps, all rows on one GPU"
-export RNMT_JOBS_PER_GPU=7
+stamp "snakemake: ATR Table 4, scale mini, run $run, ${steps:-6000} steps, $seeds seeds a row, all on one GPU"
+export RNMT_JOBS_PER_GPU=$(( 7 * seeds ))
 # the target first: --resources and --config take every word after them
 timeout "$cap" python3 -m snakemake "results/$run/tables/atr-table4.csv" --cores 16 --keep-going \
-    --resources gpu=7 --config scale=mini run=$run ${override:+"$override"} \
+    --resources gpu=$RNMT_JOBS_PER_GPU --config scale=mini run=$run ${override:+"$override"} \
+    "scales={mini: {seeds: $seeds, max_seeds: $seeds}}" \
     > "results/$run.snakemake.log" 2>&1
 rc=$?
 kill "$dmon" 2>/dev/null
