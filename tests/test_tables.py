@@ -425,3 +425,17 @@ def test_the_metrics_a_table_may_list_are_the_labelled_ones() -> None:
     for metric in ("train_hours", "tok_chrf", "bleu@"):
         with pytest.raises(ConfigError, match=f"'metrics.0' is '{metric}'"):
             validate({**exp, "metrics": [metric]}, schema, "t")
+
+
+def test_a_published_number_has_one_metric_in_every_table_that_quotes_it() -> None:
+    """ATR Table 5 and DTMT Table 1 quote the same NIST systems (DeepLAU's 39.35 on MT03): a number is
+    tokenized or detokenized BLEU in both, never one in one table and the other in the next."""
+    named: dict[tuple[str, float], set[str]] = {}
+    for path in EXPERIMENTS.glob("*.yaml"):
+        for row in yaml.safe_load(path.read_text())["rows"]:
+            for metric, value in (row.get("paper") or {}).items():
+                if value is not None and "@nist-" in metric:
+                    named.setdefault((metric.split("@")[1], value), set()).add(metric)
+    assert named[("nist-mt03", 39.35)] == {"tok_bleu@nist-mt03"}
+    assert [k for k, metrics in named.items() if len(metrics) > 1] == []
+
