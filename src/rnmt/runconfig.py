@@ -13,13 +13,14 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from rnmt.io import InputError, atomic_writer
+from rnmt.settings import leaves
 
 # What a command may change on a built run: which tables to build. Everything else shapes its results.
 FREE_KEYS = ("run", "tables")
@@ -30,14 +31,6 @@ _MISSING = object()
 
 def record_path(results: str | Path) -> Path:
     return Path(results) / RECORD
-
-
-def _leaves(d: Mapping[str, Any], prefix: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
-    for k, v in d.items():
-        if isinstance(v, Mapping) and v:
-            yield from _leaves(v, (*prefix, str(k)))
-        else:
-            yield (*prefix, str(k)), v
 
 
 def _get(d: Any, path: tuple[str, ...]) -> Any:
@@ -83,7 +76,7 @@ def resolve(config: Mapping[str, Any], explicit: Mapping[str, Any], results_root
     record = load_record(path)
     if record is None:
         return dict(config), []
-    differs = [(p, _get(record, p), v) for p, v in _leaves(explicit)
+    differs = [(p, _get(record, p), v) for p, v in leaves(explicit)
                if p[0] not in FREE_KEYS and _get(record, p) != v]
     if differs:
         lines = "\n".join(f"  {'.'.join(p)}: the run has {_show(was)}, this command gives {_show(now)}"
@@ -100,7 +93,7 @@ def resolve(config: Mapping[str, Any], explicit: Mapping[str, Any], results_root
             resolved[key] = copy.deepcopy(explicit[key])
     resolved["run"] = config.get("run", record.get("run"))
     notes = [f"config.yaml's {'.'.join(p)} is {_show(v)} but results/{run} was built with {_show(_get(record, p))}"
-             for p, v in _leaves({k: v for k, v in config.items() if k not in FREE_KEYS})
+             for p, v in leaves({k: v for k, v in config.items() if k not in FREE_KEYS})
              if _get(record, p) != v and _get(explicit, p) is _MISSING]
     if notes:
         notes = [*notes, f"results/{run} keeps the config it was built with ({path}); to build with config.yaml's "

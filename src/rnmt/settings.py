@@ -11,6 +11,7 @@ import importlib
 import re
 import types
 import typing
+from collections.abc import Iterator, Mapping
 from dataclasses import MISSING, Field, field, fields
 from functools import cache
 from typing import Any, TypeVar
@@ -178,3 +179,13 @@ def json_object(text: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError(f"{text!r} is not a JSON object ({{...}})")
     return value
+
+
+def leaves(d: Mapping[str, Any], prefix: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """A nested mapping's values with their key paths, (("train", "lr"), 0.002); an empty mapping is a value."""
+    for k, v in d.items():
+        if isinstance(v, Mapping) and v:
+            yield from leaves(v, (*prefix, str(k)))
+        else:
+            yield (*prefix, str(k)), v
+

@@ -50,11 +50,7 @@ def translate_nbest(model: Seq2Seq, sources: Sequence[Sequence[int]], nbest: int
                     labels: Sequence[Sequence[int]] | None = None,
                     greedy_floor: bool = D.greedy_floor) -> list[list[Finished]]:
     """`translate_ids`' search keeping each sentence's `nbest` best hypotheses: (normalised score, log p,
-    token ids), best first (the first is translate_ids' answer)."""
-    if not 1 <= nbest <= beam:
-        raise InputError(f"--nbest {nbest}: give 1 to the beam size ({beam}); for a longer list widen the beam "
-                         f"(--beam {max(nbest, 1)})")
-
+    token ids), best first (the first is translate_ids' answer); nbest_search checks 1 <= nbest <= beam."""
     def search(src: torch.Tensor, mask: torch.Tensor, limits: torch.Tensor) -> list[list[Finished]]:
         return nbest_search(model, src, mask, nbest, beam, limits, penalty, alpha, greedy_floor)
 

@@ -9,6 +9,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from rnmt.settings import leaves
+
 
 def _models(metrics: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Each trained model once (an ensemble's metrics repeat its members'), as its train record."""
@@ -65,14 +67,9 @@ def summary(metrics: Iterable[Mapping[str, Any]]) -> str:
             f"{_span(_batch(s) for s in settings)}.")
 
 
-def _flat(d: Mapping[str, Any], prefix: str = "") -> list[str]:
-    out = []
-    for key, value in sorted(d.items()):
-        if isinstance(value, Mapping):
-            out += _flat(value, f"{prefix}{key}.")
-        else:
-            out.append(f"{prefix}{key} {value}")
-    return out
+def _flat(d: Mapping[str, Any]) -> list[str]:
+    """`section.key value` of every setting, in key order."""
+    return [f"{'.'.join(path)} {value}" for path, value in sorted(leaves(d)) if value != {}]
 
 
 def override(metrics: Iterable[Mapping[str, Any]]) -> str:

@@ -70,6 +70,15 @@ class LogWindow:
     def tokens_per_s(self) -> float:
         return self.tokens / max(self.seconds, 1e-9)
 
+    def record(self, p: Progress, loss: float, tokens: int, seconds: float, lr: float,
+               memory_mb: float) -> dict[str, Any]:
+        """train.jsonl's record at a log step: `loss` the update's at the step, mean_loss the window's (the
+        log line's, what the plots draw); the same for target tokens per second."""
+        return {"kind": "train", "step": p.step, "epoch": p.epoch, "loss": loss, "mean_loss": self.mean_loss,
+                "lr": lr, "tokens_per_update": tokens, "train_seconds": round(p.train_seconds, 3),
+                "tgt_tokens_per_s": tokens / seconds, "mean_tgt_tokens_per_s": self.tokens_per_s,
+                "memory_mb": round(memory_mb, 1)}
+
     def line(self, s: TrainSettings, step: int, epoch: int, train_seconds: float, done: float | None,
              lr: float, valid_seconds: float = 0.0, validations: int = 0) -> str:
         """One line for a job log. Training time excludes validation; the time left includes the validations

@@ -338,12 +338,7 @@ class Trainer:
                 done = budget_done(s, p.step, p.train_seconds, p.epoch, p.batch_in_epoch, self._epoch_batches)
                 log.info("%s", w.line(s, p.step, p.epoch, p.train_seconds, done, lr, p.valid_seconds, len(p.curve)))
             self._window = LogWindow()
-            # loss: this update's; mean_loss: the window's, as the log line gives it (what the plots draw)
-            self._record({"kind": "train", "step": p.step, "epoch": p.epoch, "loss": value,
-                          "mean_loss": w.mean_loss, "lr": lr, "tokens_per_update": tokens,
-                          "train_seconds": round(p.train_seconds, 3), "tgt_tokens_per_s": tokens / dt,
-                          "mean_tgt_tokens_per_s": w.tokens_per_s,
-                          "memory_mb": round(hardware.peak_memory_mb(self.device), 1)})
+            self._record(w.record(p, value, tokens, dt, lr, hardware.peak_memory_mb(self.device)))
 
     def _eager_gradients(self, parts: list[Batch], tokens: int) -> torch.Tensor:
         """The gradient of the update's loss over `tokens` target tokens, batch by batch; → the loss."""
