@@ -527,3 +527,34 @@ def test_translate_takes_the_workflows_decoding_settings_as_one_json(corpus: dic
     assert json.loads((tmp_path / "z.json").read_text())["alpha"] == 0        # a flag of 0 goes over the JSON too
     assert main(["-q", "translate", "--model", model, "--settings", '{"beem": 3}', src, str(tmp_path / "x")]) == 2
     assert "unknown decoding setting(s) beem (did you mean beam?)" in capsys.readouterr().err
+
+
+# ---- a multi-reference dev set ------------------------------------------------------------------------
+def test_dev_bleu_scores_against_every_reference_of_a_multi_reference_dev_set(corpus, tmp_path) -> None:
+    """DTMT selects its checkpoint by BLEU on NIST MT06, which has four references: the extra references
+    beside the tokenized dev reference (<file>.refN) join the dev BLEU, cut to the pairs the dev set kept,
+    and are part of the model's input identity (a resume on other references is another run)."""
+    from rnmt.data.bpe import undo
+    from rnmt.decode.translate import translate_ids
+    from rnmt.io import InputError
+    from rnmt.train.validation import dev_bleu
+
+    base = trainer(corpus, tmp_path / "one")
+    dev = base.dev_data
+    greedy = [undo(base.tgt_vocab.decode(h))
+              for h in translate_ids(base.model, dev.src, beam=1, batch_size=8, device=base.device)]
+    alone = dev_bleu(base.model, dev, base.tgt_vocab, base.device, 8)
+    tok = tmp_path / "tok"
+    tok.mkdir()
+    (tok / "dev.tgt").write_text(corpus["dev_tgt"].read_text())
+    (tok / "dev.tgt.ref1").write_text("\n".join(greedy) + "\n")        # a reference equal to the output
+    s = base.s
+    multi = Trainer(MODEL, s, corpus["train_src"], corpus["train_tgt"], corpus["dev_src"], corpus["dev_tgt"],
+                    corpus["src_vocab"], corpus["tgt_vocab"], tmp_path / "four", dev_ref=tok / "dev.tgt")
+    assert multi.dev_refs == [greedy] and "dev_ref2" in multi.inputs and "dev_ref2" not in base.inputs
+    assert alone < 100
+    assert dev_bleu(multi.model, dev, multi.tgt_vocab, multi.device, 8, multi.dev_refs) == pytest.approx(100)
+    (tok / "dev.tgt.ref1").write_text("\n".join(greedy[:-1]) + "\n")
+    with pytest.raises(InputError, match=r"dev.tgt.ref1: 19 lines, but the dev set has 20"):
+        Trainer(MODEL, s, corpus["train_src"], corpus["train_tgt"], corpus["dev_src"], corpus["dev_tgt"],
+                corpus["src_vocab"], corpus["tgt_vocab"], tmp_path / "short", dev_ref=tok / "dev.tgt")

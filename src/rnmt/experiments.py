@@ -1,5 +1,6 @@
 """What an experiment or systems file must hold beyond what its schema says: complete rows, an existing
-baseline, a name that matches the file, and model settings that each system's architecture takes."""
+baseline, a name that matches the file, claims about its own rows and metrics, and model settings that
+each system's architecture takes."""
 
 from __future__ import annotations
 
@@ -36,6 +37,25 @@ def check_experiment(exp: dict[str, Any], path: Path) -> None:
                               "paper's number")
     if kind == "translation" and "corpus" not in exp:
         raise ConfigError(f"{path}: missing key 'corpus' (the paper's corpus, e.g. atr-wmt14-en-de)")
+    check_claims(exp, path)
+
+
+def check_claims(exp: dict[str, Any], path: Path) -> None:
+    """Each claim compares rows of the table on a metric the table shows; `within` has a margin."""
+    systems = [r["system"] for r in exp["rows"]]
+    for k, c in enumerate(exp.get("claims") or [], 1):
+        where = f"{path}: claims[{k - 1}] ({c['says']!r})"
+        if c["metric"] not in exp["metrics"]:
+            raise ConfigError(f"{where}: metric {c['metric']!r} is not one of the table's metrics "
+                              f"({', '.join(exp['metrics'])}); a claim is checked on a column the table shows")
+        for name in [c["row"], *([c["than"]] if isinstance(c["than"], str) else c["than"])]:
+            if name not in systems:
+                hint = closest(name, systems)
+                raise ConfigError(f"{where}: no row {name!r} in the table" + (f" (did you mean {hint[0]!r}?)" if hint
+                                  else "") + f"; rows: {', '.join(systems)}")
+        if c["kind"] == "within" and not c.get("margin"):
+            raise ConfigError(f"{where}: a `within` claim needs `margin` (the largest difference, in the metric's "
+                              "units)")
 
 
 def accepted(arch: str, defaults: dict[str, Any]) -> dict[str, Any]:

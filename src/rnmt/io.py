@@ -160,6 +160,19 @@ def read_lines(path: str | Path) -> list[str]:
     return list(iter_lines(path))
 
 
+def with_extra_references(paths: Iterable[str]) -> list[str]:
+    """Each reference file followed by its extra references `<file>.ref1`, `.ref2`, ... (a test or dev set
+    with several references, NIST's 4 in all, is a first file and the extra ones beside it)."""
+    out = []
+    for p in paths:
+        out.append(p)
+        k = 1
+        while Path(f"{p}.ref{k}").is_file():
+            out.append(f"{p}.ref{k}")
+            k += 1
+    return out
+
+
 def sha256_of(path: str | Path, chunk: int = 1 << 20) -> str:
     """The sha256 of a file's bytes, in hex."""
     h = hashlib.sha256()

@@ -110,9 +110,9 @@ class Table:
     paper: str = ""
     kind: str = "translation"
     baseline: str | None = None
-    lowercase: bool = False
     figure: dict[str, Any] | None = None
     notes: str = ""
+    claims: list[dict[str, Any]] = field(default_factory=list)     # the paper's claims (report/claims.py)
 
     @property
     def trained_rows(self) -> list[Row]:
@@ -151,7 +151,7 @@ def table_from_experiment(exp: dict[str, Any], path: Path, corpus: str | None = 
                         r.get("cell"), r.get("labels")))
     return Table(exp["table"], path, exp["title"], corpus or exp.get("corpus"), exp.get("testset", "test"),
                  exp["metrics"], rows, exp.get("paper", ""), exp.get("kind", "translation"), exp.get("baseline"),
-                 bool(exp.get("lowercase", False)), exp.get("figure"), exp.get("notes", ""))
+                 exp.get("figure"), exp.get("notes", ""), exp.get("claims") or [])
 
 
 def _overlay(*layers: dict[str, Any] | None) -> dict[str, Any]:
@@ -385,7 +385,8 @@ class Plan:
                 for r in t.trained_rows if not r.ensemble for s in r.seeds]
 
     def table_targets(self) -> list[str]:
-        out = [f"{self.results}/tables/{t}.{ext}" for t in self.tables for ext in ("csv", "md", "tex", "html")]
+        out = [f"{self.results}/tables/{t}.{ext}" for t in self.tables
+               for ext in ("csv", "md", "tex", "html", "claims.csv")]
         return out + [f"{self.results}/figures/{t}.{ext}" for t, tab in self.tables.items() if tab.figure
                       for ext in ("png", "pdf")]
 

@@ -17,6 +17,7 @@ rule table:
                    labels={"table": "{table}"}),
         md=run_path("tables/{table}.md"),
         tex=run_path("tables/{table}.tex"),
+        claims=run_path("tables/{table}.claims.csv"),
     params:
         caption=lambda wc: report_caption(PLAN.table(wc.table)),
         corpus=lambda wc: PLAN.table(wc.table).corpus or "",
@@ -32,7 +33,7 @@ rule table:
     shell:
         "rnmt table --experiment {input.experiment:q} --run {params.run:q} --scale {params.scale:q} "
         "--corpus={params.corpus:q} --max-seeds {params.max_seeds:q} --seeds {params.seeds:q} --scale-note={params.scale_note:q} --csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} "
-        "--html {output.html:q} "
+        "--html {output.html:q} --claims {output.claims:q} "
         "--gates {input.gates:q} --cells {input.cells:q} --data-reports {input.data_reports:q} "
         "-- {input.metrics:q} 2> {log:q}"
 

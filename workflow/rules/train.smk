@@ -9,6 +9,7 @@ rule train:
         train_tgt=run_path("data/{corpus}/bpe/train.tgt"),
         dev_src=run_path("data/{corpus}/bpe/dev.src"),
         dev_tgt=run_path("data/{corpus}/bpe/dev.tgt"),
+        dev_ref=run_path("data/{corpus}/tok/dev.tgt"),
         src_vocab=run_path("data/{corpus}/vocab.src"),
         tgt_vocab=run_path("data/{corpus}/vocab.tgt"),
     output:
@@ -34,6 +35,6 @@ rule train:
         # and take the checkpointing trainer down with it.
         "exec \"$RNMT_PYTHON\" -m rnmt train --gpus {resources.gpu:q} --model {params.model:q} --settings {params.settings:q} "
         "--train-src {input.train_src:q} --train-tgt {input.train_tgt:q} "
-        "--dev-src {input.dev_src:q} --dev-tgt {input.dev_tgt:q} "
+        "--dev-src {input.dev_src:q} --dev-tgt {input.dev_tgt:q} --dev-ref {input.dev_ref:q} "
         "--src-vocab {input.src_vocab:q} --tgt-vocab {input.tgt_vocab:q} {params.labels:q} "
         "--out-dir {params.out_dir:q} 2> {log:q}"

@@ -30,6 +30,7 @@ class ParallelData:
     src_words: list[int]
     tgt_words: list[int]
     src_labels: list[list[int]] | None = None     # one label id per source subword (factored input)
+    lines: list[int] | None = None                # each pair's line in the files (0-based), where read from them
 
     def __len__(self) -> int:
         return len(self.src)
@@ -56,7 +57,7 @@ def load_parallel(src_path: str | Path, tgt_path: str | Path, src_vocab: Vocab, 
     src_lines, tgt_lines = read_parallel(src_path, tgt_path)
     labels = load_labels(src_labels, src_path, src_lines, label_vocab or Vocab(SPECIALS)) \
         if src_labels is not None else None
-    data = ParallelData([], [], [], [], [] if labels is not None else None)
+    data = ParallelData([], [], [], [], [] if labels is not None else None, [])
     empty = long = 0
     for k, (s, t) in enumerate(zip(src_lines, tgt_lines, strict=True)):
         si, ti = src_vocab.encode(s), tgt_vocab.encode(t)
@@ -71,6 +72,7 @@ def load_parallel(src_path: str | Path, tgt_path: str | Path, src_vocab: Vocab, 
             data.src_labels.append(labels[k])
         data.src.append(si)
         data.tgt.append(ti)
+        data.lines.append(k)                      # type: ignore[union-attr]
         data.src_words.append(words[0])
         data.tgt_words.append(words[1])
     if empty or long:

@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from sacrebleu.metrics.base import Metric
 
-from rnmt.evaluate.metrics import verify_scored
+from rnmt.evaluate.metrics import Scored, scored_file
 from rnmt.evaluate.score import chrf_scorer, detok_scorer
 from rnmt.io import InputError, atomic_writer, read_json, read_lines
 
@@ -40,17 +39,6 @@ TESTS = {"bs": "paired bootstrap resampling", "ar": "approximate randomization"}
 ALPHA = 0.05
 
 
-@dataclass(frozen=True)
-class Scored:
-    """One metrics file of a run: what it scored and the scores it wrote."""
-
-    metrics_file: Path
-    hyp: Path
-    refs: tuple[Path, ...]
-    lowercase: bool
-    scores: dict[str, Any]
-
-
 def run_folder(arg: str | Path) -> Path:
     """A run's results folder: `arg` itself, or results/<arg> for a run name."""
     for d in (Path(arg), Path("results") / str(arg)):
@@ -58,20 +46,6 @@ def run_folder(arg: str | Path) -> Path:
             return d
     raise InputError(f"{arg}: not a run's results folder (no metrics/ in it, nor in results/{arg}): give "
                      "results/<run> or the run's name, for a run whose score jobs have finished (ls results/)")
-
-
-def scored_file(f: Path, m: dict[str, Any] | None = None) -> Scored:
-    """What metrics file `f` scored, checked to hold still what it scored (`verify_scored`)."""
-    m = read_json(f) if m is None else m
-    files = m.get("files")
-    if not files:
-        raise InputError(f"{f}: the metrics file does not name the files it scored (written by an older "
-                         "rnmt): rerun the run's score jobs, `snakemake --cores all --forcerun score` with "
-                         "the run's config")
-    verify_scored(f, m)
-    here = Path(f).parent
-    return Scored(Path(f), (here / files["hyp"]).resolve(), tuple((here / r).resolve() for r in files["refs"]),
-                  bool(files.get("lowercase")), m.get("scores", {}))
 
 
 def scored_systems(run: Path) -> dict[Key, Scored]:

@@ -6,39 +6,38 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rnmt.evaluate.score import score
-from rnmt.io import InputError, read_json, read_lines, sha256_of, write_json
+from sacrebleu.metrics import BLEU
+
+from rnmt.evaluate.score import detok_scorer, score, split_compounds, tok_scorer
+from rnmt.io import InputError, read_json, read_lines, sha256_of, with_extra_references, write_json
+from rnmt.report.metric_names import TOKENIZED
 
 log = logging.getLogger(__name__)
 
 
-def with_extra_references(paths: Sequence[str]) -> list[str]:
-    """Each reference file followed by its extra references `<file>.ref1`, `.ref2`, ... (NIST: 4 in all)."""
-    out = []
-    for p in paths:
-        out.append(p)
-        k = 1
-        while Path(f"{p}.ref{k}").is_file():
-            out.append(f"{p}.ref{k}")
-            k += 1
-    return out
-
-
-def scored_files(output: str, hyp: str, refs: Sequence[str], lowercase: bool,
-                 others: Sequence[str] = ()) -> dict[str, Any]:
-    """What was scored, for `rnmt compare` and the checks of `verify_scored`: the translation and every
-    reference, as paths relative to the metrics file's folder (so a run's folder can be moved or copied
-    whole), the casing, and the sha256 of each file scored (`others`: the tokenized sides too)."""
+def scored_files(output: str, hyp: str, refs: Sequence[str], lowercase: bool, hyp_tok: str | None = None,
+                 refs_tok: Sequence[str] = (), parts: Sequence[tuple[str, int, int]] | None = None) -> dict[str, Any]:
+    """What was scored, for `rnmt compare`, the tables' significance tests and the checks of
+    `verify_scored`: the translation and every reference, as paths relative to the metrics file's folder
+    (so a run's folder can be moved or copied whole), their tokenized twins (`tok`), the test sets of a
+    merged split (`parts`: name, first line, lines), the casing, and the sha256 of each file scored."""
     here = Path(output).absolute().parent
 
     def rel(p: str) -> str:
         return os.path.relpath(Path(p).absolute(), here)
 
-    return {"hyp": rel(hyp), "refs": [rel(r) for r in refs], "lowercase": lowercase,
-            "sha256": {rel(f): sha256_of(f) for f in dict.fromkeys([hyp, *refs, *others])}}
+    out: dict[str, Any] = {"hyp": rel(hyp), "refs": [rel(r) for r in refs], "lowercase": lowercase}
+    if hyp_tok and refs_tok:
+        out["tok"] = {"hyp": rel(hyp_tok), "refs": [rel(r) for r in refs_tok]}
+    if parts:
+        out["parts"] = [list(p) for p in parts]
+    out["sha256"] = {rel(f): sha256_of(f) for f in dict.fromkeys([hyp, *refs, *([hyp_tok] if hyp_tok else []),
+                                                                  *refs_tok])}
+    return out
 
 
 def verify_scored(metrics_file: str | Path, m: dict[str, Any]) -> None:
@@ -59,6 +58,57 @@ def verify_scored(metrics_file: str | Path, m: dict[str, Any]) -> None:
             raise InputError(f"{path} has changed since {metrics_file} scored it, so its scores are not this file's: "
                              "rerun its score job (snakemake reruns it when the file is newer; or `snakemake "
                              "--cores all --forcerun score` with the run's config)")
+
+
+RESCORE = "rerun the run's score jobs, `snakemake --cores all --forcerun score` with the run's config"
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One metrics file of a run: what it scored (the detokenized and tokenized sides, the test sets of a
+    merged split) and the scores it wrote."""
+
+    metrics_file: Path
+    hyp: Path
+    refs: tuple[Path, ...]
+    lowercase: bool
+    scores: dict[str, Any]
+    hyp_tok: Path | None = None
+    refs_tok: tuple[Path, ...] = ()
+    parts: tuple[tuple[str, int, int], ...] = ()
+
+    def bleu_side(self, metric: str) -> tuple[BLEU, list[str], list[list[str]]]:
+        """The scorer, hypotheses and references behind a whole-split BLEU of this file: `bleu` (13a on
+        the detokenized side), `tok_bleu` (multi-bleu on the tokenized side) or `tok_bleu_compound` (the
+        same after compound splitting), as `rnmt score` computed them."""
+        if not metric.startswith(TOKENIZED):
+            return detok_scorer(self.lowercase), read_lines(self.hyp), [read_lines(r) for r in self.refs]
+        if self.hyp_tok is None:
+            raise InputError(f"{self.metrics_file}: the metrics file does not name the tokenized files it scored "
+                             f"(an older rnmt wrote it), which {metric} is tested on: {RESCORE}")
+        hyps, refs = read_lines(self.hyp_tok), [read_lines(r) for r in self.refs_tok]
+        if metric.endswith("_compound"):
+            hyps, refs = [split_compounds(h) for h in hyps], [[split_compounds(x) for x in r] for r in refs]
+        return tok_scorer(self.lowercase), hyps, refs
+
+
+def scored_file(f: Path, m: dict[str, Any] | None = None) -> Scored:
+    """What metrics file `f` scored, checked to hold still what it scored (`verify_scored`)."""
+    m = read_json(f) if m is None else m
+    files = m.get("files")
+    if not files:
+        raise InputError(f"{f}: the metrics file does not name the files it scored (written by an older "
+                         f"rnmt): {RESCORE}")
+    verify_scored(f, m)
+    here = Path(f).parent
+
+    def path(rel: str) -> Path:
+        return (here / rel).resolve()
+
+    tok = files.get("tok") or {}
+    return Scored(Path(f), path(files["hyp"]), tuple(map(path, files["refs"])), bool(files.get("lowercase")),
+                  m.get("scores", {}), path(tok["hyp"]) if tok else None, tuple(map(path, tok.get("refs", []))),
+                  tuple((str(n), int(a), int(k)) for n, a, k in files.get("parts", [])))
 
 
 def test_parts(manifest: dict[str, Any]) -> list[tuple[str, int, int]] | None:
@@ -96,18 +146,18 @@ def write_metrics(output: str, hyp: str, refs: Sequence[str], hyp_tok: str | Non
     refs = with_extra_references(refs)
     refs_tok = with_extra_references(refs_tok) if refs_tok else None
     hyps = read_lines(hyp)
+    parts = test_parts(read_json(manifest)) if manifest else None
     scores = score(hyps, [read_lines(r) for r in refs], read_lines(hyp_tok) if hyp_tok else None,
                    [read_lines(r) for r in refs_tok] if refs_tok else None, lowercase=lowercase,
                    src_lengths=[len(line.split()) for line in read_lines(src)] if src else None,
-                   parts=test_parts(read_json(manifest)) if manifest else None, hyp_file=hyp, ref_files=refs,
-                   ref_tok_files=refs_tok or ())
+                   parts=parts, hyp_file=hyp, ref_files=refs, ref_tok_files=refs_tok or ())
     meta = dict(meta or {})
     if "member" in meta:
         meta["seeds"] = member_seeds(meta["member"])
     from rnmt.provenance import provenance
 
     out = {**meta, "scores": scores, "train": train_metrics(train), "decode": read_json(decode) if decode else {},
-           "files": scored_files(output, hyp, refs, lowercase, [f for f in (hyp_tok, *(refs_tok or [])) if f]),
+           "files": scored_files(output, hyp, refs, lowercase, hyp_tok, refs_tok or (), parts),
            **provenance()}
     write_json(output, out)
     if "empty_output" in scores:

@@ -18,7 +18,8 @@ def cmd_table(a: argparse.Namespace) -> None:
     from rnmt.report.tables import build
 
     table = load_table(a.experiment, a.corpus or None, a.max_seeds or None, a.scale_note, a.seeds or None)
-    df = build(table, a.metrics, a.run, a.scale, a.csv, a.md, a.tex, a.gates, a.html, a.cells, a.data_reports)
+    df = build(table, a.metrics, a.run, a.scale, a.csv, a.md, a.tex, a.gates, a.html, a.cells, a.data_reports,
+               a.claims)
     log.info("table %s: %d cells → %s, %s", table.name, len(df), a.csv, a.md)
 
 
@@ -91,6 +92,7 @@ def add_parsers(sub: Any) -> None:
     s.add_argument("--md", required=True, help="the Markdown table to write")
     s.add_argument("--tex", help="the LaTeX table to write")
     s.add_argument("--html", help="the table as an HTML page (the report shows it)")
+    s.add_argument("--claims", help="the paper's claims, checked, as a tidy CSV to write (one row per comparison)")
     s.add_argument("--gates", nargs="*", default=[], help="gate statistics (rnmt gates) of the rows' models")
     s.add_argument("--cells", nargs="*", default=[], help="cell counts (rnmt cell-counts) of a table of kind cells")
     s.add_argument("--data-reports", nargs="*", default=[],

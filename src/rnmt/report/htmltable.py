@@ -10,7 +10,7 @@ import math
 import pandas as pd
 
 from rnmt.plan import Table
-from rnmt.report import significance
+from rnmt.report import claims, significance
 from rnmt.report.layout import COUNTS, fmt, fmt_count, footer, label, number
 from rnmt.report.metric_names import better
 
@@ -33,7 +33,12 @@ code { font-size: .95em; }
 div.scroll { overflow-x: auto; max-width: 100%; }
 th:first-child, td:first-child { position: sticky; left: 0; background: #fff; }
 tbody tr:nth-child(even) td:first-child { background: #f5f5f5; }
+h2 { font-size: 1.1em; margin: 1.5em 0 .4em 0; }
+td.holds { color: #276; } td.fails { color: #a33; } td.unsure { color: #888; }
 """
+
+
+_VERDICT_CLASS = {claims.HOLDS: "holds", claims.FAILS: "fails", claims.UNSURE: "unsure"}
 
 
 def _html_text(s: str) -> str:
@@ -109,5 +114,12 @@ def html_table(table: Table, df: pd.DataFrame) -> str:
         out.append('<ol class="notes">' + "".join(f"<li>{_html_text(n)}</li>" for n in notes) + "</ol>")
     out.append('<div class="footer">' + "".join(f"<p>{_html_text(line)}</p>"
                                                 for line in footer(table, df, with_signatures=False)) + "</div>")
+    checked = df.attrs.get("claims")
+    if checked is not None and len(checked):
+        out += ["<h2>The paper's claims, checked</h2>", '<div class="scroll"><table><thead><tr>'
+                + "".join(f"<th>{html.escape(h)}</th>" for h in claims.HEADER) + "</tr></thead><tbody>"]
+        out += ["<tr>" + "".join(f'<td class="{_VERDICT_CLASS.get(c, "")}">{html.escape(c)}</td>' for c in cells)
+                + "</tr>" for cells in claims.lines(checked)]
+        out += ["</tbody></table></div>", f'<div class="footer"><p>{_html_text(claims.note(checked))}</p></div>']
     out.append("</body></html>")
     return "\n".join(out) + "\n"

@@ -2,10 +2,14 @@
 test (`rnmt compare`'s, on the files the metrics files scored) of the row's translations against the
 reference row's (the table's `baseline:`: the paper's baseline system).
 
-A row with several seeds and a reference row with the same seeds are paired seed by seed; an ensemble,
-or a row whose seeds differ from the reference row's, is paired with each of the reference row's
-decodings. A row's p-value is the largest over its pairs: it counts as different (p < 0.05) only where
-every pair does, so one lucky seed does not make a difference. Equal scores give p = 1, as in compare.
+The score tested is the table's BLEU (`tested`): its first whole-split BLEU column (`bleu`, `tok_bleu`,
+`tok_bleu_compound`), each with the scorer that computed it; a table that reports BLEU per test set,
+their average or per source length only (DTMT's NIST tables) is tested on the same side's BLEU of the
+whole test split, and says so. A row with several seeds and a reference row with the same seeds are
+paired seed by seed; an ensemble, or a row whose seeds differ from the reference row's, is paired with
+each of the reference row's decodings. A row's p-value is the largest over its pairs: it counts as
+different (p < 0.05) only where every pair does, so one lucky seed does not make a difference. Equal
+scores give p = 1, as in compare.
 """
 
 from __future__ import annotations
@@ -13,20 +17,43 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rnmt.evaluate.compare import ALPHA, paired_test, scored_file
-from rnmt.evaluate.score import detok_scorer
-from rnmt.io import InputError, read_lines
+from rnmt.evaluate.compare import ALPHA, paired_test
+from rnmt.evaluate.metrics import Scored, scored_file
+from rnmt.io import InputError
 from rnmt.plan import Row, Table
+from rnmt.report.layout import label, tokenized
+from rnmt.report.metric_names import bleu_family
 
 SAMPLES = 1000          # sacrebleu's default number of bootstrap resamples
 MARK = "*"              # a BLEU that differs from the reference row's, in the rendered tables
 
 
+WHOLE_SPLIT = ("bleu", "tok_bleu", "tok_bleu_compound")     # BLEU of the whole test split, by scorer
+
+
+def tested(table: Table) -> tuple[str, str] | None:
+    """(the score a table's rows are tested on, the column that carries its p-value and mark), or None
+    for a table without BLEU: its first whole-split BLEU column; else the same side's whole-split BLEU,
+    marked on the side's average column if the table has one, else on its first BLEU column."""
+    for m in table.metrics:
+        if m in WHOLE_SPLIT:
+            return m, m
+    for m in table.metrics:
+        tok, base = tokenized(m)
+        if bleu_family(base):
+            return f"{tok}bleu", f"{tok}bleu_avg" if f"{tok}bleu_avg" in table.metrics else m
+    return None
+
+
 def note(table: Table) -> str:
     """The footer line of a table whose rows were tested."""
-    return (f"BLEU marked {MARK} differs from {table.baseline}'s at p < {ALPHA} (sacrebleu's paired bootstrap, "
-            f"{SAMPLES:,} resamples, between each pair of the two rows' decodings: seed by seed where both rows "
-            "decode the same seeds, else every pair; a row's largest p-value counts); the CSV has each row's p_value.")
+    score, column = tested(table) or ("bleu", "bleu")
+    what = label(score) if score == column else (f"{label(score)} of the whole test split (all its sets "
+                                                 f"together), marked in the {label(column)} column")
+    return (f"{what} marked {MARK} differs from {table.baseline}'s at p < {ALPHA} (sacrebleu's paired "
+            f"bootstrap, {SAMPLES:,} resamples, between each pair of the two rows' decodings: seed by seed where "
+            "both rows decode the same seeds, else every pair; a row's largest p-value counts); the CSV has each "
+            "row's p_value.")
 
 
 def pairs(row: Row, base: Row) -> list[tuple[str, str]]:
@@ -40,38 +67,38 @@ def pairs(row: Row, base: Row) -> list[tuple[str, str]]:
 
 def p_values(table: Table, paths: dict[tuple[str, str], Path], samples: int = SAMPLES) -> dict[str, dict[str, Any]]:
     """Per trained row but the reference: the largest p-value of its pairs, and the pairs' own."""
-    if not table.baseline:
+    if not table.baseline or table.kind != "translation" or (what := tested(table)) is None:
         return {}
+    metric = what[0]
     base = next((r for r in table.rows if r.system == table.baseline), None)
     if base is None or not base.trained:
         raise InputError(f"table {table.name}: baseline {table.baseline!r} is not one of its trained rows; name "
                          "the row that the others are tested against (the paper's baseline system)")
     out: dict[str, dict[str, Any]] = {}
-    cache: dict[Path, list[str]] = {}
+    cache: dict[Path, Scored] = {}
 
-    def lines(path: Path) -> list[str]:
+    def scored(path: Path) -> Scored:
         if path not in cache:
-            cache[path] = read_lines(path)
+            cache[path] = scored_file(path)
         return cache[path]
 
-    tested = {row.system: (row, pairs(row, base)) for row in table.trained_rows if row is not base}
-    for row, row_pairs in tested.values():
+    row_pairs_of = {row.system: (row, pairs(row, base)) for row in table.trained_rows if row is not base}
+    for row, row_pairs in row_pairs_of.values():
         missing = list(dict.fromkeys(f"{r.variant} {m}" for mine, theirs in row_pairs
                                      for r, m in ((base, theirs), (row, mine)) if (r.variant, m) not in paths))
         if missing:
             raise InputError(f"table {table.name}: no metrics of {', '.join(missing)}, which the test of row "
                              f"{row.system!r} against {base.system!r} pairs; build the table with every row's "
                              "decodings")
-    for row, row_pairs in tested.values():
+    for row, row_pairs in row_pairs_of.values():
         found = []
         for mine, theirs in row_pairs:
-            a, b = scored_file(paths[(base.variant, theirs)]), scored_file(paths[(row.variant, mine)])
-            refs = [lines(r) for r in a.refs]
-            if [lines(r) for r in b.refs] != refs:
+            scorer, a, refs = scored(paths[(base.variant, theirs)]).bleu_side(metric)
+            _, b, b_refs = scored(paths[(row.variant, mine)]).bleu_side(metric)
+            if b_refs != refs:
                 raise InputError(f"table {table.name}: rows {row.system!r} and {base.system!r} were scored against "
                                  "different references; a paired test needs one test set")
-            r = paired_test(lines(a.hyp), lines(b.hyp), refs, {"bleu": detok_scorer(a.lowercase)}, "bs",
-                            samples)
+            r = paired_test(a, b, refs, {"bleu": scorer}, "bs", samples)
             (res,) = r.values()
             found.append({"member": mine, "baseline_member": theirs,
                           "p_value": 1.0 if res["a"] == res["b"] else res["p_value"]})

@@ -21,7 +21,7 @@ from rnmt.evaluate.metrics import verify_scored
 from rnmt.evaluate.score import bucket_name
 from rnmt.io import InputError, atomic_writer, read_json
 from rnmt.plan import Row, Table
-from rnmt.report import ran, significance
+from rnmt.report import claims, ran, significance
 from rnmt.report.layout import COUNTS, fmt, fmt_count, footer, label, signature_key, tokenized
 
 # `row`: the paper's row order; `members`: what a row's numbers come from (seeds, or one ensemble)
@@ -121,7 +121,9 @@ def tidy(table: Table, metrics: dict[tuple[str, str], dict[str, Any]], run: str,
          cells: dict[str, dict[str, Any]] | None = None, p_values: dict[str, float] | None = None) -> pd.DataFrame:
     """`metrics` maps (variant, member) to a metrics.json; a row reads its members' files. A table of kind
     cells reads its rows' counts from `cells` (cell name -> rnmt cell-counts' file). `p_values`: each
-    row's BLEU against the reference row's (report.significance), in the bleu rows' p_value."""
+    row's BLEU against the reference row's (report.significance), in the p_value of the column that
+    `significance.tested` names."""
+    p_column = (significance.tested(table) or ("", ""))[1]
     records = []
     for number, row in enumerate(table.rows, 1):
         runs = _row_runs(table, row, metrics) if row.trained else []
@@ -147,7 +149,7 @@ def tidy(table: Table, metrics: dict[tuple[str, str], dict[str, Any]], run: str,
                             "paper": math.nan if paper is None else float(paper), "ours": ours, "std": std,
                             "n_seeds": len(values), "why_empty": reason, "scale": scale, "run": run,
                             "corpus": table.corpus or "", "signature": signature,
-                            "p_value": (p_values or {}).get(row.system, math.nan) if metric == "bleu" else math.nan})
+                            "p_value": (p_values or {}).get(row.system, math.nan) if metric == p_column else math.nan})
     df = pd.DataFrame.from_records(records, columns=[c for c in COLUMNS if c != "diff"])
     df = _ratios(table, df, metrics)
     df.insert(COLUMNS.index("diff"), "diff", df.ours - df.paper)
@@ -214,6 +216,12 @@ def markdown(table: Table, df: pd.DataFrame) -> str:
     out += lines + [""]
     out += [f"- [{i}] {n}" for i, n in enumerate(notes, 1)] + ([""] if notes else [])
     out += [f"{line}  " for line in footer(table, df)]
+    checked = df.attrs.get("claims")
+    if checked is not None and len(checked):
+        out += ["", "## The paper's claims, checked", "",
+                "| " + " | ".join(claims.HEADER) + " |", "|" + "|".join(["---"] * 3 + ["---:"] * 2 + ["---"]) + "|"]
+        out += ["| " + " | ".join(cells) + " |" for cells in claims.lines(checked)]
+        out += ["", claims.note(checked)]
     return "\n".join(out) + "\n"
 
 
@@ -224,7 +232,7 @@ def markdown(table: Table, df: pd.DataFrame) -> str:
 _TEX_TEXT = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
              "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
              "|": r"\textbar{}", "<": r"\textless{}", ">": r"\textgreater{}",
-             "±": r"$\pm$", "×": r"$\times$", "–": "--"}
+             "±": r"$\pm$", "×": r"$\times$", "–": "--", "−": "$-$"}
 _TEX_SPECIAL = re.compile("|".join(map(re.escape, _TEX_TEXT)))
 
 
@@ -259,6 +267,12 @@ def latex(table: Table, df: pd.DataFrame) -> str:
     out += [" & ".join(_tex(c) for c in cells) + r" \\" for cells in body]
     out += [r"\bottomrule", r"\end{tabular}", r"\end{adjustbox}"]
     foot = [f"[{i}] {n}" for i, n in enumerate(notes, 1)] + [s.replace("`", "") for s in footer(table, df)]
+    checked = df.attrs.get("claims")
+    if checked is not None and len(checked):
+        foot += ["The paper's claims, checked: " + "; ".join(
+            f"{claim + ' ' if claim else ''}{comparison} on {metric}: paper {paper}, ours {ours}: {verdict}"
+            for claim, comparison, metric, paper, ours, verdict in claims.lines(checked)) + ".",
+            claims.note(checked)]
     caption = _tex(table.title + (f" (paper: {table.paper.strip()})" if table.paper else ""))
     out += [rf"\caption{{{caption}}}", rf"\label{{tab:{table.name}}}"]
     out += [r"\par\footnotesize " + _tex(f).replace(r"\textbar{}", r"\textbar{}\allowbreak{}") for f in foot]
@@ -269,9 +283,12 @@ def latex(table: Table, df: pd.DataFrame) -> str:
 def build(table: Table, metrics_files: list[str | Path], run: str, scale: str, out_csv: str | Path,
           out_md: str | Path, out_tex: str | Path | None = None,
           gates_files: list[str | Path] | None = None, out_html: str | Path | None = None,
-          cell_files: list[str | Path] | None = None, data_reports: list[str | Path] | None = None) -> pd.DataFrame:
+          cell_files: list[str | Path] | None = None, data_reports: list[str | Path] | None = None,
+          out_claims: str | Path | None = None) -> pd.DataFrame:
     """The table from its rows' metrics files (and a gates table's gate statistics, a cells table's
-    counts); `data_reports` (the corpus' prepare.json) bring the data's warnings into its notes."""
+    counts); `data_reports` (the corpus' prepare.json) bring the data's warnings into its notes; the
+    paper's claims, checked, go into the renderings and `out_claims` (a tidy CSV)."""
+    claimed = claims.parse(table)
     metrics, paths = {}, {}
     for path in metrics_files:
         m = read_json(path)
@@ -285,15 +302,20 @@ def build(table: Table, metrics_files: list[str | Path], run: str, scale: str, o
         if key in metrics:
             metrics[key] = {**metrics[key], "gates": read_json(p)}
     cells = {c["cell"]: c for c in map(read_json, cell_files or [])}
-    tested = significance.p_values(table, paths) if table.kind == "translation" and "bleu" in table.metrics else {}
+    tested = significance.p_values(table, paths)
     df = tidy(table, metrics, run, scale, cells, {s: t["p_value"] for s, t in tested.items()})
     df.attrs["significance"] = [significance.note(table)] if tested else []
+    evidence = claims.Evidence(table, metrics, paths, metric_value) if table.kind == "translation" else None
+    df.attrs["claims"] = checked = claims.check(table, claimed, df, evidence)
     df.attrs["cut_short"] = cut_short(table, metrics)
     if table.kind != "cells":
         df.attrs["ran"] = [ran.summary(metrics.values()), ran.override(metrics.values())]
         df.attrs["warnings"] = ran.warnings(metrics.values(), map(read_json, data_reports or []))
     with atomic_writer(out_csv) as f:
         df.to_csv(f, index=False)
+    if out_claims:
+        with atomic_writer(out_claims) as f:
+            checked.to_csv(f, index=False)
     with atomic_writer(out_md) as f:
         f.write(markdown(table, df))
     if out_tex:

@@ -15,6 +15,7 @@ from rnmt.settings import count, json_object
 log = logging.getLogger("rnmt")
 TRAIN_FILES = ("train-src", "train-tgt", "dev-src", "dev-tgt", "src-vocab", "tgt-vocab", "out-dir")
 LABEL_FILES = ("train-src-labels", "dev-src-labels", "src-label-vocab")     # the factored models' (optional)
+OPTIONAL_FILES = (*LABEL_FILES, "dev-ref")
 
 
 def cmd_train(a: argparse.Namespace) -> None:
@@ -26,7 +27,7 @@ def cmd_train(a: argparse.Namespace) -> None:
                 json.dumps(a.settings)]
         for name in TRAIN_FILES:
             args += [f"--{name}", getattr(a, name.replace("-", "_"))]
-        for name in LABEL_FILES:
+        for name in OPTIONAL_FILES:
             if getattr(a, name.replace("-", "_")):
                 args += [f"--{name}", getattr(a, name.replace("-", "_"))]
         sys.exit(launch.run_distributed(a.gpus, args))
@@ -43,7 +44,7 @@ def _train(a: argparse.Namespace) -> None:
     model_config = a.model
     opt = {k: Path(v) if v else None for k, v in
            {"train_src_labels": a.train_src_labels, "dev_src_labels": a.dev_src_labels,
-            "src_label_vocab": a.src_label_vocab}.items()}
+            "src_label_vocab": a.src_label_vocab, "dev_ref": a.dev_ref}.items()}
     trainer = Trainer(model_config, settings, Path(a.train_src), Path(a.train_tgt), Path(a.dev_src),
                       Path(a.dev_tgt), Path(a.src_vocab), Path(a.tgt_vocab), Path(a.out_dir), **opt)
     try:
@@ -91,6 +92,8 @@ def add_parsers(sub: Any) -> None:
     s.add_argument("--train-src-labels", help="source dependency labels, one per subword of --train-src")
     s.add_argument("--dev-src-labels", help="source dependency labels, one per subword of --dev-src")
     s.add_argument("--src-label-vocab", help="the label vocabulary (labels/<source>/vocab.lab)")
+    s.add_argument("--dev-ref", help="the tokenized dev reference: its extra references <FILE>.ref1, .ref2, ... "
+                                     "(a multi-reference dev set, NIST MT06's 4) join --dev-tgt in the dev BLEU")
     s.add_argument("--gpus", type=count(0), default=0,
                    help="GPUs for this job (the rule's gpu resource): leased from the local slot pool outside "
                         "SLURM; more than 1 trains with that many torch.distributed processes (gloo on a CPU)")

@@ -37,7 +37,7 @@ from tqdm import tqdm
 from rnmt import fastpath, hardware
 from rnmt.data.batching import Batch, bucketed_batches, load_parallel, make_batch, token_batches
 from rnmt.data.vocab import Vocab
-from rnmt.io import InputError, write_json
+from rnmt.io import InputError, read_lines, write_json
 from rnmt.models import build_model, factors
 from rnmt.models.pretrained import load_source_vectors
 from rnmt.train import checkpoint, distributed, graphs, outputs, schedules
@@ -46,7 +46,7 @@ from rnmt.train.optim import initialise, load_optimizer_state, make_optimizer, s
 from rnmt.train.progress import LogWindow, Progress, budget_done, run_metrics
 from rnmt.train.records import TrainLog
 from rnmt.train.settings import TrainSettings, accumulation
-from rnmt.train.validation import dev_bleu, dev_loss
+from rnmt.train.validation import dev_bleu, dev_loss, extra_references
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ class Trainer:
     def __init__(self, model_config: dict[str, Any], settings: TrainSettings, train_src: Path,
                  train_tgt: Path, dev_src: Path, dev_tgt: Path, src_vocab: Path, tgt_vocab: Path,
                  out_dir: Path, train_src_labels: Path | None = None, dev_src_labels: Path | None = None,
-                 src_label_vocab: Path | None = None) -> None:
+                 src_label_vocab: Path | None = None, dev_ref: Path | None = None) -> None:
         self.s = settings
         self.out_dir = Path(out_dir)
         labelled = [x is not None for x in (train_src_labels, dev_src_labels, src_label_vocab)]
@@ -84,16 +84,20 @@ class Trainer:
         random.seed(settings.seed)
         torch.manual_seed(settings.seed)
         self.rng = random.Random(settings.seed)
-        self.inputs = checkpoint.input_identity({
+        inputs = {
             "train_src": train_src, "train_tgt": train_tgt, "dev_src": dev_src, "dev_tgt": dev_tgt,
             "src_vocab": src_vocab, "tgt_vocab": tgt_vocab, "train_src_labels": train_src_labels,
             "dev_src_labels": dev_src_labels, "src_label_vocab": src_label_vocab,
-            "pretrained_src": settings.pretrained_src or None})
+            "pretrained_src": settings.pretrained_src or None}
         self.src_vocab, self.tgt_vocab = Vocab.load(src_vocab), Vocab.load(tgt_vocab)
         self.train_data = load_parallel(train_src, train_tgt, self.src_vocab, self.tgt_vocab, settings.max_len,
                                         train_src_labels, self.label_vocab, settings.max_len_unit)
         self.dev_data = load_parallel(dev_src, dev_tgt, self.src_vocab, self.tgt_vocab, None, dev_src_labels,
                                       self.label_vocab)
+        # a multi-reference dev set (NIST MT06) selects models by BLEU against all its references
+        extra = extra_references(dev_ref, self.dev_data, len(read_lines(dev_tgt))) if dev_ref else {}
+        self.dev_refs = list(extra.values())
+        self.inputs = checkpoint.input_identity({**inputs, **{f"dev_ref{k}": p for k, p in enumerate(extra, 2)}})
         cfg = dict(self.model_config)
         self.model = build_model(cfg.pop("arch"), len(self.src_vocab), len(self.tgt_vocab), **cfg)
         initialise(self.model, settings.init, settings.init_scale)
@@ -374,7 +378,8 @@ class Trainer:
         rec["dev_loss"] = dev_loss(self.model, self.dev_data, s.batch_size, self.device)
         rec["dev_ppl"] = math.exp(min(rec["dev_loss"], 50.0))
         if s.valid_bleu:
-            rec["dev_bleu"] = dev_bleu(self.model, self.dev_data, self.tgt_vocab, self.device, s.batch_size)
+            rec["dev_bleu"] = dev_bleu(self.model, self.dev_data, self.tgt_vocab, self.device, s.batch_size,
+                                       self.dev_refs)
         rec["valid_seconds"] = round(time.perf_counter() - t0, 3)
         p.valid_seconds += rec["valid_seconds"]
         self._record(rec)

@@ -3,6 +3,9 @@ patience and the learning curves."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
+
 import sacrebleu
 import torch
 
@@ -10,6 +13,7 @@ from rnmt.data.batching import ParallelData, make_batch
 from rnmt.data.bpe import undo
 from rnmt.data.vocab import Vocab
 from rnmt.decode.translate import translate_ids
+from rnmt.io import InputError, read_lines, with_extra_references
 from rnmt.models import Seq2Seq
 from rnmt.train.loss import token_loss
 
@@ -31,9 +35,27 @@ def dev_loss(model: Seq2Seq, data: ParallelData, batch_size: int, device: torch.
 
 
 def dev_bleu(model: Seq2Seq, data: ParallelData, tgt_vocab: Vocab, device: torch.device,
-             batch_size: int) -> float:
-    """Greedy tokenized BLEU on the dev set, subwords joined (a cheap progress signal)."""
+             batch_size: int, extra_refs: Sequence[Sequence[str]] = ()) -> float:
+    """Greedy tokenized BLEU on the dev set, subwords joined (a cheap progress signal and, where the
+    checkpoint is kept by dev BLEU, the model selection): against the dev target and each of
+    `extra_refs`, the further tokenized references of a multi-reference dev set (NIST MT06: four in
+    all), each a line per pair of `data`."""
     hyps = translate_ids(model, data.src, beam=1, batch_size=batch_size, device=device, labels=data.src_labels)
     sys_lines = [undo(tgt_vocab.decode(h)) for h in hyps]
     refs = [undo(tgt_vocab.decode(t)) for t in data.tgt]
-    return sacrebleu.corpus_bleu(sys_lines, [refs], tokenize="none", force=True).score
+    return sacrebleu.corpus_bleu(sys_lines, [refs, *map(list, extra_refs)], tokenize="none", force=True).score
+
+
+def extra_references(dev_ref: Path, data: ParallelData, dev_lines: int) -> dict[Path, list[str]]:
+    """The extra references beside the tokenized dev reference `dev_ref` (`<dev_ref>.ref1`, `.ref2`, ...:
+    written by the data stage for a multi-reference dev set), each cut to the pairs `data` kept of the
+    dev files' `dev_lines` lines."""
+    out = {}
+    for path in map(Path, with_extra_references([str(dev_ref)])[1:]):
+        lines = read_lines(path)
+        if data.lines is None or len(lines) != dev_lines:
+            raise InputError(f"{path}: {len(lines)} lines, but the dev set has {dev_lines}: the extra reference "
+                             "belongs to another dev set. Prepare the corpus again (snakemake reruns its data "
+                             "jobs when their files change; or delete results/<run>/data/<corpus>)")
+        out[path] = [lines[i] for i in data.lines]
+    return out

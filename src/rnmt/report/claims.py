@@ -1,0 +1,210 @@
+"""A paper's claims about one of its tables, checked on the numbers a run measured.
+
+An experiment file's `claims:` lists what the paper concludes from the table, each as a comparison of
+one row with one or more others on one of the table's metrics:
+
+- `higher`: the row's value is above each other row's (ATR+CA is the best RNNSearch; more layers help);
+- `lower`: below each (ATR has fewer parameters);
+- `within`: within `margin` of each, either way (ATR is on par with GRU, within 0.5 BLEU).
+
+Each comparison gets an interval of the difference (row − other) and a verdict from it: **holds** where
+the whole interval is on the claim's side, **does not hold** where the whole interval is on the other
+side, **not separable** where it straddles (the run cannot tell). For a BLEU, the interval is the 95%
+paired bootstrap interval over the test sentences (evaluate.bootstrap: 1,000 resamples of the same
+sentences for both rows), taken for each pair of decodings (seed by seed where both rows decode the same
+seeds, else every pair, as the significance test pairs them), and the union over the pairs: a claim
+holds only where every seed pair says so. Any other metric (a speed, a size) has no sentences to
+resample: its interval spans the pairs' measured differences. A claim over several rows holds where
+every comparison holds, does not hold where any does not, and is not separable otherwise.
+
+The same rule applied to the paper's own numbers (one number a row, so the interval is the difference)
+must say "holds": that checks the claim was written down as the paper states it (tests/test_claims.py).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rnmt.evaluate.bootstrap import LEVEL, SAMPLES, paired_interval, sentence_stats
+from rnmt.evaluate.metrics import Scored, scored_file
+from rnmt.experiments import check_claims
+from rnmt.plan import Row, Table
+from rnmt.report.layout import label, number, tokenized
+from rnmt.report.significance import WHOLE_SPLIT, pairs
+
+KINDS = ("higher", "lower", "within")
+HOLDS, FAILS, UNSURE, NO_NUMBERS = "holds", "does not hold", "not separable", "no numbers"
+COLUMNS = ["table", "claim", "says", "metric", "kind", "margin", "row", "than", "paper_diff", "paper_verdict",
+           "diff", "low", "high", "pairs", "verdict", "claim_verdict"]
+
+
+@dataclass(frozen=True)
+class Claim:
+    says: str                   # the paper's conclusion, in brief, with where it says it
+    metric: str
+    kind: str
+    row: str
+    than: tuple[str, ...]
+    margin: float = 0.0
+
+
+def parse(table: Table) -> list[Claim]:
+    """The table's claims, checked first as the plan checks them (rows and metrics of the table), so that
+    `rnmt table` on a hand-edited experiment file stops with the same message."""
+    check_claims({"rows": [{"system": r.system} for r in table.rows], "metrics": table.metrics,
+                  "claims": table.claims}, table.path)
+    return [Claim(c["says"], c["metric"], c["kind"], c["row"], (c["than"],) if isinstance(c["than"], str)
+                  else tuple(c["than"]), float(c.get("margin", 0.0))) for c in table.claims]
+
+
+def verdict(kind: str, low: float, high: float, margin: float = 0.0) -> str:
+    """A comparison's verdict from the interval [low, high] of row − other."""
+    if math.isnan(low) or math.isnan(high):
+        return NO_NUMBERS
+    if kind == "higher":
+        return HOLDS if low > 0 else FAILS if high < 0 else UNSURE
+    if kind == "lower":
+        return HOLDS if high < 0 else FAILS if low > 0 else UNSURE
+    return HOLDS if -margin <= low and high <= margin else FAILS if low > margin or high < -margin else UNSURE
+
+
+def combine(verdicts: Iterable[str]) -> str:
+    """A claim over several comparisons: holds where all do, does not where any does not."""
+    v = list(verdicts)
+    if FAILS in v:
+        return FAILS
+    if NO_NUMBERS in v:
+        return NO_NUMBERS
+    return HOLDS if all(x == HOLDS for x in v) else UNSURE
+
+
+def resampled(metric: str) -> bool:
+    """Whether a metric's interval comes from resampling test sentences: a whole-split BLEU, one test
+    set's, or the sets' average (BLEU by source length is not among the claims' metrics)."""
+    base = tokenized(metric)[1]
+    return metric in WHOLE_SPLIT or base == "bleu_avg" or base.startswith("bleu@")
+
+
+class Evidence:
+    """The numbers behind the comparisons: each decoding's metric values (from the tidy table) and, for
+    a BLEU, each decoding's per-sentence BLEU statistics (from the files its metrics file scored)."""
+
+    def __init__(self, table: Table, metrics: dict[tuple[str, str], dict[str, Any]],
+                 paths: dict[tuple[str, str], Path], value: Any) -> None:
+        self.table, self.metrics, self.paths, self.value = table, metrics, paths, value
+        self._scored: dict[Path, Scored] = {}
+        self._stats: dict[tuple[Path, str], tuple[Any, np.ndarray, list[tuple[str, int, int]]]] = {}
+
+    def stats(self, key: tuple[str, str], metric: str) -> tuple[Any, np.ndarray, list[tuple[str, int, int]]]:
+        path = self.paths[key]
+        side = tokenized(metric)[0] + ("bleu_compound" if metric.endswith("_compound") else "bleu")
+        if (path, side) not in self._stats:
+            if path not in self._scored:
+                self._scored[path] = scored_file(path)
+            s = self._scored[path]
+            scorer, hyps, refs = s.bleu_side(side)
+            self._stats[(path, side)] = scorer, sentence_stats(scorer, hyps, refs), list(s.parts)
+        return self._stats[(path, side)]
+
+    def groups(self, metric: str, n: int, parts: list[tuple[str, int, int]]) -> list[np.ndarray] | None:
+        """The sentence groups whose mean BLEU is `metric`: the split, its sets (avg), or one set."""
+        base = tokenized(metric)[1]
+        if base.startswith("bleu@"):
+            found = [p for p in parts if p[0] == base[5:]]
+            return [np.arange(found[0][1] - 1, found[0][1] - 1 + found[0][2])] if found else None
+        if base == "bleu_avg" and parts:
+            return [np.arange(a - 1, a - 1 + k) for _, a, k in parts]
+        return [np.arange(n)]
+
+    def interval(self, metric: str, row: Row, other: Row) -> tuple[float, float, int]:
+        """(low, high, pairs) of row − other over the pairs of their decodings."""
+        lows, highs = [], []
+        found = 0
+        for mine, theirs in pairs(row, other):
+            a, b = (row.variant, mine), (other.variant, theirs)
+            if a not in self.metrics or b not in self.metrics:
+                continue
+            if resampled(metric):
+                scorer, sa, parts = self.stats(a, metric)
+                _, sb, parts_b = self.stats(b, metric)
+                groups = self.groups(metric, len(sa), parts)
+                if groups is None or parts != parts_b or len(sa) != len(sb):
+                    continue
+                _, low, high = paired_interval(scorer, sa, sb, groups, SAMPLES)
+            else:
+                va, vb = self.value(self.metrics[a], metric), self.value(self.metrics[b], metric)
+                if va is None or vb is None:
+                    continue
+                low = high = va - vb
+            lows.append(low)
+            highs.append(high)
+            found += 1
+        if not found:
+            return math.nan, math.nan, 0
+        return min(lows), max(highs), found
+
+
+def check(table: Table, claims: Sequence[Claim], df: pd.DataFrame, evidence: Evidence | None) -> pd.DataFrame:
+    """One record per (claim, other row): the paper's difference and verdict, ours (the table's means)
+    with the interval and verdict, and the claim's verdict over its comparisons."""
+    rows = {r.system: r for r in table.rows}
+    value = df.set_index(["system", "metric"])
+    records = []
+    for k, claim in enumerate(claims, 1):
+        mine = []
+        for other in claim.than:
+            paper = value.loc[(claim.row, claim.metric), "paper"] - value.loc[(other, claim.metric), "paper"]
+            ours = value.loc[(claim.row, claim.metric), "ours"] - value.loc[(other, claim.metric), "ours"]
+            low = high = math.nan
+            n = 0
+            if evidence is not None and rows[claim.row].trained and rows[other].trained:
+                low, high, n = evidence.interval(claim.metric, rows[claim.row], rows[other])
+            mine.append({"table": table.name, "claim": k, "says": claim.says, "metric": claim.metric,
+                         "kind": claim.kind, "margin": claim.margin if claim.kind == "within" else math.nan,
+                         "row": claim.row, "than": other, "paper_diff": paper,
+                         "paper_verdict": verdict(claim.kind, paper, paper, claim.margin), "diff": ours,
+                         "low": low, "high": high, "pairs": n,
+                         "verdict": verdict(claim.kind, low, high, claim.margin)})
+        overall = combine(r["verdict"] for r in mine)
+        records += [{**r, "claim_verdict": overall} for r in mine]
+    return pd.DataFrame.from_records(records, columns=COLUMNS)
+
+
+def note(claims: pd.DataFrame) -> str:
+    """What the verdicts mean, below the claims."""
+    return ("Verdicts: holds where the whole interval of the difference (row − other) is on the claim's side, "
+            "does not hold where it is wholly on the other side, not separable where it straddles. A BLEU's "
+            f"interval is the {LEVEL:.0%} paired bootstrap interval over the test sentences ({SAMPLES:,} "
+            "resamples), the union over the two rows' seed pairs; any other metric's spans the seed pairs' measured "
+            "differences. A claim over several rows holds where every comparison does. Paper: the same rule on "
+            "the paper's numbers.")
+
+
+def _d(x: float) -> str:
+    return "–" if math.isnan(x) else number(x, "+").replace("-", "−")
+
+
+def lines(claims: pd.DataFrame) -> list[tuple[str, str, str, str, str, str]]:
+    """Per comparison: claim (on its first comparison, with the claim's verdict), comparison, metric, paper
+    difference with its verdict, ours with its interval, and the comparison's verdict."""
+    out = []
+    seen = set()
+    for r in claims.itertuples():
+        first = r.claim not in seen
+        seen.add(r.claim)
+        what = {"higher": ">", "lower": "<", "within": f"within ±{number(r.margin)} of"}[r.kind]
+        claim = f"{r.claim}. {r.says} ({r.claim_verdict})" if first else ""
+        paper = "–" if math.isnan(r.paper_diff) else f"{_d(r.paper_diff)} ({r.paper_verdict})"
+        ours = _d(r.diff) + (f" [{_d(r.low)}, {_d(r.high)}]" if not math.isnan(r.low) and r.low != r.high else "")
+        out.append((claim, f"{r.row} {what} {r.than}", label(r.metric), paper, ours, r.verdict))
+    return out
+
+
+HEADER = ("Claim", "Comparison", "Metric", "Paper Δ", "Ours Δ [interval]", "Verdict")

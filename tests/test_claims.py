@@ -1,0 +1,207 @@
+"""The papers' claims, checked: written as the papers state them (each holds on the paper's own numbers),
+verdicts from paired bootstrap intervals on real scored files, and the tables' significance test on a
+tokenized, compound-split BLEU equal to sacrebleu's own."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from rnmt.config import ConfigError
+from rnmt.evaluate.bootstrap import bleu_of, paired_interval, sentence_stats
+from rnmt.evaluate.metrics import write_metrics
+from rnmt.evaluate.score import split_compounds, tok_scorer
+from rnmt.experiments import check_claims
+from rnmt.plan import Row, Table, table_from_experiment
+from rnmt.report import claims
+from rnmt.report.tables import build
+
+ROOT = Path(__file__).resolve().parents[1]
+EXPERIMENTS = sorted((ROOT / "workflow/experiments").glob("*.yaml"))
+
+
+def paper_frame(table: Table) -> pd.DataFrame:
+    return pd.DataFrame([{"system": r.system, "metric": m, "paper": r.paper.get(m, math.nan), "ours": math.nan}
+                         for r in table.rows for m in table.metrics]).astype({"paper": float})
+
+
+@pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: p.stem)
+def test_every_claim_holds_on_the_papers_own_numbers(path: Path) -> None:
+    """A claim written down wrongly (rows swapped, the wrong direction, a margin the paper breaks) shows
+    here: the paper's numbers must bear out what the paper concludes from them."""
+    exp = yaml.safe_load(path.read_text())
+    check_claims(exp, path)
+    table = table_from_experiment(exp, path)
+    checked = claims.check(table, claims.parse(table), paper_frame(table), None)
+    both = checked[checked.paper_diff.notna()]
+    assert (both.paper_verdict == claims.HOLDS).all(), both[["says", "row", "than", "paper_diff"]]
+    assert (checked[checked.paper_diff.isna()].paper_verdict == claims.NO_NUMBERS).all()
+
+
+def test_the_headline_tables_state_the_papers_claims() -> None:
+    """Each paper's headline table carries its claims, on its BLEU against the paper's baseline row."""
+    for name, baseline in [("atr-table2", "RNNSearch + GRU + BPE"), ("srnmt-table2", "LSTM 2L"),
+                           ("dtmt-table1", "ShallowRNMT"), ("ud-labels", "RNNSearch + GRU")]:
+        exp = yaml.safe_load((ROOT / f"workflow/experiments/{name}.yaml").read_text())
+        assert exp["baseline"] == baseline and exp["claims"], name
+
+
+def test_verdicts_read_the_interval() -> None:
+    assert claims.verdict("higher", 0.1, 0.9) == claims.HOLDS
+    assert claims.verdict("higher", -0.2, 0.9) == claims.UNSURE
+    assert claims.verdict("higher", -0.9, -0.1) == claims.FAILS
+    assert claims.verdict("lower", -0.9, -0.1) == claims.HOLDS
+    assert claims.verdict("within", -0.3, 0.4, 0.5) == claims.HOLDS
+    assert claims.verdict("within", 0.2, 0.7, 0.5) == claims.UNSURE
+    assert claims.verdict("within", 0.6, 0.9, 0.5) == claims.FAILS
+    assert claims.verdict("higher", math.nan, math.nan) == claims.NO_NUMBERS
+    assert claims.combine([claims.HOLDS, claims.UNSURE]) == claims.UNSURE
+    assert claims.combine([claims.HOLDS, claims.FAILS, claims.UNSURE]) == claims.FAILS
+    assert claims.combine([claims.HOLDS, claims.HOLDS]) == claims.HOLDS
+
+
+def test_a_claim_on_a_row_or_metric_the_table_lacks_is_refused_by_name() -> None:
+    exp = {"rows": [{"system": "GRU"}, {"system": "ATR"}], "metrics": ["bleu"],
+           "claims": [{"says": "x", "metric": "bleu", "kind": "higher", "row": "ATR", "than": "GRU "}]}
+    with pytest.raises(ConfigError, match=r"no row 'GRU ' in the table \(did you mean 'GRU'\?\)"):
+        check_claims(exp, Path("t.yaml"))
+    exp["claims"][0].update(than="GRU", metric="chrf")
+    with pytest.raises(ConfigError, match="metric 'chrf' is not one of the table's metrics"):
+        check_claims(exp, Path("t.yaml"))
+    exp["claims"][0].update(metric="bleu", kind="within")
+    with pytest.raises(ConfigError, match="needs `margin`"):
+        check_claims(exp, Path("t.yaml"))
+
+
+# a small test set's words, two of them hyphenated compounds (for compound splitting)
+WORDS = ("the", "a", "dog", "cat", "house", "garden", "runs", "sits", "sees", "under", "over", "red", "small",
+         "big", "man", "woman", "child", "ball", "plays", "with", "in", "on", "street", "water", "well-known",
+         "long-term")
+
+
+def corpus(n: int = 240, seed: int = 0) -> list[str]:
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(WORDS, size=int(rng.integers(6, 14)))) for _ in range(n)]
+
+
+def damage(lines: list[str], share: float, seed: int) -> list[str]:
+    """Each sentence with probability `share` loses its second half (a worse system)."""
+    rng = np.random.default_rng(seed)
+    return [" ".join(s.split()[: len(s.split()) // 2]) if rng.random() < share else s for s in lines]
+
+
+def test_bootstrap_statistics_give_the_scorers_bleu_and_an_interval_around_the_difference() -> None:
+    refs = corpus()
+    a, b = damage(refs, 0.2, 1), damage(refs, 0.5, 2)
+    scorer = tok_scorer()
+    sa, sb = sentence_stats(scorer, a, [refs]), sentence_stats(scorer, b, [refs])
+    assert bleu_of(scorer, sa) == pytest.approx(scorer.corpus_score(a, [refs]).score, abs=1e-9)
+    whole = [np.arange(len(refs))]
+    observed, low, high = paired_interval(scorer, sa, sb, whole)
+    exact = scorer.corpus_score(a, [refs]).score - scorer.corpus_score(b, [refs]).score
+    assert observed == pytest.approx(exact, abs=1e-9) and low < observed < high and low > 0
+    assert paired_interval(scorer, sa, sb, whole) == (observed, low, high)          # seeded: reproducible
+    assert paired_interval(scorer, sa, sa, whole) == (0.0, 0.0, 0.0)
+    halves = [np.arange(0, 120), np.arange(120, 240)]                               # the sets' mean BLEU
+    mean = np.mean([scorer.corpus_score([a[i] for i in g], [[refs[i] for i in g]]).score for g in halves]) - \
+        np.mean([scorer.corpus_score([b[i] for i in g], [[refs[i] for i in g]]).score for g in halves])
+    assert paired_interval(scorer, sa, sb, halves)[0] == pytest.approx(mean, abs=1e-9)
+
+
+def scored_run(tmp: Path, systems: dict[tuple[str, str], list[str]], refs: list[str]) -> list[Path]:
+    """A metrics file per (variant, member), written by `rnmt score`'s own function on real files."""
+    (tmp / "ref.txt").write_text("\n".join(refs) + "\n")
+    (tmp / "ref.tok").write_text("\n".join(refs) + "\n")
+    out = []
+    for (variant, member), hyps in systems.items():
+        d = tmp / variant / member
+        d.mkdir(parents=True)
+        for ext in ("txt", "tok"):
+            (d / f"test.{ext}").write_text("\n".join(hyps) + "\n")
+        path = d / "test.json"
+        write_metrics(str(path), str(d / "test.txt"), [str(tmp / "ref.txt")], str(d / "test.tok"),
+                      [str(tmp / "ref.tok")], meta={"variant": variant, "member": member})
+        out.append(path)
+    return out
+
+
+def test_a_table_checks_its_claims_on_the_scored_translations(tmp_path: Path) -> None:
+    """Three rows with two seeds each: a good system, a much worse one, and one that equals the good one
+    but for a few sentences. The claims' verdicts follow the bootstrap intervals of the seed pairs; the
+    claims go into the CSV and the Markdown, HTML and LaTeX renderings."""
+    refs = corpus()
+    systems = {("good", "seed1"): damage(refs, 0.1, 1), ("good", "seed2"): damage(refs, 0.1, 2),
+               ("bad", "seed1"): damage(refs, 0.6, 3), ("bad", "seed2"): damage(refs, 0.6, 4)}
+    for s in ("seed1", "seed2"):
+        close = list(systems[("good", s)])
+        close[0] = damage([refs[0]], 1.0, 0)[0]
+        systems[("close", s)] = close
+    files = scored_run(tmp_path, systems, refs)
+    said = [{"says": "good beats bad", "metric": "tok_bleu", "kind": "higher", "row": "Good", "than": "Bad"},
+            {"says": "bad beats good", "metric": "tok_bleu", "kind": "higher", "row": "Bad", "than": "Good"},
+            {"says": "close is on par with good", "metric": "bleu", "kind": "within", "margin": 2.0,
+             "row": "Close", "than": "Good"},
+            {"says": "close beats good", "metric": "bleu", "kind": "higher", "row": "Close", "than": "Good"},
+            {"says": "good is best", "metric": "tok_bleu", "kind": "higher", "row": "Good",
+             "than": ["Bad", "Close"]}]
+    table = Table("t", tmp_path / "t.yaml", "T", "c", "test", ["bleu", "tok_bleu"],
+                  [Row("Good", "good", {}, (1, 2)), Row("Bad", "bad", {}, (1, 2)), Row("Close", "close", {}, (1, 2))],
+                  baseline="Good", claims=said)
+    out = tmp_path / "out"
+    build(table, files, "r", "mini", out / "t.csv", out / "t.md", out / "t.tex", out_html=out / "t.html",
+          out_claims=out / "t.claims.csv")
+    got = pd.read_csv(out / "t.claims.csv")
+    verdicts = got.groupby("claim").claim_verdict.first().tolist()
+    assert verdicts == [claims.HOLDS, claims.FAILS, claims.HOLDS, claims.UNSURE, claims.UNSURE]
+    assert (got.pairs == 2).all()                                   # seed by seed, both rows' seeds 1 and 2
+    best = got[got.claim == 5].set_index("than").verdict
+    assert best["Bad"] == claims.HOLDS and best["Close"] == claims.UNSURE
+    table_csv = pd.read_csv(out / "t.csv").set_index(["system", "metric"])
+    diff = table_csv.loc[("Good", "tok_bleu"), "ours"] - table_csv.loc[("Bad", "tok_bleu"), "ours"]
+    assert got.loc[0, "diff"] == pytest.approx(diff) and got.loc[0, "low"] > 0
+    md = (out / "t.md").read_text()
+    assert "## The paper's claims, checked" in md and "| 1. good beats bad (holds) | Good > Bad | tok BLEU |" in md
+    assert "close is on par with good (holds)" in (out / "t.html").read_text()
+    assert "bad beats good (does not hold)" in (out / "t.tex").read_text()
+
+
+def test_significance_of_a_compound_split_bleu_is_sacrebleus_paired_test_on_the_split_files(tmp_path: Path) -> None:
+    """SR-NMT's tables report tokenized BLEU after compound splitting; their rows are tested on that score,
+    as sacrebleu's paired bootstrap tests the split files (seed by seed, the larger p-value counts)."""
+    from sacrebleu.significance import PairedTest
+
+    refs = corpus(seed=5)
+    systems = {("lstm", "seed1"): damage(refs, 0.3, 1), ("lstm", "seed2"): damage(refs, 0.3, 2),
+               ("sr", "seed1"): damage(refs, 0.25, 3), ("sr", "seed2"): damage(refs, 0.4, 4)}
+    files = scored_run(tmp_path, systems, refs)
+    table = Table("t", tmp_path / "t.yaml", "T", "c", "test", ["tok_bleu_compound"],
+                  [Row("LSTM 2L", "lstm", {}, (1, 2)), Row("SR-NMT 2L", "sr", {}, (1, 2))], baseline="LSTM 2L")
+    df = build(table, files, "r", "mini", tmp_path / "t.csv", tmp_path / "t.md")
+
+    def split(lines: list[str]) -> list[str]:
+        return [split_compounds(x) for x in lines]
+
+    p = []
+    for s in ("seed1", "seed2"):
+        _, results = PairedTest([("base", split(systems[("lstm", s)])), ("sys", split(systems[("sr", s)]))],
+                                {"BLEU": tok_scorer()}, [split(refs)], test_type="bs", n_samples=1000)()
+        base, other = results["BLEU"]
+        p.append(1.0 if base.score == other.score else other.p_value)
+    got = df.set_index(["system", "metric"]).p_value
+    assert got[("SR-NMT 2L", "tok_bleu_compound")] == pytest.approx(max(p), abs=1e-12)
+    assert math.isnan(got[("LSTM 2L", "tok_bleu_compound")])
+    assert "tok BLEU (compounds split) marked * differs from LSTM 2L's" in (tmp_path / "t.md").read_text()
+
+
+def test_a_table_of_set_averages_is_tested_on_the_whole_split_and_says_so(tmp_path: Path) -> None:
+    from rnmt.report.significance import note, tested
+
+    table = Table("t", tmp_path / "t.yaml", "T", "c", "test", ["tok_bleu@nist-mt02", "tok_bleu_avg", "params_m"],
+                  [Row("Shallow", "s", {}, (1,)), Row("Deep", "d", {}, (1,))], baseline="Shallow")
+    assert tested(table) == ("tok_bleu", "tok_bleu_avg")
+    assert "tok BLEU of the whole test split (all its sets together), marked in the tok Avg column" in note(table)
