@@ -1,21 +1,41 @@
 #!/usr/bin/env bash
-# ATR Table 4 at scale `mini` (Multi30k En-De) on one GPU, from the placed download files to the table,
-# all seven rows sharing the GPU (RNMT_JOBS_PER_GPU), then `rnmt bench train` and `rnmt bench cells --quick` on CUDA.
+# Paper tables at scale `mini` (Multi30k) on one GPU, from the placed download files to the tables, every
+# model of every table training at once on the GPU (RNMT_JOBS_PER_GPU), then `rnmt bench train` and
+# `rnmt bench cells --quick` on CUDA.
 #
-#   benchmarks/gpu/mini-on-one-gpu.sh OUT [MAX_STEPS] [SECONDS] [SEEDS]
+#   benchmarks/gpu/mini-on-one-gpu.sh OUT [MAX_STEPS] [SECONDS] [SEEDS] [TABLES]
 #
-# OUT receives run.log, env.txt, mini.tgz (the run's tables, metrics JSON, training logs, Snakemake's
-# log, nvidia-smi's utilisation samples) and bench.tgz. MAX_STEPS overrides the scale's step budget
-# (default: the scale's own 6,000); SECONDS caps the Snakemake run (default 3600), after which the
-# finished rows' files are still collected. SEEDS: seeds a row (default: the scale's, 3; 1 times one model
-# a row, as the committed benchmarks/multi30k/ table did).
+# OUT receives run.log, env.txt, mini.tgz (the run's tables with their claims, metrics JSON, training
+# logs, Snakemake's log, nvidia-smi's utilisation samples) and bench.tgz. MAX_STEPS overrides the
+# scale's step budget (default: the scale's own 6,000); SECONDS caps the Snakemake run (default 3600),
+# after which the finished rows' files are still collected. SEEDS: seeds a row (default: the scale's, 3;
+# 1 times one model a row, as the committed benchmarks/multi30k/ table did). TABLES: comma-separated
+# experiment names (default atr-table4; the four headline tables: atr-table2,srnmt-table2,dtmt-table1,atr-table4).
 set -u
-out=${1:?usage: $0 OUT [MAX_STEPS] [SECONDS] [SEEDS]}
+out=${1:?usage: $0 OUT [MAX_STEPS] [SECONDS] [SEEDS] [TABLES]}
 steps=${2:-}
 cap=${3:-3600}
 seeds=${4:-$(python3 -c "import yaml; print(yaml.safe_load(open('config.yaml'))['scales']['mini'].get('seeds') or 1)")}
+tables=${5:-atr-table4}
 source "$(dirname "$0")/common.sh"
 gpu_start "$out"
+# one GPU slot a training job: the number of (variant, seed) models the tables train
+jobs=$(python3 - "$tables" "$seeds" <<'PY'
+import sys
+from pathlib import Path
+
+import yaml
+
+from rnmt.plan import Plan
+
+config = yaml.safe_load(Path("config.yaml").read_text())
+scale = {**config["scales"]["mini"], "seeds": int(sys.argv[2]), "max_seeds": int(sys.argv[2])}
+plan = Plan({**config, "scale": "mini", "run": "mini-gpu", "tables": sys.argv[1].split(","),
+             "scales": {**config["scales"], "mini": scale}}, Path.cwd())
+print(sum(len(v.seeds) for v in plan.variants.values()))
+PY
+)
+targets=$(echo "$tables" | tr ',' '\n' | sed "s|.*|results/mini-gpu/tables/&.csv|" | tr '\n' ' ')
 
 run=mini-gpu
 override=""
@@ -25,18 +45,19 @@ if [ -n "$steps" ]; then
 fi
 nvidia-smi dmon -s um -d 5 > "results/$run.dmon.txt" 2>&1 &
 dmon=$!
-stamp "snakemake: ATR Table 4, scale mini, run $run, ${steps:-6000} steps, $seeds seeds a row, all on one GPU"
-export RNMT_JOBS_PER_GPU=$(( 7 * seeds ))
-# the target first: --resources and --config take every word after them
-timeout "$cap" python3 -m snakemake "results/$run/tables/atr-table4.csv" --cores 16 --keep-going \
-    --resources gpu=$RNMT_JOBS_PER_GPU --config scale=mini run=$run ${override:+"$override"} \
+stamp "snakemake: $tables, scale mini, run $run, ${steps:-6000} steps, $seeds seeds a row, $jobs models on one GPU"
+export RNMT_JOBS_PER_GPU=$jobs
+# the targets first: --resources and --config take every word after them
+# shellcheck disable=SC2086
+timeout "$cap" python3 -m snakemake $targets --cores 16 --keep-going \
+    --resources gpu=$RNMT_JOBS_PER_GPU --config scale=mini run=$run "tables=[$tables]" ${override:+"$override"} \
     "scales={mini: {seeds: $seeds, max_seeds: $seeds}}" \
     > "results/$run.snakemake.log" 2>&1
 rc=$?
 kill "$dmon" 2>/dev/null
 stamp "snakemake exit $rc"
 tail -n 15 "results/$run.snakemake.log"
-cat "results/$run/tables/atr-table4.md" 2>/dev/null
+for t in $(echo "$tables" | tr ',' ' '); do cat "results/$run/tables/$t.md" 2>/dev/null; done
 tar czf "$out/mini.tgz" --exclude='*.pt' --exclude='*.keep' --exclude='results/*/data' \
     "results/$run" "results/$run.snakemake.log" "results/$run.dmon.txt" 2>/dev/null
 stamp "collected"
