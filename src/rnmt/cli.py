@@ -11,6 +11,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 
 from rnmt import allocator
@@ -40,6 +41,55 @@ def cmd_check_config(a: argparse.Namespace) -> None:
     print(f"config OK: run {plan.run}, scale {plan.scale}, tables {', '.join(plan.tables)}, variants {variants}")
 
 
+def cmd_explain(a: argparse.Namespace) -> None:
+    from snakemake.utils import update_config
+
+    from rnmt.config import ConfigError, closest, load_yaml
+    from rnmt.decode.settings import DecodeSettings
+    from rnmt.layers import explain, rel, render
+    from rnmt.models.registry import model_defaults
+    from rnmt.plan import Plan
+    from rnmt.runconfig import load_record, record_path
+    from rnmt.train.settings import TrainSettings
+
+    root = Path(a.root)
+    record = load_record(record_path(root / "results" / a.run))
+    if record is not None and not a.configfile:
+        where = rel(record_path(root / "results" / a.run), root)
+        config, said = record, f"its record {where}"
+    else:
+        config = load_yaml(root / a.config)
+        for extra in a.configfile:
+            update_config(config, load_yaml(extra))
+        config["run"] = a.run
+        scale = a.scale or (a.run if a.run in (config.get("scales") or {}) else config["scale"])
+        config["scale"] = scale
+        where = a.config + "".join(f" + {f}" for f in a.configfile)
+        said = f"{where} at scale {scale}" + (" (the run is not built yet)" if record is None else "")
+    plan = Plan(config, root, where)
+    found = [k for k in plan.variants if k[1] == a.variant and (not a.corpus or k[0] == a.corpus)]
+    if not found:
+        names = sorted({v for _, v in plan.variants})
+        hint = closest(a.variant, names)
+        raise ConfigError(f"no table of run {a.run} trains variant {a.variant!r}" + (f" (did you mean {hint[0]!r}?)"
+                          if hint else "") + f"; its variants: {', '.join(names)}")
+    from rnmt.experiments import takes
+
+    for key in found:                           # a variant of tables on two corpora (ATR's En-De and En-Fr)
+        v = plan.variants[key]
+        train = {k: x for k, x in asdict(TrainSettings()).items() if k != "seed"}
+        defaults = {"model": model_defaults(v.model["arch"]),
+                    "train": ("TrainSettings in rnmt.train.settings", train),
+                    "decode": ("DecodeSettings in rnmt.decode.settings", asdict(DecodeSettings()))}
+        resolved = {"model": {k: x for k, x in v.model.items() if k not in ("arch", "cell")}, "train": v.train,
+                    "decode": v.decode}
+        records = explain(plan.layers[key], takes(v.model["arch"]), resolved, defaults)
+        print(f"variant {a.variant} on corpus {key[0]}, run {plan.run} at scale {plan.scale} (config: {said}); "
+              f"architecture {v.model['arch']}{', cell ' + v.model['cell'] if 'cell' in v.model else ''}; "
+              f"trained by {rel(plan.owner[key], root)}; seeds {', '.join(map(str, v.seeds))}")
+        print(render(records, a.settings, a.all))
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rnmt", description="rnmt: recurrent NMT papers from raw corpora to their "
                                 "tables. Each subcommand is one stage of the pipeline; `rnmt <command> -h` "
@@ -55,6 +105,21 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--configfile", action="append", default=[], help="overrides, as snakemake --configfile")
     s.add_argument("--root", default=".", help="the repository root (holds workflow/)")
     s.set_defaults(func=cmd_check_config)
+
+    s = sub.add_parser("explain", help="where each setting of a run's variant comes from (file and key, weakest first)")
+    s.add_argument("run", metavar="RUN", help="the run: its record results/RUN/config.yaml where built, else "
+                                              "config.yaml with run RUN (and scale RUN where RUN names a scale)")
+    s.add_argument("variant", metavar="VARIANT", help="a variant the run trains (a table row's `variant`)")
+    s.add_argument("settings", metavar="SETTING", nargs="*", help="only these settings (e.g. lr batch_size)")
+    s.add_argument("--corpus", default="", help="only the variant's models on this corpus (default: every corpus "
+                                                "the run trains it on)")
+    s.add_argument("--scale", default="", help="the scale, for a run not built yet (default: RUN if it names one, "
+                                               "else config.yaml's)")
+    s.add_argument("--config", default="config.yaml", help="the config file of a run not built yet")
+    s.add_argument("--configfile", action="append", default=[], help="overrides, as snakemake --configfile")
+    s.add_argument("--all", action="store_true", help="also the settings left at their defaults")
+    s.add_argument("--root", default=".", help="the repository root (holds workflow/)")
+    s.set_defaults(func=cmd_explain)
     for leaf in _leaves(p):                 # -q also after the subcommand, where a person types it
         leaf.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
                           help="only warnings and errors")

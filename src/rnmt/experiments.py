@@ -4,6 +4,7 @@ each system's architecture takes."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,15 +59,16 @@ def check_claims(exp: dict[str, Any], path: Path) -> None:
                               "units)")
 
 
-def accepted(arch: str, defaults: dict[str, Any]) -> dict[str, Any]:
-    """The default model settings (config, scale, the table's for all its rows) or forced ones
-    (override) that an architecture takes: the transformer has no `emb`, most recurrent ones no
-    `tie_output`. A row's own settings are never dropped, so a typo there still stops the run."""
+def takes(arch: str) -> Callable[[str], bool]:
+    """Whether architecture `arch` takes a model setting: shared settings (config, scale, the table's for
+    all its rows, override) reach a row only where its architecture takes them (the transformer has no
+    `emb`, most recurrent ones no `tie_output`). A row's own settings are never dropped, so a typo there
+    still stops the run."""
     import rnmt.models  # noqa: F401  (fills the registry)
     from rnmt.models.registry import accepted_settings
 
     names = accepted_settings(arch)
-    return defaults if names is None else {k: v for k, v in defaults.items() if k in names}
+    return lambda key: names is None or key in names
 
 
 def check_row_models(exp: dict[str, Any], path: Path) -> None:

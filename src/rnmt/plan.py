@@ -24,15 +24,15 @@ from typing import Any
 from rnmt.config import ConfigError, load_yaml, validate
 from rnmt.data.registry import check_corpora, registry_corpus_ids
 from rnmt.decode.settings import DecodeSettings
-from rnmt.experiments import accepted, check_experiment, check_row_models
+from rnmt.experiments import check_experiment, check_row_models, takes
 from rnmt.io import InputError
+from rnmt.layers import Layer, rel, resolve, setting_layers
 from rnmt.settings import closest
 from rnmt.systems import load_systems
 from rnmt.train.settings import complete
 
 SPLITS = ("train", "dev", "test")
 SIDES = ("src", "tgt")
-SECTIONS = ("model", "train", "decode")
 RESOURCES = {
     "train": {"gpu": 0, "mem_mb": 4000, "runtime": 24 * 60},
     "translate": {"gpu": 0, "mem_mb": 4000, "runtime": 4 * 60},
@@ -154,13 +154,6 @@ def table_from_experiment(exp: dict[str, Any], path: Path, corpus: str | None = 
                  exp.get("figure"), exp.get("notes", ""), exp.get("claims") or [])
 
 
-def _overlay(*layers: dict[str, Any] | None) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for layer in layers:
-        out.update(layer or {})
-    return out
-
-
 def _differing(a: Variant, b: Variant) -> str:
     """The settings in which two definitions of one variant differ, as `section.key: a → b`."""
     out = []
@@ -180,9 +173,10 @@ def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 
 class Plan:
-    def __init__(self, config: dict[str, Any], root: Path) -> None:
+    def __init__(self, config: dict[str, Any], root: Path, config_where: str = "config.yaml") -> None:
         self.root = Path(root)
         self.config = validate(config, self.root / "workflow/schemas/config.schema.yaml", "config")
+        self.config_where = config_where
         self.run = config["run"]
         self.scale = config["scale"]
         self.scale_settings: dict[str, Any] = (config.get("scales") or {}).get(self.scale) or {}
@@ -196,6 +190,7 @@ class Plan:
         self.variants: dict[tuple[str, str], Variant] = {}
         owner: dict[tuple[str, str], str] = {}                  # the first table that trains a variant
         self.defined_in: dict[tuple[str, str], str] = {}        # the file that defines its system
+        self.layers: dict[tuple[str, str], list[Layer]] = {}    # where its settings come from (rnmt explain)
         exp_dir = self.experiments_dir = Path(config.get("experiments_dir") or self.root / "workflow/experiments")
         self.systems_dir = Path(config.get("systems_dir") or self.root / "workflow/systems")
         systems = load_systems(self.systems_dir, self.root / "workflow/schemas")
@@ -205,16 +200,24 @@ class Plan:
                               f"file{'s' if len(missing) > 1 else ''}; known tables: {', '.join(self._shipped())}")
         for name in config["tables"]:
             path = exp_dir / f"{name}.yaml"
-            exp = validate(load_yaml(path), self.root / "workflow/schemas/experiment.schema.yaml", str(path))
-            exp = systems.resolve(exp, path)
+            raw = validate(load_yaml(path), self.root / "workflow/schemas/experiment.schema.yaml", str(path))
+            exp = systems.resolve(raw, path)
             check_experiment(exp, path)
             check_row_models(exp, path)
             corpus = self._table_corpus(exp, path) if exp.get("kind", "translation") == "translation" else None
             table = table_from_experiment(exp, path, corpus, self.max_seeds, self.seeds)
-            for row in exp["rows"]:
+            for i, row in enumerate(exp["rows"]):
                 if "arch" not in row or table.kind != "translation":
                     continue
-                v = self._variant(exp, row, corpus)
+                paper = raw.get("systems")
+                layers = setting_layers(
+                    config, self.scale, row, systems.settings.get(paper) or {},
+                    rel(systems.paper_files[paper], self.root) if paper else "(no systems file)",
+                    raw.get("settings") or {}, rel(path, self.root),
+                    f"{rel(systems.system_files[row['variant']], self.root)} systems.{row['variant']}"
+                    if row["variant"] in systems.definitions else f"{rel(path, self.root)} rows[{i}]",
+                    self.config_where)
+                v = self._variant(exp, row, corpus, layers)
                 k = (v.corpus, v.name)
                 if k in self.variants and self.variants[k].key() != v.key():
                     raise ConfigError(f"variant {v.name!r} on corpus {v.corpus} is defined differently in "
@@ -225,6 +228,7 @@ class Plan:
                 seeds = tuple(sorted(set(v.seeds) | set(old.seeds if old else ())))
                 self.variants[k] = Variant(v.name, v.corpus, v.model, v.train, v.decode, seeds, v.labels)
                 owner.setdefault(k, str(path))
+                self.layers.setdefault(k, layers)
                 self.defined_in.setdefault(k, str(systems.system_files.get(v.name, path)))
             self.tables[name] = table
         self.owner = owner
@@ -260,18 +264,8 @@ class Plan:
                 self.corpora_config[name] = {"registry": name}
         return name
 
-    def _variant(self, exp: dict[str, Any], row: dict[str, Any], corpus: str) -> Variant:
-        table_scale = (exp.get("settings") or {}).get(self.scale) or {}
-        row_scale = (row.get("scales") or {}).get(self.scale) or {}
-        override = self.config.get("override") or {}
-        # defaults, weakest first: the config's, the scale's, the scale's for this architecture
-        # (arch_model, arch_train), the table's at this scale
-        defaults = {s: _overlay(self.config.get(s), self.scale_settings.get(s),
-                                (self.scale_settings.get(f"arch_{s}") or {}).get(row["arch"]), table_scale.get(s))
-                    for s in SECTIONS}
-        defaults["model"] = accepted(row["arch"], defaults["model"])
-        forced = {**override, "model": accepted(row["arch"], override.get("model") or {})}
-        parts = {s: _overlay(defaults[s], row.get(s), row_scale.get(s), forced.get(s)) for s in SECTIONS}
+    def _variant(self, exp: dict[str, Any], row: dict[str, Any], corpus: str, layers: list[Layer]) -> Variant:
+        parts = resolve(layers, takes(row["arch"]))
         model = {"arch": row["arch"], **({"cell": row["cell"]} if "cell" in row else {}), **parts["model"]}
         try:
             train = complete(parts["train"])

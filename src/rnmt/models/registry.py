@@ -54,6 +54,25 @@ class _NoFill(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
+def model_defaults(arch: str) -> tuple[str, dict[str, Any]]:
+    """(where they are written, the defaults of the model settings architecture `arch`'s constructor takes):
+    a subclass's default over its parent's."""
+    import inspect
+
+    cls = MODELS[arch]
+    out: dict[str, Any] = {}
+    for klass in cls.__mro__:
+        if "__init__" not in vars(klass):
+            continue
+        params = inspect.signature(vars(klass)["__init__"]).parameters
+        for n, p in params.items():
+            if p.default is not p.empty:
+                out.setdefault(n, p.default)
+        if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            break
+    return f"{cls.__name__} in {cls.__module__}", out
+
+
 def accepted_settings(arch: str) -> set[str] | None:
     """The model settings an architecture's constructor takes (None: it takes any, or is unknown)."""
     import inspect

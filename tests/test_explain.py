@@ -1,0 +1,87 @@
+"""`rnmt explain RUN VARIANT`: where each setting of a row comes from, file and key, from the same layers
+the plan builds the row's jobs from."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rnmt.experiments import takes
+from rnmt.layers import explain
+from rnmt.plan import Plan
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture()
+def checkout(tmp_path: Path) -> Path:
+    """The repository's config and workflow files, without any built run."""
+    (tmp_path / "workflow").symlink_to(ROOT / "workflow")
+    shutil.copy(ROOT / "config.yaml", tmp_path / "config.yaml")
+    return tmp_path
+
+
+def rnmt(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "rnmt", *args], cwd=cwd, capture_output=True, text=True)
+
+
+def test_explain_names_where_lr_batch_size_and_max_steps_come_from(checkout: Path) -> None:
+    """At mini, ATR's rows take the scale's rate; at paper scale the ATR systems file's."""
+    got = rnmt("explain", "mini", "atr-rnnsearch-atr", "lr", "batch_size", "max_steps", "--corpus", "multi30k-en-de",
+               cwd=checkout)
+    assert got.returncode == 0, got.stderr
+    out = got.stdout
+    assert "run mini at scale mini (config: config.yaml at scale mini (the run is not built yet))" in out
+    assert "lr         = 0.002       from config.yaml scales.mini.train" in out
+    assert "over default: 0.0005" in out
+    assert "batch_size = 64          from config.yaml scales.mini.train" in out
+    assert "max_steps  = 6000        from config.yaml scales.mini.train" in out
+    paper = rnmt("explain", "paper", "atr-rnnsearch-atr", "lr", "--corpus", "atr-wmt14-en-de", cwd=checkout).stdout
+    assert "lr = 0.0005      from workflow/systems/atr.yaml settings.paper.train" in paper
+    assert "over config.yaml train: 0.002" in paper
+
+
+def test_a_built_run_is_explained_from_its_record_and_its_override_wins(checkout: Path) -> None:
+    config = yaml.safe_load((checkout / "config.yaml").read_text())
+    record = {**config, "run": "r1", "override": {"train": {"lr": 0.01}, "model": {"emb": 64}}}
+    (checkout / "results/r1").mkdir(parents=True)
+    (checkout / "results/r1/config.yaml").write_text(yaml.safe_dump(record))
+    got = rnmt("explain", "r1", "atr-transformer", "lr", "emb", cwd=checkout)
+    assert got.returncode == 0, got.stderr
+    assert "(config: its record results/r1/config.yaml)" in got.stdout
+    assert "lr = 0.01" in got.stdout
+    assert "from results/r1/config.yaml override.train (forced on every row)" in got.stdout
+    # the Transformer takes no `emb`: each layer that gave one is named, and said to be left out
+    assert ("emb = 64 from results/r1/config.yaml override.model (forced on every row): left out, the "
+            "architecture does not take it") in got.stdout
+
+
+def test_an_unknown_variant_is_named_with_the_closest(checkout: Path) -> None:
+    got = rnmt("explain", "demo", "atr-rnnsearch-atx", cwd=checkout)
+    assert got.returncode == 2
+    assert "no table of run demo trains variant 'atr-rnnsearch-atx' (did you mean 'atr-rnnsearch-atr'?)" in got.stderr
+
+
+@pytest.mark.parametrize("scale", ["demo", "mini", "paper"])
+def test_every_explained_value_is_the_value_its_jobs_run_with(scale: str) -> None:
+    """For every variant of every table: each setting's explained source holds the value the plan gives
+    the variant's jobs, so the explanation cannot drift from what runs."""
+    config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    plan = Plan({**config, "scale": scale, "run": "x", "override": {"train": {"clip": 1.0}}}, ROOT)
+    for key, v in plan.variants.items():
+        resolved = {"model": {k: x for k, x in v.model.items() if k not in ("arch", "cell")}, "train": v.train,
+                    "decode": v.decode}
+        records = explain(plan.layers[key], takes(v.model["arch"]), resolved,
+                          {s: ("default", {}) for s in ("model", "train", "decode")})
+        for r in records:
+            if r["dropped"] or r["from"].startswith("default"):      # left at the settings class's default
+                continue
+            layer = next(x for x in reversed(plan.layers[key]) if x.where.format(s=r["section"]) == r["from"])
+            assert layer.values[r["section"]][r["key"]] == resolved[r["section"]][r["key"]], (key, r)
+        clip = next(r for r in records if r["key"] == "clip")
+        assert clip["from"] == "config.yaml override.train (forced on every row)"
