@@ -16,8 +16,7 @@ from rnmt.decode.ensemble import Ensemble, load_ensemble
 from rnmt.evaluate.gates import gate_statistics
 from rnmt.evaluate.score import score
 from rnmt.io import InputError
-from rnmt.models import build_model
-from rnmt.train import checkpoint
+from rnmt.models import build_model, checkpoint
 
 SOURCES = [[5, 6, 7, 8], [9, 10, 11], [12, 13, 5, 6, 7, 8, 9], [14]]
 

@@ -90,8 +90,8 @@ def test_the_rows_give_the_committed_demo_record(findings: tuple[pd.DataFrame, P
     version it was made with; elsewhere products round differently, and only the findings above hold."""
     import math
 
+    from rnmt.evaluate.metric_names import timed
     from rnmt.report import record
-    from rnmt.report.metric_names import timed
 
     df, out = findings
     made, here = json.loads(record.machine_path(RECORD).read_text()), record.machine(out)

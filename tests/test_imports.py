@@ -84,3 +84,46 @@ def test_no_module_imports_one_that_imports_it_back() -> None:
     found = circles(edges)
     assert not found, "import circles (break each by moving the shared names down): " + "; ".join(
         " -> ".join(c) for c in found)
+
+
+# The house's floors, lowest first: a package or top-level module imports only from its own floor and those
+# below it. Written once, here; docs/architecture.md describes them.
+FLOORS = [
+    # the ground: files, settings and their checks, the run's record and provenance, the machine
+    {"rnmt", "io", "settings", "config", "runconfig", "layers", "progress", "provenance", "energies", "allocator",
+     "hardware", "fastpath", "matmul", "cluster"},
+    {"cells", "data"},                                  # the papers' cells; corpora, subwords, batches
+    {"models", "parse"},                                # architectures and their model files; UD labels
+    {"decode"},                                         # search, ensembles, bundles
+    {"train"},                                          # training (validation decodes)
+    {"experiments", "systems", "plan"},                 # from config and experiment files to jobs
+    {"evaluate"},                                       # scores, significance tests, gates
+    {"report"},                                         # tables, claims, figures
+    {"bench", "cli", "__main__"},                       # benchmarks and the command line
+]
+
+
+def unit(module: str) -> str:
+    """A module's package (rnmt.train.trainer -> train) or top-level module (rnmt.plan -> plan)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def upward(edges: dict[str, set[str]]) -> list[str]:
+    floor = {u: i for i, units in enumerate(FLOORS) for u in units}
+    units = {unit(m) for m in edges}
+    missing = sorted(units - set(floor))
+    assert not missing, f"give each package and top-level module a floor in FLOORS: {missing}"
+    return [f"{m} -> {d}" for m, deps in sorted(edges.items()) for d in sorted(deps)
+            if floor[unit(d)] > floor[unit(m)]]
+
+
+def test_the_floor_check_finds_an_import_that_runs_up() -> None:
+    assert upward({"rnmt.models.srnmt": {"rnmt.train.optim"}, "rnmt.train.optim": set()}) == \
+        ["rnmt.models.srnmt -> rnmt.train.optim"]
+    assert upward({"rnmt.train.trainer": {"rnmt.models.init"}, "rnmt.models.init": set()}) == []
+
+
+def test_no_package_imports_from_a_higher_floor() -> None:
+    found = upward(graph())
+    assert not found, "imports that run up the floors (move the shared names down): " + "; ".join(found)

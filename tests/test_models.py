@@ -11,8 +11,7 @@ from rnmt.data.batching import pad
 from rnmt.data.vocab import Vocab
 from rnmt.decode.beam import beam_search
 from rnmt.io import InputError
-from rnmt.models import build_model
-from rnmt.train import checkpoint
+from rnmt.models import build_model, checkpoint
 
 
 def test_gru_equals_torch_grucell() -> None:

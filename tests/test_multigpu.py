@@ -19,7 +19,7 @@ from rnmt.data.synthetic import generate_pairs
 from rnmt.data.tokenize import tokenize
 from rnmt.data.vocab import Vocab
 from rnmt.io import InputError, write_lines
-from rnmt.train import checkpoint
+from rnmt.models import checkpoint
 
 HOLDER = textwrap.dedent("""
     import sys, time

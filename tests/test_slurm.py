@@ -14,7 +14,7 @@ import torch
 import yaml
 
 from conftest import ROOT, run_snakemake
-from rnmt.train import checkpoint
+from rnmt.models import checkpoint
 
 PROFILE = ["--workflow-profile", str(ROOT / "profiles/slurm")]
 CLUSTER = ROOT / "scripts/slurm-cluster"

@@ -416,7 +416,7 @@ def test_the_metrics_a_table_may_list_are_the_labelled_ones() -> None:
     """The experiment schema's metric names come from METRIC_LABELS: a labelled metric is accepted, with
     tok_ where it is a BLEU, and an unlabelled one is refused."""
     from rnmt.config import ConfigError, validate
-    from rnmt.report.metric_names import METRIC_LABELS
+    from rnmt.evaluate.metric_names import METRIC_LABELS
 
     schema = ROOT / "workflow/schemas/experiment.schema.yaml"
     exp = yaml.safe_load((EXPERIMENTS / "atr-table4.yaml").read_text())

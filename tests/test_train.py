@@ -19,9 +19,9 @@ import torch.multiprocessing as mp
 from rnmt.data.batching import load_parallel, make_batch, token_batches
 from rnmt.data.vocab import PAD_ID, Vocab
 from rnmt.models import build_model
+from rnmt.models.init import initialise
 from rnmt.train import distributed, schedules
 from rnmt.train.loss import token_loss
-from rnmt.train.optim import initialise
 from rnmt.train.trainer import Trainer, TrainingDiverged, TrainSettings
 from tinytrain import MODEL, assert_same_weights
 
@@ -182,7 +182,7 @@ def test_the_kept_checkpoint_is_the_best_by_the_selection_metric(corpus: dict[st
                                                                   select_by: str) -> None:
     """DTMT keeps the checkpoint with the best dev BLEU, SR-NMT the one with the best dev perplexity;
     patience counts validations without improvement of the same metric."""
-    from rnmt.train import checkpoint
+    from rnmt.models import checkpoint
 
     metrics = trainer(corpus, tmp_path, max_steps=40, valid_every=4, valid_bleu=True, select_by=select_by,
                       lr=0.01).run()
@@ -420,7 +420,7 @@ def test_the_last_validations_are_kept_and_average_into_a_translatable_model(cor
                                                                              tmp_path: Path) -> None:
     """keep_checkpoints: 3 keeps the last three validations' weights; `rnmt average-checkpoints` of the
     folder is their element-wise mean, in a checkpoint that `rnmt translate` reads like model.pt."""
-    from rnmt.train import checkpoint
+    from rnmt.models import checkpoint
 
     trainer(corpus, tmp_path, max_steps=30, keep_checkpoints=3).run()          # validations at 5, 10, ..., 30
     kept = checkpoint.validation_checkpoints(tmp_path)
@@ -445,7 +445,7 @@ def test_the_last_validations_are_kept_and_average_into_a_translatable_model(cor
 
 def test_checkpoints_of_different_models_are_not_averaged(corpus: dict[str, Path], tmp_path: Path) -> None:
     from rnmt.io import InputError
-    from rnmt.train import checkpoint
+    from rnmt.models import checkpoint
 
     trainer(corpus, tmp_path / "a", max_steps=5).run()
     trainer(corpus, tmp_path / "b", model={**MODEL, "hidden": MODEL["hidden"] + 2}, max_steps=5).run()

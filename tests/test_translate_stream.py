@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from rnmt.bundle import Bundle, export
 from rnmt.data.batching import pad_source
 from rnmt.decode.beam import beam_search
+from rnmt.decode.bundle import Bundle, export
 from rnmt.io import InputError, line_batches
 from rnmt.train.trainer import Trainer, TrainSettings
 from tinytrain import MODEL

@@ -11,9 +11,8 @@ from rnmt.cli import main
 from rnmt.data.batching import load_parallel, make_batch
 from rnmt.data.vocab import UNK_ID, Vocab
 from rnmt.io import InputError
-from rnmt.models import MODELS, factors
+from rnmt.models import MODELS, checkpoint, factors
 from rnmt.report.figures import smooth
-from rnmt.train import checkpoint
 from rnmt.train.trainer import Trainer, TrainSettings
 from udcorpus import labelled_corpus
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from rnmt.train import checkpoint
+from rnmt.models import checkpoint
 
 MODEL = {"arch": "rnnsearch", "cell": "gru", "emb": 16, "hidden": 24, "dropout": 0.3}
 

@@ -17,9 +17,9 @@ import torch
 
 from faults.faultlib import ROOT
 from faults.test_training_faults import trainer
-from rnmt.bundle import export
 from rnmt.data.bpe import learn
-from rnmt.train import checkpoint
+from rnmt.decode.bundle import export
+from rnmt.models import checkpoint
 
 pytestmark = pytest.mark.faults
 SECRET = "root:x:0:0:a line that must never reach the console"

@@ -15,7 +15,7 @@ import pytest
 
 from faults.faultlib import ROOT
 from faults.test_training_faults import ENV, run, train_cmd, wait_for_step
-from rnmt.train import checkpoint
+from rnmt.models import checkpoint
 
 pytestmark = pytest.mark.faults
 

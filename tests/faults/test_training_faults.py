@@ -17,7 +17,7 @@ import torch
 from conftest import SESSION_ENV
 from faults.faultlib import ROOT, fill
 from rnmt.io import DiskFullError, InputError
-from rnmt.train import checkpoint
+from rnmt.models import checkpoint
 from rnmt.train.trainer import Trainer, TrainSettings
 from tinytrain import MODEL, assert_same_weights
 

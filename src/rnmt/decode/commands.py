@@ -74,7 +74,7 @@ def cmd_translate(a: argparse.Namespace) -> None:
 def _averaged(models: list[str], last: int, folder: Path) -> tuple[list[str], list[list[int]]]:
     """Each model's last `last` validation checkpoints (checkpoints/ beside its model.pt) averaged into
     `folder`; → the averaged files and, per model, the steps averaged."""
-    from rnmt.train import checkpoint
+    from rnmt.models import checkpoint
 
     out, steps = [], []
     for i, model in enumerate(models):
@@ -93,7 +93,7 @@ def _averaged(models: list[str], last: int, folder: Path) -> tuple[list[str], li
 def _translate_bundle(a: argparse.Namespace, device: Any, decode: dict[str, Any]) -> None:
     """Raw text in batches as it comes (standard input: what is there, so a pipe gets each answer once
     its line is written), each batch's translations written and flushed before the next is read."""
-    from rnmt.bundle import Bundle
+    from rnmt.decode.bundle import Bundle
     from rnmt.io import atomic_writer, decoded_lines
 
     translator = Bundle.load(a.bundle).translator(device, nbest=a.nbest, **decode)
@@ -136,7 +136,7 @@ def _input_batches(path: str, batch: int) -> Iterator[list[bytes]]:
 
 
 def cmd_export(a: argparse.Namespace) -> None:
-    from rnmt.bundle import export
+    from rnmt.decode.bundle import export
 
     try:
         preprocess, decode = json.loads(a.preprocess), json.loads(a.decode)

@@ -18,7 +18,7 @@ from torch import Tensor, nn
 from rnmt.data.vocab import Vocab
 from rnmt.io import InputError
 from rnmt.models.base import DecoderState, Seq2Seq
-from rnmt.train.checkpoint import load_model_with_labels
+from rnmt.models.checkpoint import load_model_with_labels
 
 
 class Ensemble(Seq2Seq):

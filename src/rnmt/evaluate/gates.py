@@ -89,7 +89,7 @@ def gate_statistics(model: Seq2Seq, sources: Sequence[Sequence[int]], targets: S
 def gate_statistics_of_files(model_path: str, src: str, tgt: str) -> dict[str, Any]:
     """`gate_statistics` of a checkpoint on a segmented source file and its reference."""
     from rnmt.io import read_lines
-    from rnmt.train.checkpoint import load_model
+    from rnmt.models.checkpoint import load_model
 
     model, sv, tv = load_model(model_path)
     return gate_statistics(model, [sv.encode(x) for x in read_lines(src)], [tv.encode(x) for x in read_lines(tgt)])

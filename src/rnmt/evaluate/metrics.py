@@ -12,9 +12,9 @@ from typing import Any
 
 from sacrebleu.metrics import BLEU
 
+from rnmt.evaluate.metric_names import TOKENIZED
 from rnmt.evaluate.score import detok_scorer, score, split_compounds, tok_scorer
 from rnmt.io import InputError, read_json, read_lines, sha256_of, with_extra_references, write_json
-from rnmt.report.metric_names import TOKENIZED
 
 log = logging.getLogger(__name__)
 

@@ -35,8 +35,8 @@ from typing import Any
 from sacrebleu.metrics import BLEU, CHRF
 
 from rnmt.data.tokenize import DASH_SPLIT
+from rnmt.evaluate.metric_names import TOKENIZED
 from rnmt.io import InputError
-from rnmt.report.metric_names import TOKENIZED
 
 LENGTH_BUCKETS = (0, 10, 20, 30, 40, 50)     # (0,10], (10,20], ..., (50, ∞)
 LONGER_THAN = (0, 10, 20, 30, 40, 50, 60)    # DTMT Figure 3's x-axis: sources longer than x words

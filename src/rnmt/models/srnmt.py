@@ -21,8 +21,8 @@ from rnmt.io import InputError
 from rnmt.matmul import Linear
 from rnmt.models.base import DecoderState, Seq2Seq
 from rnmt.models.embedding import FactoredEmbedding
+from rnmt.models.init import initialise
 from rnmt.models.registry import register_model
-from rnmt.train.optim import initialise
 
 
 @register_model("srnmt")

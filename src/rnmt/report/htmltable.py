@@ -9,10 +9,10 @@ import math
 
 import pandas as pd
 
+from rnmt.evaluate.metric_names import better
 from rnmt.plan import Table
 from rnmt.report import claims, significance
 from rnmt.report.layout import COUNTS, fmt, fmt_count, footer, label, number
-from rnmt.report.metric_names import better
 
 _HTML_STYLE = """
 body { font-family: "DejaVu Sans", Helvetica, Arial, sans-serif; font-size: 14px; margin: 1.5em; color: #222; }

@@ -9,9 +9,9 @@ import math
 
 import pandas as pd
 
+from rnmt.evaluate.metric_names import METRIC_LABELS, TOKENIZED, bleu_family
 from rnmt.evaluate.score import bucket_name
 from rnmt.plan import Table
-from rnmt.report.metric_names import METRIC_LABELS, TOKENIZED, bleu_family
 
 
 def tokenized(metric: str) -> tuple[str, str]:

@@ -16,8 +16,8 @@ from typing import Any
 
 import pandas as pd
 
+from rnmt.evaluate.metric_names import timed
 from rnmt.io import InputError, atomic_writer, read_json, write_json
-from rnmt.report.metric_names import timed
 
 COLUMNS = ["table", "row", "system", "variant", "members", "metric", "ours", "n_seeds"]
 DECIMALS = 4

@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from rnmt.evaluate.compare import ALPHA, paired_test
+from rnmt.evaluate.metric_names import bleu_family
 from rnmt.evaluate.metrics import Scored, scored_file
 from rnmt.io import InputError
 from rnmt.plan import Row, Table
 from rnmt.report.layout import label, tokenized
-from rnmt.report.metric_names import bleu_family
 
 SAMPLES = 1000          # sacrebleu's default number of bootstrap resamples
 MARK = "*"              # a BLEU that differs from the reference row's, in the rendered tables

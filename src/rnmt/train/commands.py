@@ -62,7 +62,7 @@ def _train(a: argparse.Namespace) -> None:
 
 
 def cmd_average_checkpoints(a: argparse.Namespace) -> None:
-    from rnmt.train import checkpoint
+    from rnmt.models import checkpoint
 
     paths = []
     for given in map(Path, a.inputs):

@@ -1,13 +1,5 @@
-"""Optimisers and parameter initialisation as the papers set them.
-
-Optimisers: Adam with the paper's β and ε (ATR: 0.9/0.999; DTMT: ε = 1e-6), AdaDelta (UD paper).
-Initialisation:
-  - uniform: every parameter U(−a, a), a = 0.08 (ATR, DTMT);
-  - xavier: Xavier-normal matrices and U(−0.1, 0.1) vectors (SR-NMT reference code);
-  - diagonal: nonzero diagonals, zero biases (UD paper, after Le et al. 2015);
-  - default: each module's own initialisation.
-Layer-norm gains stay at 1 and biases at 0 under every scheme but `uniform`, which the papers apply to all.
-"""
+"""Optimisers as the papers set them: Adam with the paper's β and ε (ATR: 0.9/0.999; DTMT: ε = 1e-6),
+AdaDelta (UD paper). The initialisation schemes are the models' (rnmt.models.init)."""
 
 from __future__ import annotations
 
@@ -20,7 +12,6 @@ from torch import nn
 from rnmt.io import InputError
 
 OPTIMIZERS = ("adam", "adadelta")
-INITS = ("uniform", "xavier", "diagonal", "default")
 
 
 def make_optimizer(name: str, params: Iterable[nn.Parameter], lr: float, betas: tuple[float, float],
@@ -54,29 +45,3 @@ def load_optimizer_state(opt: torch.optim.Optimizer, state: dict[str, Any]) -> N
             g["lr"].fill_(lr)
         else:
             g["lr"] = lr
-
-
-def initialise(model: nn.Module, scheme: str, scale: float = 0.08) -> None:
-    """Initialise `model`'s weights by `scheme`. Layer norms keep their identity start (gain 1, bias 0)
-    under every scheme: drawn like a weight, a gain of about ±scale would shrink each normalised
-    activation to a random-signed fraction of itself and stall learning."""
-    if scheme == "default":
-        return
-    if scheme in ("uniform", "xavier"):
-        for module in model.modules():
-            if isinstance(module, nn.LayerNorm):
-                module.reset_parameters()
-                continue
-            for p in module.parameters(recurse=False):
-                if scheme == "uniform":
-                    nn.init.uniform_(p, -scale, scale)
-                elif p.dim() >= 2:
-                    nn.init.xavier_normal_(p)
-                else:
-                    nn.init.uniform_(p, -0.1, 0.1)
-    elif scheme == "diagonal":
-        from rnmt.models.init import diagonal_init_
-
-        diagonal_init_(model)
-    else:
-        raise InputError(f"unknown init {scheme!r}; valid: {', '.join(INITS)}")

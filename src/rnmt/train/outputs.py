@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rnmt.io import InputError, atomic_path, atomic_writer, lock_holder, read_lines, try_lock, write_lines
+from rnmt.models.checkpoint import keep_path
 
 LOCK = ".train.lock"
 log = logging.getLogger(__name__)
@@ -31,10 +32,6 @@ log = logging.getLogger(__name__)
 
 class FolderBusy(InputError):
     """Another trainer is writing the same folder."""
-
-
-def keep_path(path: Path) -> Path:
-    return path.with_name(f".{path.name}.keep")
 
 
 def keep(path: Path, content: bytes | None = None) -> None:

@@ -38,11 +38,12 @@ from rnmt import fastpath, hardware
 from rnmt.data.batching import Batch, bucketed_batches, load_parallel, make_batch, token_batches
 from rnmt.data.vocab import Vocab
 from rnmt.io import InputError, read_lines, write_json
-from rnmt.models import build_model, factors
+from rnmt.models import build_model, checkpoint, factors
+from rnmt.models.init import initialise
 from rnmt.models.pretrained import load_source_vectors
-from rnmt.train import checkpoint, distributed, graphs, outputs, schedules
+from rnmt.train import distributed, graphs, outputs, resume, schedules
 from rnmt.train.loss import token_loss
-from rnmt.train.optim import initialise, load_optimizer_state, make_optimizer, set_lr
+from rnmt.train.optim import load_optimizer_state, make_optimizer, set_lr
 from rnmt.train.progress import LogWindow, Progress, budget_done, run_metrics
 from rnmt.train.records import TrainLog
 from rnmt.train.settings import TrainSettings, accumulation
@@ -97,7 +98,7 @@ class Trainer:
         # a multi-reference dev set (NIST MT06) selects models by BLEU against all its references
         extra = extra_references(dev_ref, self.dev_data, len(read_lines(dev_tgt))) if dev_ref else {}
         self.dev_refs = list(extra.values())
-        self.inputs = checkpoint.input_identity({**inputs, **{f"dev_ref{k}": p for k, p in enumerate(extra, 2)}})
+        self.inputs = resume.input_identity({**inputs, **{f"dev_ref{k}": p for k, p in enumerate(extra, 2)}})
         cfg = dict(self.model_config)
         self.model = build_model(cfg.pop("arch"), len(self.src_vocab), len(self.tgt_vocab), **cfg)
         initialise(self.model, settings.init, settings.init_scale)
@@ -171,7 +172,7 @@ class Trainer:
             log.info("restored %s from its copy", model)
         elif not model.exists() and self.p.best:
             files = " ".join(str(f) for f in fresh if f.exists())
-            raise InputError(f"{model} and its copy {outputs.keep_path(model)} are missing, so the best weights of "
+            raise InputError(f"{model} and its copy {checkpoint.keep_path(model)} are missing, so the best weights of "
                              f"this run (step {self.p.best.get('step')}) are lost. Delete {files} and rerun to train "
                              "the model afresh")
         outputs.restore(self.out_dir / "train.jsonl", outputs.check_log_copy, fresh)
@@ -181,10 +182,10 @@ class Trainer:
         if not (self.s.resume and path.is_file()):
             return
         ckpt = checkpoint.load(path, self.device)
-        why = checkpoint.differences(ckpt, self.model_config, self.src_vocab, self.tgt_vocab, self.label_vocab,
+        why = resume.differences(ckpt, self.model_config, self.src_vocab, self.tgt_vocab, self.label_vocab,
                                      asdict(self.s)) \
-            + checkpoint.input_differences(ckpt.get("inputs"), self.inputs) \
-            + checkpoint.lowered_budget(ckpt.get("progress") or {}, self.s)
+            + resume.input_differences(ckpt.get("inputs"), self.inputs) \
+            + resume.lowered_budget(ckpt.get("progress") or {}, self.s)
         if why:
             if self.rank == 0:
                 outputs.supersede(self.out_dir, why)

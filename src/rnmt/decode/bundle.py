@@ -38,8 +38,8 @@ def export(out_dir: str | Path, models: Sequence[str | Path], src_lang: str, tgt
     """Write a bundle into `out_dir` (created; files already there are replaced) → its manifest's path."""
     import torch
 
+    from rnmt.models import checkpoint
     from rnmt.provenance import provenance
-    from rnmt.train import checkpoint
 
     if not models:
         raise InputError("export needs at least one model (--model model.pt, repeated for an ensemble)")

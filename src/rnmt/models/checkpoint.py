@@ -1,24 +1,29 @@
-"""Checkpoints: model weights plus everything needed to rebuild the model and check its vocabularies.
+"""Model files (checkpoints): model weights plus everything needed to rebuild the model and check its
+vocabularies, as training writes them and decoding, ensembles, bundles and analyses read them.
 
 Saved atomically (a killed job leaves the previous checkpoint intact) and loaded with
-`torch.load(weights_only=True)`, so a checkpoint file cannot run code.
+`torch.load(weights_only=True)`, so a checkpoint file cannot run code. Training keeps a copy of each
+finished model file beside it (`keep_path`), from which a damaged one is restored.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from rnmt.data.vocab import Vocab
-from rnmt.io import DiskFullError, InputError, atomic_writer, sha256_of
-from rnmt.models import Seq2Seq, build_model
-from rnmt.train.outputs import keep_path
-from rnmt.train.settings import BUDGET_FIELDS, TrainSettings
+from rnmt.io import DiskFullError, InputError, atomic_writer
+from rnmt.models.base import Seq2Seq
+from rnmt.models.registry import build_model
+
+
+def keep_path(path: Path) -> Path:
+    """Where training keeps the copy of model file `path` (rnmt.train.outputs)."""
+    return path.with_name(f".{path.name}.keep")
 
 
 def save(path: str | Path, model: Seq2Seq, model_config: dict[str, Any], src_vocab: Vocab,
@@ -200,58 +205,3 @@ def check_fits(path: str | Path, model: torch.nn.Module, state: dict[str, torch.
         raise InputError(f"{path}: the weights do not fit the architecture {model_config} with its vocabularies: "
                          f"{'; '.join(problems[:3])}{more}. The checkpoint comes from another architecture, other "
                          "sizes or another vocabulary: retrain, or give the settings it was trained with")
-
-
-def _comparable(settings: dict[str, Any]) -> dict[str, Any]:
-    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in settings.items() if k not in BUDGET_FIELDS}
-
-
-def differences(ckpt: dict[str, Any], model_config: dict[str, Any], src_vocab: Vocab, tgt_vocab: Vocab,
-                label_vocab: Vocab | None, settings: dict[str, Any]) -> list[str]:
-    """What in a saved state differs from a run (the model, a vocabulary, non-budget settings)."""
-    out = []
-    if ckpt.get("model_config") != model_config:
-        old = ckpt.get("model_config") or {}
-        keys = sorted(k for k in set(old) | set(model_config) if old.get(k) != model_config.get(k))
-        out.append("model " + ", ".join(f"{k}: {old.get(k)!r} → {model_config.get(k)!r}" for k in keys))
-    for side, key, vocab in (("source", "src_vocab", src_vocab), ("target", "tgt_vocab", tgt_vocab)):
-        saved = ckpt.get(key)
-        if saved != vocab.itos:
-            out.append(f"{side} vocabulary ({len(saved or [])} → {len(vocab)} entries)")
-    labels = label_vocab.itos if label_vocab else None
-    if ckpt.get("src_label_vocab") != labels:
-        out.append(f"source labels ({len(ckpt.get('src_label_vocab') or [])} → {len(labels or [])} entries)")
-    old_s, new_s = _comparable(ckpt.get("settings", {})), _comparable(settings)
-    defaults = _comparable(asdict(TrainSettings()))
-    # a setting added since the state was saved counts as unchanged while it keeps its default
-    keys = sorted(k for k in set(old_s) | set(new_s) if old_s.get(k) != new_s.get(k)
-                  and not (k not in old_s and new_s.get(k) == defaults.get(k)))
-    if keys:
-        out.append("settings " + ", ".join(f"{k}: {old_s.get(k)!r} → {new_s.get(k)!r}" for k in keys))
-    return out
-
-
-def input_identity(files: dict[str, str | Path | None]) -> dict[str, str]:
-    """The sha256 of each file a model is trained from, by role (train_src, dev_tgt, src_vocab, ...; a role
-    without a file is left out). Saved in every checkpoint and in train.json: a rerun whose files differ is
-    another run, never a continuation of this one."""
-    return {role: sha256_of(path) for role, path in files.items() if path is not None}
-
-
-def input_differences(saved: dict[str, str] | None, current: dict[str, str]) -> list[str]:
-    """Which of a run's input files differ from those a checkpoint was trained from."""
-    if saved is None:
-        return ["it records no identity of the files it was trained from (an older rnmt wrote it)"]
-    changed = sorted(r for r in set(saved) | set(current) if saved.get(r) != current.get(r))
-    return [f"{', '.join(changed)} changed since it was trained"] if changed else []
-
-
-def lowered_budget(progress: dict[str, Any], settings: TrainSettings) -> list[str]:
-    """A budget now below what a checkpoint already trained: the shorter run is another run (its model
-    would be the longer run's), not a finished one."""
-    out = []
-    if settings.max_steps and progress.get("step", 0) > settings.max_steps:
-        out.append(f"max_steps {settings.max_steps} is below the {progress['step']} steps it trained")
-    if progress.get("epoch", 0) > settings.max_epochs:
-        out.append(f"max_epochs {settings.max_epochs} is below the {progress['epoch']} epochs it trained")
-    return out
