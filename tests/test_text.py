@@ -62,7 +62,11 @@ def test_vocab_roundtrip_and_unknowns(tmp_path: Path) -> None:
 
 
 def test_detruecase_capitalises_sentence_starts_only() -> None:
-    from rnmt.data.detruecase import detruecase
+    """A truecased corpus' output gets its sentence starts capitalised back (sacremoses' MosesDetruecaser)."""
+    from rnmt.data.tokenize import postprocess
+
+    def detruecase(line: str) -> str:
+        return postprocess(line, "en", detruecase=True)[0]
 
     assert detruecase("the cat sat . then it left ! now it stays") == "The cat sat . Then it left ! Now it stays"
     assert detruecase("&quot; yes , &quot; he said .") == "&quot; Yes , &quot; he said ."

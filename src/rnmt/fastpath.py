@@ -111,16 +111,13 @@ def _first_written(path: Path, section: str, key: str, winner: str, extra: Mappi
     """Set data[section][key] = winner in the JSON file `path`, under a lock, unless another job wrote
     that key first: then the file's choice is returned (every job takes the same path). `extra`: other
     sections' entries written beside a new choice (where it was measured)."""
-    import fcntl
+    from filelock import FileLock
 
     from rnmt.io import write_json
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        # The lock file only carries the lock: it is opened, never written.
-        lock = os.open(path.with_name(path.name + ".lock"), os.O_RDONLY | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        with FileLock(path.with_name(path.name + ".lock")):       # one job at a time reads, decides, writes
             data = _read(path)
             section_data = data.setdefault(section, {})
             kept = section_data.setdefault(key, winner) if isinstance(section_data, dict) else winner
@@ -129,8 +126,6 @@ def _first_written(path: Path, section: str, key: str, winner: str, extra: Mappi
                     data.setdefault(name, {})[key] = value
                 write_json(path, data)
             return kept
-        finally:
-            os.close(lock)
     except OSError as e:
         log.warning("could not keep the fast-path choice in %s (%s); it holds for this process", path, e)
         return winner

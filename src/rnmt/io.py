@@ -211,7 +211,9 @@ def read_parallel(src: str | Path, tgt: str | Path) -> tuple[list[str], list[str
 def try_lock(path: str | Path, note: str = "") -> int | None:
     """Take an exclusive `flock` on `path` without waiting: the open descriptor (the lock lasts until it
     is closed or the process exits, however it exits), or None when another process holds it. The file
-    then holds this process' id and `note`, for the message of whoever finds it taken."""
+    then holds this process' id and `note`, for the message of whoever finds it taken. (Why not
+    filelock, which guards fastpath's choices: the holder's note is written into the lock file, and a
+    descriptor, not an object, is what a lease hands on to the process that keeps it.)"""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -7,7 +7,8 @@ attempts and runs so that a dropped connection resumes with an HTTP Range reques
 Every download is checksum-pinned: without a pinned sha256 it is refused, unless the caller
 allows it (`rnmt corpus pin`, which downloads once and records the checksum in the registry's
 pin file, or RNMT_ALLOW_UNPINNED=1). The sha256 computed is stored beside the file
-(`<name>.sha256`).
+(`<name>.sha256`). (Why not pooch: it restarts a dropped download from its first byte, where a
+multi-gigabyte WMT archive on a flaky link needs the Range resume from `.part`.)
 """
 
 from __future__ import annotations

@@ -2,7 +2,9 @@
 
 A member is unsafe when its name is absolute, climbs out with `..`, or when it is a link, a
 device or anything but a regular file or folder. An archive holding any unsafe member is refused
-as a whole: it was not made by the corpus' publisher, or not for extraction.
+as a whole: it was not made by the corpus' publisher, or not for extraction. (Why not tarfile's
+`filter="data"`: it strips an absolute name's leading `/`, keeps links that stay inside the folder and
+extracts the other members, where rnmt refuses the archive; and zip archives need the same check.)
 """
 
 from __future__ import annotations

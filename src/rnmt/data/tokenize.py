@@ -45,8 +45,8 @@ def postprocess(segmented: str, lang: str, detruecase: bool = False) -> tuple[st
     from rnmt.data.bpe import undo
 
     tok = undo(segmented)
-    if detruecase:
-        from rnmt.data.detruecase import detruecase as restore_case
+    if detruecase:              # Moses' detruecase.perl: sentence starts (also after . ? ! :) capitalised
+        from sacremoses import MosesDetruecaser
 
-        tok = restore_case(tok)
+        tok = MosesDetruecaser().detruecase(tok, return_str=True)
     return tok, detokenize(tok, lang)

@@ -4,7 +4,10 @@ The tidy CSV has one row per (system, metric): the paper's value, ours (the mean
 difference, the spread over seeds, why a cell is empty where it is, and where the number came from
 (run, scale, corpus, and the sacrebleu signature of the scorer behind that metric: 13a on detokenized
 text for `bleu*`, multi-bleu on tokenized text for `tok_bleu*`; see evaluate/score.py). The Markdown and
-LaTeX renderings put systems in rows and metrics in columns, as the papers lay out their tables.
+LaTeX renderings put systems in rows and metrics in columns, as the papers lay out their tables. (Why
+not pandas' writers: the CSV is pandas'; the renderings put a paper and an ours column under each
+metric with booktabs' rules between groups, numbered footnotes on cells and a significance mark, which
+Styler.to_latex does not lay out, and Markdown's three lines need no tabulate.)
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@
   step s to step e:   lr = lr0 · min(1 + t(n − 1)/(n p), n, n (2n)^((s − n t)/(e − s))).
 The SR-NMT schedule (retrain from the best checkpoint at half the rate once the dev perplexity stops
 improving) depends on validation results, so the trainer applies it (TrainSettings.plateau_*).
+(Why not torch.optim.lr_scheduler: a factor here is a function of the saved progress, step and epoch,
+so a resumed run, or a CUDA graph that reads the rate from a device tensor, gets the rate exactly,
+with no scheduler state to keep in step with the optimizer's; LambdaLR would wrap these functions.)
 """
 
 from __future__ import annotations
