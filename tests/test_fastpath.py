@@ -12,6 +12,7 @@ from cellpaths import float64, outputs_and_grads  # noqa: F401 (float64: autouse
 from rnmt import fastpath, matmul
 from rnmt.cells import base, build_cell
 from rnmt.cells.base import use_path
+from rnmt.io import InputError
 
 CPU = torch.device("cpu")
 
@@ -70,7 +71,7 @@ def test_without_measuring_the_default_is_taken(monkeypatch: pytest.MonkeyPatch,
     assert fastpath.choose("k", {"a": candidate("a"), "b": candidate("b")}, "a", CPU, timer=timer) == "a"
     assert calls == [] and not (tmp_path / "c.json").exists()
     monkeypatch.setenv("RNMT_FASTPATH", "fastest")
-    with pytest.raises(fastpath.InputError, match="RNMT_FASTPATH='fastest': valid values are measure, default"):
+    with pytest.raises(InputError, match="RNMT_FASTPATH='fastest': valid values are measure, default"):
         fastpath.choose("k", {"a": candidate("a"), "b": candidate("b")}, "a", CPU)
 
 

@@ -90,8 +90,8 @@ def test_no_module_imports_one_that_imports_it_back() -> None:
 # below it. Written once, here; docs/architecture.md describes them.
 FLOORS = [
     # the ground: files, settings and their checks, the run's record and provenance, the machine
-    {"rnmt", "io", "settings", "config", "runconfig", "layers", "progress", "provenance", "energies", "allocator",
-     "hardware", "fastpath", "matmul", "cluster"},
+    {"rnmt", "io", "switches", "settings", "config", "runconfig", "layers", "progress", "provenance", "energies",
+     "allocator", "hardware", "fastpath", "matmul", "cluster"},
     {"cells", "data"},                                  # the papers' cells; corpora, subwords, batches
     {"models", "parse"},                                # architectures and their model files; UD labels
     {"decode"},                                         # search, ensembles, bundles

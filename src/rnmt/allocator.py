@@ -17,8 +17,9 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import logging
-import os
 import sys
+
+from rnmt.switches import Switches
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +33,7 @@ tuned = False                  # whether keep_freed_memory() took effect in this
 def keep_freed_memory(limit: int = KEEP) -> bool:
     """Raise glibc's mmap and trim thresholds to `limit`; True when it took effect."""
     global tuned
-    if os.environ.get("RNMT_MALLOC_TUNING", "1") == "0" or not sys.platform.startswith("linux"):
+    if not Switches.read().malloc_tuning or not sys.platform.startswith("linux"):
         return False
     try:
         mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt

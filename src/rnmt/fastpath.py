@@ -32,7 +32,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import os
 import statistics
 import threading
 import time
@@ -43,10 +42,10 @@ from typing import Any
 import torch
 
 from rnmt import hardware
-from rnmt.io import InputError
+from rnmt.switches import Switches, variable
 
 log = logging.getLogger(__name__)
-MODES = ("measure", "default")
+MODES = Switches.__dataclass_fields__["fastpath"].metadata["choices"]
 MARGIN = 0.05
 _CHOSEN: dict[str, str] = {}
 _LOCK = threading.Lock()
@@ -55,14 +54,11 @@ _CACHES: list[dict[Any, Any]] = []              # callers' own lookups of choice
 
 
 def mode() -> str:
-    value = os.environ.get("RNMT_FASTPATH", "measure")
-    if value not in MODES:
-        raise InputError(f"RNMT_FASTPATH={value!r}: valid values are {', '.join(MODES)}")
-    return value
+    return Switches.read().fastpath
 
 
 def cache_path() -> Path:
-    return Path(os.environ.get("RNMT_FASTPATH_CACHE") or Path.home() / ".cache/rnmt/fastpath.json")
+    return Switches.read().fastpath_cache or Path.home() / ".cache/rnmt/fastpath.json"
 
 
 def machine(device: torch.device) -> str:
@@ -70,7 +66,9 @@ def machine(device: torch.device) -> str:
     switches that change the candidates."""
     from rnmt import __version__
 
-    switches = ",".join(f"{k}={os.environ[k]}" for k in ("RNMT_MATMUL", "RNMT_TRITON") if k in os.environ)
+    now, default = Switches.read(), Switches()
+    switches = ",".join(f"{variable(k)}={int(v) if isinstance(v, bool) else v}" for k in ("matmul", "triton")
+                        if (v := getattr(now, k)) != getattr(default, k))
     return (f"{_processor(device.type, device.index)} | torch {torch.__version__} | rnmt {__version__} | "
             f"{torch.get_num_threads()} threads" + (f" | {switches}" if switches else ""))
 
@@ -82,8 +80,7 @@ def _processor(kind: str, index: int | None) -> str:
 
 def run_path() -> Path | None:
     """The run's own file of choices (RNMT_FASTPATH_RUN), if any."""
-    value = os.environ.get("RNMT_FASTPATH_RUN")
-    return Path(value) if value else None
+    return Switches.read().fastpath_run
 
 
 def _read(path: Path) -> dict[str, Any]:

@@ -19,7 +19,6 @@ block (FLOP counting needs `blas`: FlopCounterMode does not see oneDNN's ops).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -31,10 +30,10 @@ from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
 from rnmt import fastpath
-from rnmt.io import InputError
+from rnmt.switches import Switches
 
 MIN_MACS = 1 << 20                 # the default split where nothing is measured: smaller products stay with the BLAS
-MODES = ("auto", "onednn", "blas")
+MODES = Switches.__dataclass_fields__["matmul"].metadata["choices"]
 
 
 def _op() -> Any:
@@ -47,14 +46,7 @@ def _op() -> Any:
 _LINEAR = _op()
 
 
-def _mode_from_env() -> str:
-    mode = os.environ.get("RNMT_MATMUL", "auto")
-    if mode not in MODES:
-        raise InputError(f"RNMT_MATMUL={mode!r}: valid values are {', '.join(MODES)}")
-    return mode
-
-
-ENV_MODE = _mode_from_env()        # RNMT_MATMUL, read once at import
+ENV_MODE = Switches.read().matmul       # RNMT_MATMUL, read once at import
 _MODE: ContextVar[str] = ContextVar("rnmt_matmul", default=ENV_MODE)
 
 

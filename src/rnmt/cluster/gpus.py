@@ -23,28 +23,21 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rnmt.io import InputError, try_lock
+from rnmt.io import try_lock
+from rnmt.switches import Switches, variable
 
 log = logging.getLogger(__name__)
-POOL_ENV = "RNMT_GPU_POOL"          # the pool folder; shared by every run on the machine by default
-SHARE_ENV = "RNMT_JOBS_PER_GPU"     # jobs that may share one GPU (default 1: a GPU per job)
+POOL_ENV = variable("gpu_pool")         # the pool folder; shared by every run on the machine by default
+SHARE_ENV = variable("jobs_per_gpu")    # jobs that may share one GPU (default 1: a GPU per job)
 
 
 def default_pool() -> Path:
-    return Path(os.environ.get(POOL_ENV) or Path(tempfile.gettempdir()) / f"rnmt-gpu-slots-{os.getuid()}")
+    return Switches.read().gpu_pool or Path(tempfile.gettempdir()) / f"rnmt-gpu-slots-{os.getuid()}"
 
 
 def jobs_per_gpu() -> int:
     """$RNMT_JOBS_PER_GPU as a positive integer (1 when unset)."""
-    raw = os.environ.get(SHARE_ENV, "").strip() or "1"
-    try:
-        k = int(raw)
-    except ValueError:
-        k = 0
-    if k < 1:
-        raise InputError(f"{SHARE_ENV}={raw!r} must be a whole number >= 1 (the jobs that may share one GPU); "
-                         f"unset it for one job a GPU")
-    return k
+    return Switches.read().jobs_per_gpu
 
 
 def slot_file(pool: Path, gpu: str, slot: int) -> Path:

@@ -23,6 +23,7 @@ import urllib.request
 from pathlib import Path
 
 from rnmt.io import InputError, atomic_writer, sha256_of
+from rnmt.switches import Switches
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ class DownloadError(InputError):
 
 
 def unpinned_allowed() -> bool:
-    return os.environ.get("RNMT_ALLOW_UNPINNED", "") not in ("", "0")
+    return Switches.read().allow_unpinned
 
 
 def manual_alternative(url: str, dest: Path) -> str:

@@ -11,7 +11,6 @@ data) and `manual_dir` (where manual/LDC files are).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -23,6 +22,7 @@ from rnmt.data.pins import check_sha256, pin_file, read_pins
 from rnmt.data.settings import BPESettings, PreprocessSettings, VocabSettings
 from rnmt.data.sources import Source, split_source
 from rnmt.io import InputError
+from rnmt.switches import Switches
 
 SPLITS = ("train", "dev", "test")
 S = TypeVar("S", PreprocessSettings, BPESettings, VocabSettings)
@@ -214,7 +214,7 @@ class Corpora:
 def registry_file(root: str | Path) -> Path:
     """The registry the workflow uses: $RNMT_REGISTRY (a site's mirror, or the tests' local server),
     else workflow/corpora.yaml under the repository root."""
-    return Path(os.environ.get("RNMT_REGISTRY") or Path(root) / "workflow/corpora.yaml")
+    return Switches.read().registry or Path(root) / "workflow/corpora.yaml"
 
 
 @lru_cache(maxsize=8)

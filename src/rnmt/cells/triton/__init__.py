@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -22,6 +21,8 @@ from types import ModuleType
 
 import torch
 from torch import Tensor
+
+from rnmt.switches import Switches
 
 _FORCE: ContextVar[bool] = ContextVar("rnmt_triton_on_cpu", default=False)
 DTYPES = (torch.float32, torch.float64)
@@ -43,7 +44,7 @@ def available() -> bool:
 
 def enabled() -> bool:
     """False when the environment sets RNMT_TRITON=0 (read at every call)."""
-    return os.environ.get("RNMT_TRITON", "1") != "0"
+    return Switches.read().triton
 
 
 def triton_path(x: Tensor) -> ModuleType | None:

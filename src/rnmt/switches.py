@@ -1,0 +1,83 @@
+"""Every environment variable rnmt reads (`RNMT_*`), written once: its type, default and meaning, and the
+check of a value with a message that names the variable and what it takes. Modules read them through
+`Switches.read()`, the environment as it is at the call, never `os.environ` directly.
+
+Which code runs is decided by three of them, each over the one before: `RNMT_FASTPATH` (how a computation
+with several paths picks one), then within the candidates `RNMT_MATMUL` (the CPU's route for float32
+products, fixed when rnmt.matmul is imported) and `RNMT_TRITON` (whether CUDA recurrences may take
+Triton kernels). The run's file of choices (`RNMT_FASTPATH_RUN`) fixes what was picked for every job.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from rnmt.io import InputError
+
+
+def _switch(default: Any, meaning: str, choices: tuple[str, ...] = ()) -> Any:
+    return field(default=default, metadata={"meaning": meaning, "choices": choices})
+
+
+@dataclass(frozen=True)
+class Switches:
+    fastpath: str = _switch("measure", "how a computation with several paths picks one: measure (time the "
+                            "candidates once per machine and run, keep the fastest) or default (each "
+                            "computation's own default, no timing)", ("measure", "default"))
+    fastpath_cache: Path | None = _switch(None, "the machine's file of measured choices (default "
+                                          "~/.cache/rnmt/fastpath.json)")
+    fastpath_run: Path | None = _switch(None, "the run's file of choices (results/<run>/fast_paths.json, set "
+                                        "by the Snakefile): every job of the run takes the paths it holds")
+    matmul: str = _switch("auto", "the CPU's route for float32 products: auto (oneDNN where it is faster), "
+                          "onednn or blas; read once, when rnmt.matmul is imported", ("auto", "onednn", "blas"))
+    triton: bool = _switch(True, "0: CUDA recurrences never take the Triton kernels")
+    malloc_tuning: bool = _switch(True, "0: leave glibc's allocator as it is (rnmt.allocator)")
+    allow_unpinned: bool = _switch(False, "1: download files without a pinned sha256 (rnmt.data.download)")
+    registry: Path | None = _switch(None, "the corpus registry instead of workflow/corpora.yaml (a site's "
+                                    "mirror)")
+    gpu_pool: Path | None = _switch(None, "the folder of GPU slot locks shared by the machine's jobs "
+                                    "(rnmt.cluster.gpus)")
+    jobs_per_gpu: int = _switch(1, "training jobs that may share one GPU")
+    job: bool = _switch(False, "set by the Snakefile in every job: warnings also go to Snakemake's console")
+
+    @classmethod
+    def read(cls, environ: dict[str, str] | None = None) -> Switches:
+        """The switches as `environ` (default: the process' environment) sets them, each checked."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            name = variable(f.name)
+            raw = env.get(name, "")
+            if raw == "":
+                continue
+            choices = f.metadata["choices"]
+            if choices and raw not in choices:
+                raise InputError(f"{name}={raw!r}: valid values are {', '.join(choices)} ({f.metadata['meaning']})")
+            if f.type in ("bool", bool):
+                if raw not in ("0", "1"):
+                    raise InputError(f"{name}={raw!r}: give 0 or 1 ({f.metadata['meaning']})")
+                values[f.name] = raw == "1"
+            elif f.type == "int":
+                if not raw.strip().isdigit() or int(raw) < 1:
+                    raise InputError(f"{name}={raw!r} must be a whole number >= 1 ({f.metadata['meaning']})")
+                values[f.name] = int(raw)
+            elif "Path" in str(f.type):
+                values[f.name] = Path(raw)
+            else:
+                values[f.name] = raw
+        return cls(**values)
+
+
+def variable(name: str) -> str:
+    """A switch's environment variable: fastpath -> RNMT_FASTPATH."""
+    return f"RNMT_{name.upper()}"
+
+
+def describe() -> list[tuple[str, str, str]]:
+    """(variable, default, meaning) of every switch, for the documentation."""
+    return [(variable(f.name), "" if f.default is None else str(int(f.default) if isinstance(f.default, bool)
+                                                                  else f.default), f.metadata["meaning"])
+            for f in fields(Switches)]
