@@ -25,7 +25,7 @@ from rnmt.cells import triton as triton_cells
 from rnmt.cells.base import use_path
 from rnmt.cells.srnmt import DecoderUnit, EncoderUnit
 
-NAMES = ["atr", "gru", "sru", "srnmt"]
+NAMES = list(triton_cells.CELLS)           # every cell with a Triton file (cells/triton/<cell>.py)
 CASES = [f"{name}-float64-{pad}-{direction}" for name in NAMES for pad in ("full", "padded")
          for direction in ("forward", "reverse")]
 CASES += [f"{name}-float32-padded-reverse" for name in NAMES]
@@ -204,14 +204,11 @@ def test_kernels_compile_for_cuda(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from rnmt.cells.triton import functions, kernels
-
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")              # the default; unset, triton warns
-    scan = (kernels.sru_forward, kernels.sru_backward, kernels.weak_forward, kernels.weak_backward)
-    step = (kernels.atr_step_forward, kernels.atr_step_backward, kernels.gru_step_forward, kernels.gru_step_backward)
-    for fn in scan + step:
-        block = functions.SCAN_BLOCK if fn in scan else functions.STEP_BLOCK
+    assert set(NAMES) >= {"atr", "gru", "sru", "srnmt"}
+    kernels = [(fn, module.BLOCK) for module in map(triton_cells.load, NAMES) for fn in module.KERNELS]
+    for fn, block in kernels:
         for dtype, has_mask, ones in (("fp32", True, False), ("fp64", False, False), ("fp32", True, True)):
             signature: dict[str, str] = {}
             constants: dict[str, object] = {"HAS_MASK": has_mask, "BLOCK": block}
@@ -237,23 +234,23 @@ def takes_triton(cell: torch.nn.Module) -> bool:
 @pytest.mark.parametrize("name", NAMES)
 def test_cpu_tensors_and_rnmt_triton_0_take_todays_path(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     cell = build_cell(name, 6, 6)
-    assert triton_cells.triton_path(torch.zeros(1)) is None
+    assert triton_cells.triton_path(torch.zeros(1), name) is None
     assert not takes_triton(cell)                                    # CPU, not forced
     monkeypatch.setenv("RNMT_TRITON", "0")
     with triton_cells.force_on_cpu():
-        assert triton_cells.triton_path(torch.zeros(1)) is None
+        assert triton_cells.triton_path(torch.zeros(1), name) is None
         assert not takes_triton(cell)
 
 
 def test_without_triton_the_kernels_report_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "triton", None)                   # `import triton` raises ImportError
-    for module in ("rnmt.cells.triton.functions", "rnmt.cells.triton.kernels"):
-        monkeypatch.delitem(sys.modules, module, raising=False)
+    for module in ("common", *NAMES):
+        monkeypatch.delitem(sys.modules, f"rnmt.cells.triton.{module}", raising=False)
     triton_cells.load.cache_clear()                                    # load() imports once; again here
     try:
         assert not triton_cells.available()
         with triton_cells.force_on_cpu():
-            assert triton_cells.triton_path(torch.zeros(1)) is None
+            assert all(triton_cells.triton_path(torch.zeros(1), name) is None for name in NAMES)
             for name in NAMES:
                 assert not takes_triton(build_cell(name, 6, 6)), name
     finally:

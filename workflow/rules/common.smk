@@ -18,6 +18,7 @@ from rnmt import runconfig
 from rnmt.config import load_yaml, typed_overrides
 from rnmt.data.registry import DOWNLOADS, SOURCES, Corpora, Registry, registry_file
 from rnmt.data.sources import manual_paths, missing_manual_message
+from rnmt.parse.settings import ParseSettings
 from rnmt.io import InputError
 from rnmt.parse.models import manifest_path
 from rnmt.plan import SIDES, SPLITS, Plan, member_seeds
@@ -192,22 +193,10 @@ def codes_flag(corpus, side, flag="--codes"):
 
 
 # ---- Dependency labels (parse.smk) ------------------------------------------------------------------
-PARSE = {
-    "models": "local",
-    "model_dir": None,
-    "package": "default",
-    "resources_url": None,
-    "lang": None,
-    "chunks": 2,
-    "batch_size": 1000,
-    "device": "cpu",
-    "subtypes": False,
-    "train_corpus": None,
-    "train_steps_pos": 100,
-    "train_steps_depparse": 80,
-    **(config.get("parse") or {}),
-    **(PLAN.scale_settings.get("parse") or {}),        # e.g. small/paper: stanza's real English models
-}
+PARSE = ParseSettings.from_dict(
+    {**(config.get("parse") or {}), **(PLAN.scale_settings.get("parse") or {})},   # the scale's over the config's
+    "config parse: ",
+).as_dict()
 PARSE["model_dir"] = PARSE["model_dir"] or run_path("stanza")      # null: results/<run>/stanza
 
 

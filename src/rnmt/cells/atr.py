@@ -87,7 +87,7 @@ class ATR(RecurrentCell):
         if self.state_tanh or self.twin != "add":
             return None
         p, m = time_major(projected, mask)
-        kernels = triton_path(p)
+        kernels = triton_path(p, "atr")
         sequence = kernels.TritonATR if kernels else ATRSequence
         return sequence.apply(p, m, state.contiguous(), self.weight_hh, self._recurrent_bias()).transpose(0, 1)
 

@@ -101,7 +101,7 @@ class GRU(RecurrentCell):
         """The recurrence over all steps: Triton kernels on CUDA (cells/triton; without gate norm and
         candidate dropout), else the loop of `step_kernel` (cells/kernel.py, any options)."""
         plain = not (self.gate_norm or (self.candidate_dropout and self.training)) and self.reset == "after"
-        kernels = triton_path(projected) if plain else None
+        kernels = triton_path(projected, "gru") if plain else None
         if kernels is None:
             return super().sequence(projected, mask, state)
         p, m = time_major(projected, mask)

@@ -84,9 +84,9 @@ class Recurrence(RecurrentCell):
     def sequence(self, projected: Tensor, mask: Tensor | None, state: Tensor) -> Tensor:
         """`weak_step` over all steps as one linear scan (cells/scan.py): f = 1 − σ(g), u = σ(g) ⊙ x̃; on CUDA
         one Triton kernel (cells/triton)."""
-        kernels = triton_path(projected)
+        kernels = triton_path(projected, "srnmt")
         if kernels:
-            return kernels.weak_sequence(projected, mask, state)
+            return kernels.sequence(projected, mask, state)
         x, g = projected.chunk(2, -1)
         a = torch.sigmoid(g)
         return masked_scan(1 - a, a * x, state, mask)

@@ -59,9 +59,9 @@ class SRU(RecurrentCell):
     def sequence(self, projected: Tensor, mask: Tensor | None, state: Tensor) -> Tensor:
         """c of all steps as one linear scan (eq. 5, cells/scan.py), then h of all steps at once; on CUDA
         one Triton kernel for all of it (cells/triton)."""
-        kernels = triton_path(projected)
+        kernels = triton_path(projected, "sru")
         if kernels:
-            return kernels.sru_sequence(projected, mask, state)
+            return kernels.sequence(projected, mask, state)
         u0, uf, ur, x = projected.chunk(4, -1)
         f, r = torch.sigmoid(uf), torch.sigmoid(ur)
         c = masked_scan(f, (1 - f) * u0, state[..., : self.hidden_size], mask)

@@ -6,6 +6,7 @@ import argparse
 import logging
 from typing import Any
 
+from rnmt.parse.settings import ParseSettings
 from rnmt.settings import count
 
 log = logging.getLogger("rnmt")
@@ -78,7 +79,7 @@ def add_parsers(sub: Any) -> None:
 
     p = ps.add_parser("download", help="fetch stanza's models with its own downloader (needs network)")
     p.add_argument("--lang", required=True, help="stanza's language code (en, fr, ...)")
-    p.add_argument("--package", default="default", help="stanza's model package (default, ewt, ...)")
+    p.add_argument("--package", default=ParseSettings.package, help="stanza's model package (default, ewt, ...)")
     p.add_argument("--processors", default="tokenize,pos,lemma,depparse",
                    help="what to fetch (pretokenized parsing needs pos, depparse; without lemma, lemmas are the words)")
     p.add_argument("--resources-url", help="a mirror of stanza's model hub (default: stanza's own)")
@@ -91,8 +92,10 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--dev", required=True, help="CoNLL-U dev trees")
     p.add_argument("--model-dir", required=True, help="the folder the trained models go to")
     p.add_argument("--word-vectors", help="word2vec text file (default: random vectors for the training words)")
-    p.add_argument("--steps-pos", type=count(0), default=100, help="training steps of the tagger")
-    p.add_argument("--steps-depparse", type=count(0), default=80, help="training steps of the parser")
+    p.add_argument("--steps-pos", type=count(0), default=ParseSettings.train_steps_pos,
+                   help="training steps of the tagger")
+    p.add_argument("--steps-depparse", type=count(0), default=ParseSettings.train_steps_depparse,
+                   help="training steps of the parser")
     p.add_argument("--hidden", type=count(0), default=32, help="the models' hidden size")
     p.add_argument("--seed", type=count(0), default=1, help="stanza's training seed")
     p.set_defaults(func=cmd_train_models)
@@ -102,8 +105,9 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--model-dir", required=True, help="the stanza model folder")
     p.add_argument("--chunk", type=count(0), default=0, help="which chunk of the file, from 0")
     p.add_argument("--chunks", type=count(1), default=1, help="how many chunks the file is parsed in")
-    p.add_argument("--device", default="cpu", help="cpu or cuda")
-    p.add_argument("--batch-size", type=count(1), default=1000, help="stanza's POS and parser batch size")
+    p.add_argument("--device", default=ParseSettings.device, help="cpu or cuda")
+    p.add_argument("--batch-size", type=count(1), default=ParseSettings.batch_size,
+                   help="stanza's POS and parser batch size")
     p.add_argument("input", help="tokenized text, a sentence a line")
     p.add_argument("output", help="the chunk's CoNLL-U")
     p.set_defaults(func=cmd_run)

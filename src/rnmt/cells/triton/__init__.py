@@ -1,9 +1,12 @@
-"""Triton kernels for the recurrences of ATR, GRU, SRU and SR-NMT on CUDA, and when the cells use them.
+"""Triton kernels for the recurrences of cells on CUDA (ATR, GRU, SRU, SR-NMT), one file a cell named after
+it (`<cell>.py`: its kernels, its autograd function or `sequence`, its `KERNELS` and launch `BLOCK`) beside
+what they share (`common.py`), and when the cells use them.
 
-A cell's `sequence` asks `triton_path(tensor)`: it returns the autograd functions of `functions.py`
-when the tensor is on CUDA, is float32 or float64, the environment does not say `RNMT_TRITON=0`, and
-triton imports (CUDA builds of torch on Linux ship it); otherwise None, and the cell takes its CPU path
-(cells/kernel.py, cells/scan.py). triton is imported on first use only, so CPU runs never load it.
+A cell's `sequence` asks `triton_path(tensor, cell)`: it returns the cell's module when the tensor is on
+CUDA, is float32 or float64, the environment does not say `RNMT_TRITON=0`, and triton imports (CUDA builds
+of torch on Linux ship it); otherwise None, and the cell takes its CPU path (cells/kernel.py,
+cells/scan.py). triton is imported on first use only, so CPU runs never load it. A new cell's kernels are
+a new file here; `CELLS` finds it, and the tests run it through triton's interpreter.
 
 Tests run the kernels on CPU tensors through triton's interpreter: `TRITON_INTERPRET=1` in the
 environment before the kernels are first imported (in practice a fresh process), and `force_on_cpu()`
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import pkgutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -26,20 +30,21 @@ from rnmt.switches import Switches
 
 _FORCE: ContextVar[bool] = ContextVar("rnmt_triton_on_cpu", default=False)
 DTYPES = (torch.float32, torch.float64)
+CELLS = tuple(m.name for m in pkgutil.iter_modules(__path__) if m.name != "common")   # cells with kernels
 
 
 @functools.cache
-def load() -> ModuleType | None:
-    """rnmt.cells.triton.functions (importing triton and compiling nothing yet; once); None without triton."""
+def load(cell: str) -> ModuleType | None:
+    """rnmt.cells.triton.<cell> (importing triton and compiling nothing yet; once); None without triton."""
     try:
-        return importlib.import_module("rnmt.cells.triton.functions")
+        return importlib.import_module(f"rnmt.cells.triton.{cell}")
     except ImportError:
         return None
 
 
 def available() -> bool:
     """Whether triton imports here."""
-    return load() is not None
+    return all(load(cell) is not None for cell in CELLS)
 
 
 def enabled() -> bool:
@@ -47,11 +52,11 @@ def enabled() -> bool:
     return Switches.read().triton
 
 
-def triton_path(x: Tensor) -> ModuleType | None:
-    """The Triton autograd functions if a cell's recurrence over `x` should run as Triton kernels, else None."""
+def triton_path(x: Tensor, cell: str) -> ModuleType | None:
+    """The cell's Triton module if its recurrence over `x` should run as Triton kernels, else None."""
     if not (x.is_cuda or _FORCE.get()) or x.dtype not in DTYPES or not enabled():
         return None
-    return load()
+    return load(cell)
 
 
 @contextmanager
