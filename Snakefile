@@ -41,7 +41,7 @@ include: "workflow/rules/tables.smk"
 
 
 onstart:
-    # a build (never a dry run) records the run's config for the commands after it (rnmt.runconfig)
+    # a build (never a dry run) records the run's config for the commands after it (rnmt.planning.runconfig)
     if workflow.is_main_process:
         runconfig.update_record(R, RUN_CONFIG)
 

@@ -12,7 +12,7 @@ import torch
 import envblock
 
 ROOT = Path(__file__).resolve().parents[1]
-# No test measures which implementation is fastest (rnmt.fastpath): every path gives the same numbers and
+# No test measures which implementation is fastest (rnmt.machine.fastpath): every path gives the same numbers and
 # a test must not depend on the machine's speed (tests/test_fastpath.py tests the choice with a given clock;
 # RNMT_FASTPATH=measure in the environment runs the suite measured).
 os.environ.setdefault("RNMT_FASTPATH", "default")

@@ -13,7 +13,7 @@ import pytest
 # hidden 512, batch 40, length 40 (its buffers are ~3 MB each, above glibc's default mmap threshold)
 PROBE = textwrap.dedent("""
     import torch
-    from rnmt import allocator
+    from rnmt.machine import allocator
     applied = allocator.keep_freed_memory()
     from rnmt.cells import build_cell, run
     torch.set_num_threads(1)

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from rnmt.config import ConfigError, load_yaml
-from rnmt.plan import Plan
+from rnmt.planning.plan import Plan
 from rnmt.train.trainer import Trainer, TrainSettings
 from tinytrain import MODEL
 

@@ -16,8 +16,8 @@ from rnmt.config import ConfigError
 from rnmt.evaluate.bootstrap import bleu_of, paired_interval, sentence_stats
 from rnmt.evaluate.metrics import write_metrics
 from rnmt.evaluate.score import split_compounds, tok_scorer
-from rnmt.experiments import check_claims
-from rnmt.plan import Row, Table, table_from_experiment
+from rnmt.planning.experiments import check_claims
+from rnmt.planning.plan import Row, Table, table_from_experiment
 from rnmt.report import claims
 from rnmt.report.tables import build
 

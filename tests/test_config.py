@@ -11,7 +11,7 @@ import yaml
 
 from conftest import ROOT, run_snakemake
 from rnmt.config import ConfigError
-from rnmt.plan import Plan
+from rnmt.planning.plan import Plan
 
 
 @pytest.fixture

@@ -338,7 +338,7 @@ def test_shipped_config_corpora_resolve(registry: Registry, config: dict) -> Non
 
 
 def test_plan_gives_a_registry_corpus_its_languages(config: dict) -> None:
-    from rnmt.plan import Plan
+    from rnmt.planning.plan import Plan
 
     config["corpora"]["wmt"] = {"registry": "dtmt-wmt14-en-fr"}
     corpus = Plan(config, ROOT).corpus("wmt")
@@ -361,7 +361,7 @@ def test_multi_reference_sets_concatenate_their_references(tmp_path: Path) -> No
 
 
 def test_plan_checks_corpus_entries_against_the_registry(config: dict) -> None:
-    from rnmt.plan import Plan
+    from rnmt.planning.plan import Plan
 
     config["corpora"]["wmt"] = {"registry": "atr-wmt41-en-de"}
     with pytest.raises(ConfigError, match="corpora.wmt.registry: 'atr-wmt41-en-de' is not in .*known corpora: "):

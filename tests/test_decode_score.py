@@ -103,7 +103,7 @@ def test_each_paper_decodes_as_it_did() -> None:
     import yaml
 
     from conftest import ROOT
-    from rnmt.plan import Plan
+    from rnmt.planning.plan import Plan
 
     config = yaml.safe_load((ROOT / "config.yaml").read_text())
     tables = [p.stem for p in sorted((ROOT / "workflow/experiments").glob("*.yaml"))]

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rnmt.experiments import takes
-from rnmt.layers import explain
-from rnmt.plan import Plan
+from rnmt.planning.experiments import takes
+from rnmt.planning.layers import explain
+from rnmt.planning.plan import Plan
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from cellpaths import float64, outputs_and_grads  # noqa: F401 (float64: autouse fixture)
-from rnmt import fastpath, matmul
 from rnmt.cells import base, build_cell
 from rnmt.cells.base import use_path
 from rnmt.io import InputError
+from rnmt.machine import fastpath, matmul
 
 CPU = torch.device("cpu")
 
@@ -52,7 +52,7 @@ def test_the_candidate_with_the_lowest_median_time_wins_and_is_kept_for_the_mach
     with caplog.at_level(logging.INFO):
         assert fastpath.choose("k", {n: candidate(n) for n in names}, "a", CPU, reps=3, timer=timer) == "b"
     # the choice and its times are for a reader of the metrics file, not 10 of a job log's 17 lines
-    assert not [r for r in caplog.records if r.name == "rnmt.fastpath" and r.levelno >= logging.INFO]
+    assert not [r for r in caplog.records if r.name == "rnmt.machine.fastpath" and r.levelno >= logging.INFO]
     assert calls == ["a", "b", "c"] * 4          # a warm-up run each, then three interleaved rounds
     kept = json.loads(measuring.read_text())
     assert kept == {fastpath.machine(CPU): {"k": "b"}}

@@ -1,4 +1,4 @@
-"""The oneDNN route for CPU float32 products (rnmt.matmul): the same values and gradients as torch's own
+"""The oneDNN route for CPU float32 products (rnmt.machine.matmul): the same values and gradients as torch's own
 products, taken where it applies and only there, in the cells' fused loops and whole models too."""
 
 import os
@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from rnmt import matmul
 from rnmt.cells import build_cell, run
+from rnmt.machine import matmul
 from rnmt.models import build_model
 
 pytestmark = pytest.mark.skipif(not matmul.available(), reason="this torch build has no oneDNN (mkldnn)")
@@ -156,7 +156,7 @@ def test_flop_counting_sees_the_products_it_counts() -> None:
 
 def test_bad_environment_value_names_the_valid_ones() -> None:
     env = {**os.environ, "RNMT_MATMUL": "fast"}
-    out = subprocess.run([sys.executable, "-c", "import rnmt.matmul"], env=env, capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-c", "import rnmt.machine.matmul"], env=env, capture_output=True, text=True)
     assert out.returncode != 0 and "RNMT_MATMUL='fast'" in out.stderr and "auto, onednn, blas" in out.stderr
     env["RNMT_MATMUL"] = "blas"
     code = "from rnmt import provenance; import torch; print(provenance.describe(torch.device('cpu'))['matmul'])"

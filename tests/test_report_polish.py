@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rnmt.plan import Row, Table
+from rnmt.planning.plan import Row, Table
 from rnmt.report.htmltable import html_table
 from rnmt.report.layout import fmt
 

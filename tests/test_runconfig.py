@@ -1,4 +1,4 @@
-"""A run's recorded config (rnmt.runconfig): later commands build with it; contradictions are refused."""
+"""A run's recorded config (rnmt.planning.runconfig): later commands build with it; contradictions are refused."""
 
 from pathlib import Path
 
@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from rnmt.io import InputError
-from rnmt.runconfig import record_path, resolve, update_record
+from rnmt.planning.runconfig import record_path, resolve, update_record
 
 BUILT = {"run": "r", "scale": "demo", "tables": ["atr-table2"], "train": {"lr": 0.002, "batch_size": 64},
          "override": {"train": {"max_steps": 40}}}

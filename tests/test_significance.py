@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from rnmt.io import InputError
-from rnmt.plan import Row, Table
+from rnmt.planning.plan import Row, Table
 from rnmt.report.significance import p_values, pairs
 
 
@@ -33,7 +33,7 @@ def test_a_missing_decoding_or_reference_row_is_named() -> None:
 
 
 def test_a_scale_with_seeds_trains_that_many_a_row_and_ensembles_keep_theirs() -> None:
-    from rnmt.plan import row_seeds
+    from rnmt.planning.plan import row_seeds
 
     assert row_seeds({"seeds": [1]}, seeds=3) == (1, 2, 3)
     assert row_seeds({"seeds": [2, 5]}, seeds=3) == (2, 5, 1)          # its own first, then the lowest unused

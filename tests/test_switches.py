@@ -1,4 +1,4 @@
-"""Every RNMT_* environment variable rnmt reads is a typed switch of rnmt.switches, read nowhere else, checked
+"""Every RNMT_* environment variable rnmt reads is a typed switch of rnmt.machine.switches, read nowhere else, checked
 with a message that names it, and documented in the README."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rnmt.io import InputError
-from rnmt.switches import Switches, describe
+from rnmt.machine.switches import Switches, describe
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -34,7 +34,7 @@ def test_a_bad_value_is_named_with_what_the_switch_takes(env: dict[str, str], me
 def test_no_module_reads_an_rnmt_variable_itself_and_the_readme_names_each() -> None:
     readers = [str(p.relative_to(ROOT)) for p in (ROOT / "src/rnmt").rglob("*.py")
                if p.name != "switches.py" and re.search(r"os\.environ[^\n]*RNMT_|getenv\(\S*RNMT_", p.read_text())]
-    assert readers == [], f"read RNMT_* through rnmt.switches.Switches: {readers}"
+    assert readers == [], f"read RNMT_* through rnmt.machine.switches.Switches: {readers}"
     readme = (ROOT / "README.md").read_text()
     missing = [name for name, _, _ in describe() if not re.search(rf"\b{name}\b", readme)]
     assert missing == [], f"document these in the README: {missing}"

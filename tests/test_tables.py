@@ -76,7 +76,7 @@ def test_the_gate_correlation_is_the_recurrent_units_whatever_the_file_order() -
 
 def test_a_cells_table_without_its_counts_names_the_command_that_makes_them() -> None:
     from rnmt.io import InputError
-    from rnmt.plan import load_table
+    from rnmt.planning.plan import load_table
     from rnmt.report.tables import tidy
 
     table = load_table(EXPERIMENTS / "atr-table1.yaml")
@@ -239,7 +239,7 @@ def test_a_run_cut_short_by_the_time_cap_is_named_under_its_table(built: Path, t
 @pytest.mark.parametrize("scale", ["demo", "mini", "small", "paper"])
 def test_every_row_builds_its_model_at_every_scale(scale: str) -> None:
     """Each trained row's settings at each scale make a model (on the meta device: shapes, no memory)."""
-    from rnmt.plan import Plan
+    from rnmt.planning.plan import Plan
 
     config = yaml.safe_load((ROOT / "config.yaml").read_text())
     plan = Plan({**config, "scale": scale}, ROOT)
@@ -258,7 +258,7 @@ def test_every_scale_budgets_training_in_updates_never_in_minutes(scale: str) ->
     """What a table says must not depend on how busy the machine was: at every scale every model's run
     ends at a number of steps or epochs, with no wall-clock cap (a user's `max_minutes` is a safety cap,
     and the table reports the runs it cut short)."""
-    from rnmt.plan import Plan
+    from rnmt.planning.plan import Plan
 
     config = yaml.safe_load((ROOT / "config.yaml").read_text())
     plan = Plan({**config, "scale": scale}, ROOT)
@@ -270,7 +270,7 @@ def test_every_scale_budgets_training_in_updates_never_in_minutes(scale: str) ->
 def test_the_mini_scale_runs_each_table_on_the_multi30k_pair_of_its_papers_languages() -> None:
     """mini: En-De for the papers' En-De and Zh-En, En-Fr for En-Fr, En-Ro and the UD paper (English to
     French, as that paper translated); each table decodes with its paper's search; the notes say so."""
-    from rnmt.plan import Plan
+    from rnmt.planning.plan import Plan
 
     config = yaml.safe_load((ROOT / "config.yaml").read_text())
     plan = Plan({**config, "scale": "mini"}, ROOT)
@@ -284,7 +284,7 @@ def test_the_mini_scale_runs_each_table_on_the_multi30k_pair_of_its_papers_langu
     assert decode["srnmt-4l"]["length_penalty"] == "none"
     note = config["scales"]["mini"]["note"]
     assert "Multi30k" in note
-    from rnmt.plan import load_table
+    from rnmt.planning.plan import load_table
 
     table = load_table(EXPERIMENTS / "atr-table4.yaml", "multi30k-en-de", scale_note=note)
     assert table.notes.startswith(note.strip()) and "TITAN X" in table.notes     # then the table's own notes

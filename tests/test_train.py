@@ -74,7 +74,7 @@ def test_the_cpu_trains_in_bfloat16_only_where_it_has_the_units_and_the_model_is
         monkeypatch: pytest.MonkeyPatch) -> None:
     """bfloat16 is emulated (slower than float32) on CPUs without AVX512-BF16 or AMX, and its casts cost
     more than its products save in small models: the demo's would train slower."""
-    from rnmt import hardware
+    from rnmt.machine import hardware
 
     cpu, big, small = torch.device("cpu"), hardware.CPU_BF16_MIN_PARAMS, hardware.CPU_BF16_MIN_PARAMS - 1
     monkeypatch.setattr(hardware, "cpu_flags", lambda: {"avx512f", "avx2"})

@@ -107,7 +107,7 @@ def test_table_target_runs_for_real_and_rerun_does_nothing(workdir: Path) -> Non
     assert ens_metrics["seeds"] == [1, 2] and ens_metrics["decode"]["models"] == 2
     metrics = json.loads((run_dir / "metrics/synthetic-demo/rnnsearch-gru/seed1/test.json").read_text())
     assert metrics["train"]["steps"] == 150 and metrics["train"]["stop_reason"] == "max_steps"
-    # the CLI kept freed memory mapped (rnmt.allocator) in the training and the decoding job
+    # the CLI kept freed memory mapped (rnmt.machine.allocator) in the training and the decoding job
     assert metrics["train"]["hardware"]["malloc_tuned"] is sys.platform.startswith("linux")
     assert metrics["decode"]["hardware"]["malloc_tuned"] is sys.platform.startswith("linux")
     # each job's paths are the run's: one choice per computation, kept in results/<run>/fast_paths.json

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import yaml
 
-from rnmt.plan import Plan
+from rnmt.planning.plan import Plan
 
 config = yaml.safe_load(Path("config.yaml").read_text())
 scale = {**config["scales"]["mini"], "seeds": int(sys.argv[2]), "max_seeds": int(sys.argv[2])}

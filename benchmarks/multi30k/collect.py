@@ -34,7 +34,7 @@ def main() -> None:
     sys.path.insert(0, str(ROOT / "src"))
     import yaml
 
-    from rnmt.plan import Plan
+    from rnmt.planning.plan import Plan
 
     config = yaml.safe_load((ROOT / "config.yaml").read_text())
     plan = Plan({**config, "scale": "mini", "run": a.run, "tables": [a.table]}, ROOT)

@@ -78,7 +78,7 @@ def onmt_env() -> Path:
 
 def cpu_model() -> str:
     sys.path.insert(0, str(ROOT / "src"))
-    from rnmt.hardware import cpu_model as model
+    from rnmt.machine.hardware import cpu_model as model
 
     return model()
 

@@ -11,12 +11,11 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict
 from pathlib import Path
 
-from rnmt import allocator
 from rnmt.io import InputError, os_error_message, report_error, separate_streams
-from rnmt.switches import Switches
+from rnmt.machine import allocator
+from rnmt.machine.switches import Switches
 
 log = logging.getLogger("rnmt")
 # the packages whose commands.py add subcommands, in the order `rnmt --help` lists them
@@ -29,7 +28,7 @@ def cmd_check_config(a: argparse.Namespace) -> None:
 
     from rnmt.config import load_yaml
     from rnmt.data.registry import check_local_files
-    from rnmt.plan import Plan
+    from rnmt.planning.plan import Plan
 
     config = load_yaml(a.config)
     for extra in a.configfile:
@@ -43,52 +42,9 @@ def cmd_check_config(a: argparse.Namespace) -> None:
 
 
 def cmd_explain(a: argparse.Namespace) -> None:
-    from snakemake.utils import update_config
+    from rnmt.planning.explain import explain_run
 
-    from rnmt.config import ConfigError, closest, load_yaml
-    from rnmt.decode.settings import DecodeSettings
-    from rnmt.layers import explain, rel, render
-    from rnmt.models.registry import model_defaults
-    from rnmt.plan import Plan
-    from rnmt.runconfig import load_record, record_path
-    from rnmt.train.settings import TrainSettings
-
-    root = Path(a.root)
-    record = load_record(record_path(root / "results" / a.run))
-    if record is not None and not a.configfile:
-        where = rel(record_path(root / "results" / a.run), root)
-        config, said = record, f"its record {where}"
-    else:
-        config = load_yaml(root / a.config)
-        for extra in a.configfile:
-            update_config(config, load_yaml(extra))
-        config["run"] = a.run
-        scale = a.scale or (a.run if a.run in (config.get("scales") or {}) else config["scale"])
-        config["scale"] = scale
-        where = a.config + "".join(f" + {f}" for f in a.configfile)
-        said = f"{where} at scale {scale}" + (" (the run is not built yet)" if record is None else "")
-    plan = Plan(config, root, where)
-    found = [k for k in plan.variants if k[1] == a.variant and (not a.corpus or k[0] == a.corpus)]
-    if not found:
-        names = sorted({v for _, v in plan.variants})
-        hint = closest(a.variant, names)
-        raise ConfigError(f"no table of run {a.run} trains variant {a.variant!r}" + (f" (did you mean {hint[0]!r}?)"
-                          if hint else "") + f"; its variants: {', '.join(names)}")
-    from rnmt.experiments import takes
-
-    for key in found:                           # a variant of tables on two corpora (ATR's En-De and En-Fr)
-        v = plan.variants[key]
-        train = {k: x for k, x in asdict(TrainSettings()).items() if k != "seed"}
-        defaults = {"model": model_defaults(v.model["arch"]),
-                    "train": ("TrainSettings in rnmt.train.settings", train),
-                    "decode": ("DecodeSettings in rnmt.decode.settings", asdict(DecodeSettings()))}
-        resolved = {"model": {k: x for k, x in v.model.items() if k not in ("arch", "cell")}, "train": v.train,
-                    "decode": v.decode}
-        records = explain(plan.layers[key], takes(v.model["arch"]), resolved, defaults)
-        print(f"variant {a.variant} on corpus {key[0]}, run {plan.run} at scale {plan.scale} (config: {said}); "
-              f"architecture {v.model['arch']}{', cell ' + v.model['cell'] if 'cell' in v.model else ''}; "
-              f"trained by {rel(plan.owner[key], root)}; seeds {', '.join(map(str, v.seeds))}")
-        print(render(records, a.settings, a.all))
+    print(explain_run(Path(a.root), a.run, a.variant, a.settings, a.corpus, a.scale, a.config, a.configfile, a.all))
 
 
 def parser() -> argparse.ArgumentParser:

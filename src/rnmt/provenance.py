@@ -40,7 +40,7 @@ def describe(device: Any) -> dict[str, Any]:
     `hardware`); torch is imported here, as the scoring jobs' environment records provenance without it."""
     import torch
 
-    from rnmt import allocator, fastpath, hardware, matmul
+    from rnmt.machine import allocator, fastpath, hardware, matmul
 
     info: dict[str, Any] = {
         "device": str(device),
@@ -50,7 +50,7 @@ def describe(device: Any) -> dict[str, Any]:
         "torch": torch.__version__,
         "python": platform.python_version(),
         "malloc_tuned": allocator.tuned,
-        "matmul": matmul.mode(),           # how CPU float32 products are computed (rnmt.matmul)
+        "matmul": matmul.mode(),           # how CPU float32 products are computed (rnmt.machine.matmul)
         # measure (each computation's path measured, or the run's own choice) or default (no measuring)
         "fast_path_mode": fastpath.mode(),
         # the paths measured fastest for this run's computations, "<machine> | <computation>: <path>" (a

@@ -10,7 +10,7 @@ import pytest
 
 from faults.faultlib import rnmt
 from rnmt.evaluate.score import EMPTY_OUTPUT
-from rnmt.plan import table_from_experiment
+from rnmt.planning.plan import table_from_experiment
 from rnmt.report.tables import tidy
 
 pytestmark = pytest.mark.faults

@@ -13,7 +13,7 @@ import yaml
 from conftest import run_snakemake
 from faults.faultlib import ROOT, rnmt
 from rnmt.config import ConfigError, load_schema, load_yaml
-from rnmt.plan import Plan
+from rnmt.planning.plan import Plan
 
 pytestmark = pytest.mark.faults
 TABLE = "atr-table4"

@@ -1,4 +1,4 @@
-# What the rules share: the plan of this run (rnmt.plan: config, scale and experiment files resolved and
+# What the rules share: the plan of this run (rnmt.planning.plan: config, scale and experiment files resolved and
 # checked), the shell every rule's command runs in, where the run's files live, and the functions the
 # rules call to find their inputs and arguments. The rule files hold only rules (Snakemake's layout,
 # which `snakemake --lint` checks).
@@ -14,14 +14,14 @@ from pathlib import Path
 from snakemake.settings.types import DeploymentMethod
 from snakemake.utils import update_config
 
-from rnmt import runconfig
+from rnmt.planning import runconfig
 from rnmt.config import load_yaml, typed_overrides
 from rnmt.data.registry import DOWNLOADS, SOURCES, Corpora, Registry, registry_file
 from rnmt.data.sources import manual_paths, missing_manual_message
 from rnmt.parse.settings import ParseSettings
 from rnmt.io import InputError
 from rnmt.parse.models import manifest_path
-from rnmt.plan import SIDES, SPLITS, Plan, member_seeds
+from rnmt.planning.plan import SIDES, SPLITS, Plan, member_seeds
 
 # `--config key='{nested: 1}'` reaches Snakemake's config with its nested values as strings.
 update_config(config, typed_overrides(workflow.config_settings.config))
@@ -36,7 +36,7 @@ def explicit_config():
     return out
 
 
-# A built run keeps the config it was built with (results/<run>/config.yaml, rnmt.runconfig): a later
+# A built run keeps the config it was built with (results/<run>/config.yaml, rnmt.planning.runconfig): a later
 # command on the run builds with it without repeating --config, and one that contradicts it stops here.
 try:
     RUN_CONFIG, notes = runconfig.resolve(config, explicit_config())
@@ -82,7 +82,7 @@ if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method:
 else:
     PYTHON = shlex.quote(sys.executable)
 SRC = shlex.quote(str(Path(workflow.basedir) / "src"))
-# Every job of the run takes the computations' paths the run took first (rnmt.fastpath): kept in the
+# Every job of the run takes the computations' paths the run took first (rnmt.machine.fastpath): kept in the
 # run's folder, so a rerun, or the folder copied to another machine, gives the same numbers.
 FAST_PATHS = shlex.quote(str(Path(R, "fast_paths.json").absolute()))
 # (braces doubled twice: once for this f-string, once for Snakemake's formatting of shell commands)

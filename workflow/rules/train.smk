@@ -1,5 +1,5 @@
 # Training: one job per (corpus, variant, seed). Settings come from config.yaml, the scale and the
-# experiment file's row (rnmt.plan); they are params, so editing a row reruns that row's jobs only.
+# experiment file's row (rnmt.planning.plan); they are params, so editing a row reruns that row's jobs only.
 
 
 rule train:

@@ -38,7 +38,7 @@ def input_size(name: str, hidden: int) -> int:
 
 
 def taken_path(cell: RecurrentCell, x: Tensor) -> str:
-    """The path `run` takes for the cell on x (measured fastest here, rnmt.fastpath): "torch layer"
+    """The path `run` takes for the cell on x (measured fastest here, rnmt.machine.fastpath): "torch layer"
     (torch's own GRU or LSTM), "triton", "sequence" (scan or loop with its own backward) or "step loop"."""
     chosen = chosen_path(cell, x)
     if chosen == "sequence":

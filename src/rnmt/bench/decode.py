@@ -23,10 +23,10 @@ from typing import Any
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from rnmt import matmul
 from rnmt.bench.timing import Peak, environment, measure
 from rnmt.decode.ensemble import Ensemble
 from rnmt.decode.translate import translate_ids
+from rnmt.machine import matmul
 from rnmt.models import build_model
 from rnmt.models.base import Seq2Seq
 from rnmt.report import paper_params

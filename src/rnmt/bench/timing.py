@@ -16,7 +16,8 @@ from typing import Any
 
 import torch
 
-from rnmt import hardware, matmul, provenance
+from rnmt import provenance
+from rnmt.machine import hardware, matmul
 
 
 def sync(device: torch.device) -> None:
@@ -60,7 +61,7 @@ def matmul_peak(device: torch.device, shapes: tuple[tuple[int, int, int], ...] =
     count: the best median
     over products [m, k] × [k, n] of the given shapes (2mkn FLOPs each): square ones and the shape of a
     batch-80 × length-50 input projection at hidden 1000; on a GPU 4096² and 8192², since small products
-    cannot fill it. `route`: torch's own product ("blas") or oneDNN's ("onednn", rnmt.matmul)."""
+    cannot fill it. `route`: torch's own product ("blas") or oneDNN's ("onednn", rnmt.machine.matmul)."""
     if device.type == "cuda":
         shapes = GPU_SHAPES
     best = 0.0

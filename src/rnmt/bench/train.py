@@ -41,17 +41,17 @@ from typing import Any
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from rnmt import allocator, hardware, matmul
 from rnmt.bench.profile import StepProfile, step_profile, trace
 from rnmt.bench.timing import Peak, environment, matmul_peak, measure
 from rnmt.cells.base import use_path
 from rnmt.config import ConfigError, load_yaml
 from rnmt.data.batching import Batch, pad
+from rnmt.machine import allocator, hardware, matmul
 from rnmt.models import build_model
 from rnmt.models.base import Seq2Seq
+from rnmt.planning.systems import load_systems
 from rnmt.provenance import CHECKOUT
 from rnmt.report import paper_params
-from rnmt.systems import load_systems
 from rnmt.train.loss import token_loss
 from rnmt.train.settings import TrainSettings
 

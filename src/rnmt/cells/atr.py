@@ -36,7 +36,7 @@ from rnmt.cells.kernel import StepKernel, product_grad, row_sum, sigmoid_grad, t
 from rnmt.cells.registry import register_cell
 from rnmt.cells.triton import triton_path
 from rnmt.io import InputError
-from rnmt.matmul import addmm, linear, mm
+from rnmt.machine.matmul import addmm, linear, mm
 
 
 @register_cell("atr")

@@ -8,7 +8,7 @@ concatenates h and c), so beam search can reorder any cell's state with one `ind
 A cell may also offer `sequence`, the whole recurrence at once (a scan or a loop with its own backward,
 cells/scan.py and cells/kernel.py), and `torch_layer`, the same recurrence as torch's own fused layer
 (GRU, LSTM: cuDNN on a GPU, oneDNN on a CPU). Both must give the step loop's numbers. `run` takes the
-path that measured fastest for the cell, its sizes and the device (`chosen_path`, rnmt.fastpath; the
+path that measured fastest for the cell, its sizes and the device (`chosen_path`, rnmt.machine.fastpath; the
 step loop where the cell has no other); `use_path` forces one (the equivalence tests and the benchmark).
 A cell that offers `step_kernel` (its step with a hand-written backward, run by cells/kernel.py) gets
 `sequence` from it, and composite cells chain their parts' kernels.
@@ -25,8 +25,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from rnmt import fastpath
 from rnmt.cells.kernel import StepKernel, kernel_sequence
+from rnmt.machine import fastpath
 
 
 class RecurrentCell(nn.Module, ABC):
@@ -185,7 +185,7 @@ _CHOICES: dict[tuple[Any, ...], str] = fastpath.lookup({})
 
 
 def chosen_path(cell: RecurrentCell, x: Tensor) -> str:
-    """The path `run` takes: the forced one, else the one measured fastest (rnmt.fastpath) for this cell,
+    """The path `run` takes: the forced one, else the one measured fastest (rnmt.machine.fastpath) for this cell,
     its options and sizes, the batch size (to a power of two), forward or forward and backward, the device
     and the dtype."""
     forced = _FORCED.get()

@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from rnmt.matmul import addmm, mm
+from rnmt.machine.matmul import addmm, mm
 
 
 class StepKernel(ABC):

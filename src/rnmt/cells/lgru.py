@@ -19,7 +19,7 @@ from rnmt.cells.base import RecurrentCell
 from rnmt.cells.gates import SigmoidGates, dropout_rate, sigmoid_gates
 from rnmt.cells.gru import GatedKernel
 from rnmt.cells.registry import register_cell
-from rnmt.matmul import linear, mm
+from rnmt.machine.matmul import linear, mm
 
 
 class GatedLinearBase(RecurrentCell):

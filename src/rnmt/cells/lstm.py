@@ -14,7 +14,7 @@ from torch import Tensor, nn
 from rnmt.cells.base import RecurrentCell, torch_recurrence
 from rnmt.cells.kernel import StepKernel, product_grad, row_sum, sigmoid_grad, tanh, tanh_grad
 from rnmt.cells.registry import register_cell
-from rnmt.matmul import addmm, linear, mm
+from rnmt.machine.matmul import addmm, linear, mm
 
 
 @register_cell("lstm")

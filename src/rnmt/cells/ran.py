@@ -18,7 +18,7 @@ from rnmt.cells.base import RecurrentCell
 from rnmt.cells.kernel import StepKernel, product_grad, sigmoid_grad, tanh, tanh_grad
 from rnmt.cells.registry import register_cell
 from rnmt.io import InputError
-from rnmt.matmul import addmm, linear, mm
+from rnmt.machine.matmul import addmm, linear, mm
 
 
 @register_cell("ran")

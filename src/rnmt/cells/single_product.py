@@ -22,7 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from rnmt.cells.base import RecurrentCell
-from rnmt.matmul import linear
+from rnmt.machine.matmul import linear
 
 
 class SingleProductCell(RecurrentCell):

@@ -35,7 +35,7 @@ from rnmt.cells.scan import masked_scan
 from rnmt.cells.triton import triton_path
 from rnmt.energies import energies
 from rnmt.io import InputError
-from rnmt.matmul import Linear
+from rnmt.machine.matmul import Linear
 
 
 class NormedLinear(nn.Module):

@@ -20,7 +20,7 @@ from rnmt.cells.base import RecurrentCell
 from rnmt.cells.registry import register_cell
 from rnmt.cells.scan import masked_scan
 from rnmt.cells.triton import triton_path
-from rnmt.matmul import linear
+from rnmt.machine.matmul import linear
 
 
 @register_cell("sru")

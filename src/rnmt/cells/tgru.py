@@ -18,7 +18,7 @@ from rnmt.cells.gates import dropout_rate, sigmoid_gates
 from rnmt.cells.gru import GRUKernel
 from rnmt.cells.registry import register_cell
 from rnmt.io import InputError
-from rnmt.matmul import linear
+from rnmt.machine.matmul import linear
 
 
 @register_cell("tgru")

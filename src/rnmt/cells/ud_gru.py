@@ -19,7 +19,7 @@ from torch import Tensor
 from rnmt.cells.kernel import StepKernel, product_grad, sigmoid_grad, tanh, tanh_grad
 from rnmt.cells.registry import register_cell
 from rnmt.cells.single_product import SingleProductCell
-from rnmt.matmul import addmm
+from rnmt.machine.matmul import addmm
 
 
 @register_cell("ud-gru")

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rnmt.io import try_lock
-from rnmt.switches import Switches, variable
+from rnmt.machine.switches import Switches, variable
 
 log = logging.getLogger(__name__)
 POOL_ENV = variable("gpu_pool")         # the pool folder; shared by every run on the machine by default

@@ -23,7 +23,7 @@ import urllib.request
 from pathlib import Path
 
 from rnmt.io import InputError, atomic_writer, sha256_of
-from rnmt.switches import Switches
+from rnmt.machine.switches import Switches
 
 log = logging.getLogger(__name__)
 

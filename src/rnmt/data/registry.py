@@ -22,7 +22,7 @@ from rnmt.data.pins import check_sha256, pin_file, read_pins
 from rnmt.data.settings import BPESettings, PreprocessSettings, VocabSettings
 from rnmt.data.sources import Source, split_source
 from rnmt.io import InputError
-from rnmt.switches import Switches
+from rnmt.machine.switches import Switches
 
 SPLITS = ("train", "dev", "test")
 S = TypeVar("S", PreprocessSettings, BPESettings, VocabSettings)

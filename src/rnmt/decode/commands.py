@@ -25,10 +25,10 @@ log = logging.getLogger("rnmt")
 def cmd_translate(a: argparse.Namespace) -> None:
     import torch
 
-    from rnmt import hardware
     from rnmt.decode.settings import SEARCH_KEYS, DecodeSettings
     from rnmt.decode.translate import translate_file
     from rnmt.io import write_json
+    from rnmt.machine import hardware
 
     if a.threads:
         torch.set_num_threads(a.threads)

@@ -10,12 +10,13 @@ from typing import Any, TypeVar
 import torch
 from tqdm import tqdm
 
-from rnmt import fastpath, provenance
+from rnmt import provenance
 from rnmt.data.batching import count_words, load_labels, pad_source
 from rnmt.decode.beam import Finished, beam_search, nbest_search
 from rnmt.decode.ensemble import load_ensemble_with_labels
 from rnmt.decode.settings import DEFAULT
 from rnmt.io import InputError, read_lines, write_lines
+from rnmt.machine import fastpath
 from rnmt.models.base import Seq2Seq
 from rnmt.progress import clock
 

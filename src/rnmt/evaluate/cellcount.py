@@ -15,8 +15,8 @@ def count(cell: str, hidden: int = 64, batch: int = 4) -> dict[str, float]:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from rnmt import matmul
     from rnmt.cells.registry import build_cell
+    from rnmt.machine import matmul
 
     c = build_cell(cell, hidden, hidden)
     x = torch.zeros(batch, hidden)

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor, nn
 
 from rnmt.energies import energies
-from rnmt.matmul import Linear
+from rnmt.machine.matmul import Linear
 
 
 class AdditiveAttention(nn.Module):

@@ -29,7 +29,7 @@ from rnmt.cells import build_cell, run
 from rnmt.cells.composite import TransitionCell
 from rnmt.data.vocab import PAD_ID
 from rnmt.io import InputError
-from rnmt.matmul import Linear
+from rnmt.machine.matmul import Linear
 from rnmt.models.attention import MultiHeadAdditiveAttention
 from rnmt.models.base import DecoderState, Seq2Seq
 from rnmt.models.embedding import FactoredEmbedding

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from rnmt.matmul import Linear, linear
+from rnmt.machine.matmul import Linear, linear
 
 
 class Readout(nn.Module):

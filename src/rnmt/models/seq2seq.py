@@ -25,7 +25,7 @@ from torch import Tensor, nn
 from rnmt.cells import RecurrentCell, build_cell, run
 from rnmt.data.vocab import PAD_ID
 from rnmt.io import InputError
-from rnmt.matmul import Linear
+from rnmt.machine.matmul import Linear
 from rnmt.models.base import DecoderState, Seq2Seq
 from rnmt.models.embedding import FactoredEmbedding
 from rnmt.models.registry import register_model

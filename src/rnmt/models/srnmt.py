@@ -18,7 +18,7 @@ from torch import Tensor, nn
 from rnmt.cells.srnmt import DecoderUnit, EncoderUnit, check_highway
 from rnmt.data.vocab import PAD_ID
 from rnmt.io import InputError
-from rnmt.matmul import Linear
+from rnmt.machine.matmul import Linear
 from rnmt.models.base import DecoderState, Seq2Seq
 from rnmt.models.embedding import FactoredEmbedding
 from rnmt.models.init import initialise

@@ -28,7 +28,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from rnmt.data.vocab import PAD_ID
 from rnmt.io import InputError
-from rnmt.matmul import Linear, linear
+from rnmt.machine.matmul import Linear, linear
 from rnmt.models.base import DecoderState, Seq2Seq
 from rnmt.models.embedding import FactoredEmbedding
 from rnmt.models.registry import register_model

@@ -34,8 +34,8 @@ import pandas as pd
 
 from rnmt.evaluate.bootstrap import LEVEL, SAMPLES, paired_interval, sentence_stats
 from rnmt.evaluate.metrics import Scored, scored_file
-from rnmt.experiments import check_claims
-from rnmt.plan import Row, Table
+from rnmt.planning.experiments import check_claims
+from rnmt.planning.plan import Row, Table
 from rnmt.report.layout import label, number, tokenized
 from rnmt.report.significance import WHOLE_SPLIT, pairs
 

@@ -14,7 +14,7 @@ log = logging.getLogger("rnmt")
 
 
 def cmd_table(a: argparse.Namespace) -> None:
-    from rnmt.plan import load_table
+    from rnmt.planning.plan import load_table
     from rnmt.report.tables import build
 
     table = load_table(a.experiment, a.corpus or None, a.max_seeds or None, a.scale_note, a.seeds or None)
@@ -24,7 +24,7 @@ def cmd_table(a: argparse.Namespace) -> None:
 
 
 def cmd_figure(a: argparse.Namespace) -> None:
-    from rnmt.plan import load_table
+    from rnmt.planning.plan import load_table
     from rnmt.report.figures import draw
 
     table = load_table(a.experiment, None, a.max_seeds or None, seeds=a.seeds or None)

@@ -21,7 +21,7 @@ from rnmt.evaluate.compare import ALPHA, paired_test
 from rnmt.evaluate.metric_names import bleu_family
 from rnmt.evaluate.metrics import Scored, scored_file
 from rnmt.io import InputError
-from rnmt.plan import Row, Table
+from rnmt.planning.plan import Row, Table
 from rnmt.report.layout import label, tokenized
 
 SAMPLES = 1000          # sacrebleu's default number of bootstrap resamples

@@ -23,7 +23,7 @@ import pandas as pd
 from rnmt.evaluate.metrics import verify_scored
 from rnmt.evaluate.score import bucket_name
 from rnmt.io import InputError, atomic_writer, read_json
-from rnmt.plan import Row, Table
+from rnmt.planning.plan import Row, Table
 from rnmt.report import claims, ran, significance
 from rnmt.report.layout import COUNTS, fmt, fmt_count, footer, label, signature_key, tokenized
 

@@ -33,10 +33,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from rnmt import hardware
 from rnmt.cells.base import graph_safe
 from rnmt.data.batching import Batch
 from rnmt.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from rnmt.machine import hardware
 from rnmt.train.loss import token_loss
 
 log = logging.getLogger(__name__)

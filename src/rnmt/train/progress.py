@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from rnmt import hardware
+from rnmt.machine import hardware
 from rnmt.progress import clock
 from rnmt.provenance import describe, provenance
 from rnmt.train.settings import TrainSettings

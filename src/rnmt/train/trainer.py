@@ -34,10 +34,10 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from rnmt import fastpath, hardware
 from rnmt.data.batching import Batch, bucketed_batches, load_parallel, make_batch, token_batches
 from rnmt.data.vocab import Vocab
 from rnmt.io import InputError, read_lines, write_json
+from rnmt.machine import fastpath, hardware
 from rnmt.models import build_model, checkpoint, factors
 from rnmt.models.init import initialise
 from rnmt.models.pretrained import load_source_vectors

@@ -26,7 +26,7 @@ from types import ModuleType
 import torch
 from torch import Tensor
 
-from rnmt.switches import Switches
+from rnmt.machine.switches import Switches
 
 _FORCE: ContextVar[bool] = ContextVar("rnmt_triton_on_cpu", default=False)
 DTYPES = (torch.float32, torch.float64)

@@ -49,7 +49,7 @@ def at_paper_scale(rows: list[ParamRow], root: Path) -> list[PaperModel]:
     """Each row's system as the workflow of the checkout at `root` trains it at the paper scale, and the
     paper's `params_m` from the row's table."""
     from rnmt.config import ConfigError, load_yaml
-    from rnmt.plan import Plan
+    from rnmt.planning.plan import Plan
 
     config = load_yaml(Path(root) / "config.yaml")
     config.update(scale="paper", run="paper", tables=sorted({r.table for r in rows}))

@@ -19,7 +19,7 @@ import ctypes.util
 import logging
 import sys
 
-from rnmt.switches import Switches
+from rnmt.machine.switches import Switches
 
 log = logging.getLogger(__name__)
 

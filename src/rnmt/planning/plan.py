@@ -2,7 +2,7 @@
 
 A *variant* is one trained configuration (architecture, cell, sizes, training and decoding settings)
 on one corpus; it is named by (corpus, name), so a system shared by several tables on the same corpus
-is trained once. Systems are defined in the papers' systems files (rnmt.systems) or in a row. A row's
+is trained once. Systems are defined in the papers' systems files (rnmt.planning.systems) or in a row. A row's
 settings are, from weakest to strongest: the config's `model` / `train` / `decode` defaults, the
 config's `scales.<scale>` entries, the paper's `settings.<scale>` (its systems file), the table's
 `settings.<scale>`, the system's own `model` / `train` / `decode`, its `scales.<scale>`, and the
@@ -24,11 +24,11 @@ from typing import Any
 from rnmt.config import ConfigError, load_yaml, validate
 from rnmt.data.registry import check_corpora, registry_corpus_ids
 from rnmt.decode.settings import DecodeSettings
-from rnmt.experiments import check_experiment, check_row_models, takes
 from rnmt.io import InputError
-from rnmt.layers import Layer, rel, resolve, setting_layers
+from rnmt.planning.experiments import check_experiment, check_row_models, takes
+from rnmt.planning.layers import Layer, rel, resolve, setting_layers
+from rnmt.planning.systems import load_systems
 from rnmt.settings import closest
-from rnmt.systems import load_systems
 from rnmt.train.settings import complete
 
 SPLITS = ("train", "dev", "test")
@@ -182,7 +182,7 @@ class Plan:
         self.scale_settings: dict[str, Any] = (config.get("scales") or {}).get(self.scale) or {}
         self.max_seeds: int | None = self.scale_settings.get("max_seeds")
         self.seeds: int | None = self.scale_settings.get("seeds")        # at least this many a row
-        # how the run's computations choose among their paths (rnmt.fastpath): measured once per run and
+        # how the run's computations choose among their paths (rnmt.machine.fastpath): measured once per run and
         # kept in results/<run>/fast_paths.json, or each computation's default (the demo: no timing decides)
         self.fast_paths: str = self.scale_settings.get("fast_paths", "measure")
         self.corpora_config: dict[str, Any] = dict(config["corpora"])

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rnmt.config import ConfigError, closest, load_yaml, validate
-from rnmt.experiments import check_definition
+from rnmt.planning.experiments import check_definition
 
 DEFINITION = ("arch", "cell", "labels", "model", "train", "decode", "scales")     # what a system defines
 

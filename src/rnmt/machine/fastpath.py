@@ -41,8 +41,8 @@ from typing import Any
 
 import torch
 
-from rnmt import hardware
-from rnmt.switches import Switches, variable
+from rnmt.machine import hardware
+from rnmt.machine.switches import Switches, variable
 
 log = logging.getLogger(__name__)
 MODES = Switches.__dataclass_fields__["fastpath"].metadata["choices"]

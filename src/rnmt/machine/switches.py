@@ -4,7 +4,7 @@ check of a value with a message that names the variable and what it takes. Modul
 
 Which code runs is decided by three of them, each over the one before: `RNMT_FASTPATH` (how a computation
 with several paths picks one), then within the candidates `RNMT_MATMUL` (the CPU's route for float32
-products, fixed when rnmt.matmul is imported) and `RNMT_TRITON` (whether CUDA recurrences may take
+products, fixed when rnmt.machine.matmul is imported) and `RNMT_TRITON` (whether CUDA recurrences may take
 Triton kernels). The run's file of choices (`RNMT_FASTPATH_RUN`) fixes what was picked for every job.
 """
 
@@ -32,9 +32,9 @@ class Switches:
     fastpath_run: Path | None = _switch(None, "the run's file of choices (results/<run>/fast_paths.json, set "
                                         "by the Snakefile): every job of the run takes the paths it holds")
     matmul: str = _switch("auto", "the CPU's route for float32 products: auto (oneDNN where it is faster), "
-                          "onednn or blas; read once, when rnmt.matmul is imported", ("auto", "onednn", "blas"))
+                          "onednn or blas; read once, when rnmt.machine.matmul is imported", ("auto", "onednn", "blas"))
     triton: bool = _switch(True, "0: CUDA recurrences never take the Triton kernels")
-    malloc_tuning: bool = _switch(True, "0: leave glibc's allocator as it is (rnmt.allocator)")
+    malloc_tuning: bool = _switch(True, "0: leave glibc's allocator as it is (rnmt.machine.allocator)")
     allow_unpinned: bool = _switch(False, "1: download files without a pinned sha256 (rnmt.data.download)")
     registry: Path | None = _switch(None, "the corpus registry instead of workflow/corpora.yaml (a site's "
                                     "mirror)")

@@ -4,7 +4,7 @@ torch hands a CPU float32 `F.linear`, `addmm` or `mm` to its BLAS (MKL's sgemm).
 bundles (it is behind `nn.LSTM` on the CPU and inductor's CPU linear layers), can be faster: on AMD CPUs
 MKL takes its AVX2 code path even where the CPU has AVX-512, which oneDNN uses; on Intel CPUs the BLAS
 can win. Which route is faster depends on the CPU and on the product's size (oneDNN's per-call overhead
-loses on small ones), so it is measured (rnmt.fastpath): once per machine, thread count and size class
+loses on small ones), so it is measured (rnmt.machine.fastpath): once per machine, thread count and size class
 (the number of multiply-adds to a power of two), on a product of the first shape met in that class.
 The measurements behind the defaults are in benchmarks/README.md ("Matrix products on the CPU").
 
@@ -29,8 +29,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
-from rnmt import fastpath
-from rnmt.switches import Switches
+from rnmt.machine import fastpath
+from rnmt.machine.switches import Switches
 
 MIN_MACS = 1 << 20                 # the default split where nothing is measured: smaller products stay with the BLAS
 MODES = Switches.__dataclass_fields__["matmul"].metadata["choices"]
