@@ -20,10 +20,10 @@ step's kernel count and the GPU-busy fraction (rnmt.bench.profile) to each row; 
 the same step again as a replayed CUDA graph (rnmt.train.graphs) after the eager steps.
 
 Each row trains in its own process (`TraineeProcess`), as a training job does, and the parent steps them
-in turn. With all nine models in one process they shared one heap: its fragmentation grew it for rounds
-after the warm-up, and a step that grew it page-faulted its new memory in (SR-NMT 2L: 20,000-190,000
-minor faults, up to 750 MB, in 3 of 5 timed steps, 0.86-1.08 s per step against 0.74 s in a process of
-its own). `page_faults` records the median minor page faults of a row's timed steps (0 in steady state).
+in turn: models sharing one process share one heap, whose fragmentation grows it for rounds after the
+warm-up, and a step that grows it page-faults its new memory in (measured: benchmarks/README.md, "Whole
+models in one process"). `page_faults` records the median minor page faults of a row's timed steps (0 in
+steady state).
 """
 
 from __future__ import annotations
@@ -303,8 +303,8 @@ def bench(device: torch.device, quick: bool = False, systems: tuple[str, ...] | 
           profile: bool = False, graphs: bool = False) -> list[dict[str, Any]]:
     """Every row's training step, each row in its own process, the rows interleaved: each repetition times
     one step of every row in turn, so a machine that speeds up or slows down during the run (frequency,
-    other processes) moves all rows alike instead of the ratios (two back-to-back runs of rows measured one
-    after the other had RNNSearch+GRU at 2,213 and 1,905 words/s). The row processes are spawned, so a
+    other processes) moves all rows alike instead of the ratios (benchmarks/README.md, "Whole models in
+    one process", has two runs that differed by 14%). The row processes are spawned, so a
     script that calls this needs the `if __name__ == "__main__":` guard (`rnmt bench train` has it)."""
     if size not in SIZES_CHOICES:
         raise ConfigError(f"bench train: unknown size {size!r}; valid: {', '.join(SIZES_CHOICES)}")

@@ -11,8 +11,8 @@ score:
   - "gnmt":    log p / ((5 + length) / 6)^α (Wu et al. 2016; DTMT uses α = 0.6)
   - "none":    log p
 Beam 1 is greedy search. Plain beam search is the default, as every paper decodes. A finite beam can
-prune the path that greedy search follows and end below it (seen in about 4% of sentences of a small
-trained model); `greedy_floor=True` (an option no paper setting turns on) lets a beam-1 search compete
+prune the path that greedy search follows and end below it (how often: benchmarks/README.md, "Beam
+search below greedy search"); `greedy_floor=True` (an option no paper setting turns on) lets a beam-1 search compete
 at the end, so a beam never returns a lower score than greedy search. That search runs in the same
 batch as the beam, one more row per sentence in every model step, instead of a second pass over the
 batch (a second pass would cost a batch of 32 sentences 50 more steps).
