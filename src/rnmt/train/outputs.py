@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rnmt.io import InputError, atomic_path, atomic_writer, lock_holder, read_lines, try_lock, write_lines
-from rnmt.models.checkpoint import keep_path
+from rnmt.models.checkpoint import check_copy, keep_path
 
 LOCK = ".train.lock"
 log = logging.getLogger(__name__)
@@ -114,3 +114,17 @@ def supersede(folder: Path, why: list[str]) -> Path:
     log.warning("%s is another run than the one in this folder (%s): its files moved to %s; training afresh",
                 folder, "; ".join(why), old)
     return old
+
+
+def restore_finished(out_dir: Path, best_step: int | None) -> None:
+    """A resumed run's model.pt and train.jsonl back from their copies where Snakemake deleted them after a
+    failure; a run that had a best model whose file and copy are both gone stops, naming what to delete."""
+    fresh = [out_dir / n for n in ("model.pt", "last.pt", "train.jsonl", ".train.jsonl.keep")]
+    model = out_dir / "model.pt"
+    if restore(model, check_copy, fresh):
+        log.info("restored %s from its copy", model)
+    elif not model.exists() and best_step is not None:
+        files = " ".join(str(f) for f in fresh if f.exists())
+        raise InputError(f"{model} and its copy {keep_path(model)} are missing, so the best weights of this run "
+                         f"(step {best_step}) are lost. Delete {files} and rerun to train the model afresh")
+    restore(out_dir / "train.jsonl", check_log_copy, fresh)

@@ -3,9 +3,12 @@ run's (a budget may grow), else the run starts afresh or stops, saying what diff
 
 from __future__ import annotations
 
+import random
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from rnmt.data.vocab import Vocab
 from rnmt.io import sha256_of
@@ -65,3 +68,28 @@ def lowered_budget(progress: dict[str, Any], settings: TrainSettings) -> list[st
     if progress.get("epoch", 0) > settings.max_epochs:
         out.append(f"max_epochs {settings.max_epochs} is below the {progress['epoch']} epochs it trained")
     return out
+
+
+def reasons(ckpt: dict[str, Any], model_config: dict[str, Any], src_vocab: Vocab, tgt_vocab: Vocab,
+            label_vocab: Vocab | None, settings: TrainSettings, inputs: dict[str, str]) -> list[str]:
+    """Why checkpoint `ckpt` does not continue this run: another model, vocabularies, settings or input
+    files, or a budget lowered below where it stands; empty where it does."""
+    return (differences(ckpt, model_config, src_vocab, tgt_vocab, label_vocab, asdict(settings))
+            + input_differences(ckpt.get("inputs"), inputs) + lowered_budget(ckpt.get("progress") or {}, settings))
+
+
+def rng_state(batches: random.Random, device: torch.device) -> dict[str, Any]:
+    """The random streams a resumed run continues: Python's, the batch order's, torch's (and the GPU's)."""
+    rng = {"python": random.getstate(), "batches": batches.getstate(), "torch": torch.get_rng_state()}
+    if device.type == "cuda":
+        rng["cuda"] = torch.cuda.get_rng_state(device)
+    return rng
+
+
+def restore_rng(rng: dict[str, Any], batches: random.Random, device: torch.device) -> None:
+    """`rng_state`'s streams back in place."""
+    random.setstate(rng["python"])
+    batches.setstate(rng["batches"])
+    torch.set_rng_state(rng["torch"].cpu())
+    if "cuda" in rng and device.type == "cuda":
+        torch.cuda.set_rng_state(rng["cuda"].cpu(), device)

@@ -152,40 +152,21 @@ class Trainer:
         if self.records is not None:
             # from the open log, which Snakemake may have deleted under a trainer it no longer runs
             outputs.keep(self.records.path, self.records.content())
-        rng = {"python": random.getstate(), "batches": self.rng.getstate(), "torch": torch.get_rng_state()}
-        if self.device.type == "cuda":
-            rng["cuda"] = torch.cuda.get_rng_state(self.device)
         self._save("last.pt", {"step": self.p.step, "progress": asdict(self.p), "optimizer": self.opt.state_dict(),
-                               "rng": rng, "settings": asdict(self.s), "fast_paths": fastpath.chosen()})
+                               "rng": resume.rng_state(self.rng, self.device), "settings": asdict(self.s),
+                               "fast_paths": fastpath.chosen()})
 
     def _keep(self, name: str) -> None:
         if self.rank == 0:
             outputs.keep(self.out_dir / name)
-
-    def _restore_outputs(self) -> None:
-        """model.pt and train.jsonl back from their copies where Snakemake deleted them after a failure."""
-        if self.rank != 0:
-            return
-        fresh = [self.out_dir / n for n in ("model.pt", "last.pt", "train.jsonl", ".train.jsonl.keep")]
-        model = self.out_dir / "model.pt"
-        if outputs.restore(model, checkpoint.check_copy, fresh):
-            log.info("restored %s from its copy", model)
-        elif not model.exists() and self.p.best:
-            files = " ".join(str(f) for f in fresh if f.exists())
-            raise InputError(f"{model} and its copy {checkpoint.keep_path(model)} are missing, so the best weights of "
-                             f"this run (step {self.p.best.get('step')}) are lost. Delete {files} and rerun to train "
-                             "the model afresh")
-        outputs.restore(self.out_dir / "train.jsonl", outputs.check_log_copy, fresh)
 
     def _maybe_resume(self) -> None:
         path = self.out_dir / "last.pt"
         if not (self.s.resume and path.is_file()):
             return
         ckpt = checkpoint.load(path, self.device)
-        why = resume.differences(ckpt, self.model_config, self.src_vocab, self.tgt_vocab, self.label_vocab,
-                                     asdict(self.s)) \
-            + resume.input_differences(ckpt.get("inputs"), self.inputs) \
-            + resume.lowered_budget(ckpt.get("progress") or {}, self.s)
+        why = resume.reasons(ckpt, self.model_config, self.src_vocab, self.tgt_vocab, self.label_vocab, self.s,
+                             self.inputs)
         if why:
             if self.rank == 0:
                 outputs.supersede(self.out_dir, why)
@@ -194,13 +175,9 @@ class Trainer:
         load_optimizer_state(self.opt, ckpt["optimizer"])
         self.p = Progress(**ckpt["progress"])
         fastpath.adopt(ckpt.get("fast_paths") or {})       # the paths of the first start, as its numbers are
-        self._restore_outputs()
-        rng = ckpt["rng"]
-        random.setstate(rng["python"])
-        self.rng.setstate(rng["batches"])
-        torch.set_rng_state(rng["torch"].cpu())
-        if "cuda" in rng and self.device.type == "cuda":
-            torch.cuda.set_rng_state(rng["cuda"].cpu(), self.device)
+        if self.rank == 0:
+            outputs.restore_finished(self.out_dir, self.p.best.get("step") if self.p.best else None)
+        resume.restore_rng(ckpt["rng"], self.rng, self.device)
         log.info("resumed from %s at step %d (epoch %d, batch %d)", path, self.p.step, self.p.epoch,
                  self.p.batch_in_epoch)
 
