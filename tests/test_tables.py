@@ -375,8 +375,8 @@ def test_tables_and_figures_say_what_their_rows_ran_with_not_what_was_configured
 def test_html_table_in_the_papers_order_with_differences_and_signatures(built: Path) -> None:
     """What the report shows: systems in the experiment's order; per metric with a paper number the
     paper's, ours and ours − paper; each metric's scorer signature a numbered footnote."""
-    from rnmt.report.htmltable import _diff
     from rnmt.report.layout import fmt as _fmt
+    from rnmt.report.layout import signed
 
     page = (built / "results/tiny/tables/atr-table4.html").read_text()
     df = pd.read_csv(built / "results/tiny/tables/atr-table4.csv")
@@ -386,7 +386,7 @@ def test_html_table_in_the_papers_order_with_differences_and_signatures(built: P
     cells = re.findall(r"<td[^>]*>(.*?)</td>", rows[1][1])                # RNNSearch+LSTM
     lstm = df[df.system == rows[1][0]].set_index("metric")
     first = exp["metrics"][0]
-    assert cells[:3] == [_fmt(lstm.paper[first]), _fmt(lstm.ours[first]), _diff(lstm.ours[first] - lstm.paper[first])]
+    assert cells[:3] == [_fmt(lstm.paper[first]), _fmt(lstm.ours[first]), signed(lstm.ours[first] - lstm.paper[first])]
     t1 = (built / "results/tiny/tables/atr-table1.html").read_text()      # exact counts: Δ 0 everywhere
     deltas = re.findall(r'<td class="diff[^"]*">(.*?)</td>', t1)
     assert len(deltas) == 2 * len(yaml.safe_load((EXPERIMENTS / "atr-table1.yaml").read_text())["rows"])

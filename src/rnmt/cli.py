@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rnmt.io import InputError, os_error_message, report_error, separate_streams
 from rnmt.machine import allocator
-from rnmt.machine.switches import Switches
+from rnmt.machine.switches import switch
 
 log = logging.getLogger("rnmt")
 # the packages whose commands.py add subcommands, in the order `rnmt --help` lists them
@@ -125,7 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ.setdefault("TQDM_DISABLE", "1")
     allocator.keep_freed_memory()
     name = " ".join(a for a in (args.command, getattr(args, f"{args.command}_command", None)) if a)
-    if Switches.read().job and separate_streams():
+    if switch("job") and separate_streams():
         # a workflow job: standard error is its log file, standard output Snakemake's console, where a
         # warning (test sentences in the training data, repeated pairs, vectors matching no word) is read
         console = logging.StreamHandler(sys.stdout)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rnmt.io import try_lock
-from rnmt.machine.switches import Switches, variable
+from rnmt.machine.switches import switch, variable
 
 log = logging.getLogger(__name__)
 POOL_ENV = variable("gpu_pool")         # the pool folder; shared by every run on the machine by default
@@ -32,12 +32,12 @@ SHARE_ENV = variable("jobs_per_gpu")    # jobs that may share one GPU (default 1
 
 
 def default_pool() -> Path:
-    return Switches.read().gpu_pool or Path(tempfile.gettempdir()) / f"rnmt-gpu-slots-{os.getuid()}"
+    return switch("gpu_pool") or Path(tempfile.gettempdir()) / f"rnmt-gpu-slots-{os.getuid()}"
 
 
 def jobs_per_gpu() -> int:
     """$RNMT_JOBS_PER_GPU as a positive integer (1 when unset)."""
-    return Switches.read().jobs_per_gpu
+    return switch("jobs_per_gpu")
 
 
 def slot_file(pool: Path, gpu: str, slot: int) -> Path:

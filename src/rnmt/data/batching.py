@@ -31,6 +31,7 @@ class ParallelData:
     tgt_words: list[int]
     src_labels: list[list[int]] | None = None     # one label id per source subword (factored input)
     lines: list[int] | None = None                # each pair's line in the files (0-based), where read from them
+    file_lines: int | None = None                 # the lines of the files they were read from
 
     def __len__(self) -> int:
         return len(self.src)
@@ -57,7 +58,7 @@ def load_parallel(src_path: str | Path, tgt_path: str | Path, src_vocab: Vocab, 
     src_lines, tgt_lines = read_parallel(src_path, tgt_path)
     labels = load_labels(src_labels, src_path, src_lines, label_vocab or Vocab(SPECIALS)) \
         if src_labels is not None else None
-    data = ParallelData([], [], [], [], [] if labels is not None else None, [])
+    data = ParallelData([], [], [], [], [] if labels is not None else None, [], len(src_lines))
     empty = long = 0
     for k, (s, t) in enumerate(zip(src_lines, tgt_lines, strict=True)):
         si, ti = src_vocab.encode(s), tgt_vocab.encode(t)

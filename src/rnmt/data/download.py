@@ -23,7 +23,7 @@ import urllib.request
 from pathlib import Path
 
 from rnmt.io import InputError, atomic_writer, sha256_of
-from rnmt.machine.switches import Switches
+from rnmt.machine.switches import switch
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ class DownloadError(InputError):
 
 
 def unpinned_allowed() -> bool:
-    return Switches.read().allow_unpinned
+    return switch("allow_unpinned")
 
 
 def manual_alternative(url: str, dest: Path) -> str:

@@ -22,7 +22,7 @@ from rnmt.data.pins import check_sha256, pin_file, read_pins
 from rnmt.data.settings import BPESettings, PreprocessSettings, VocabSettings
 from rnmt.data.sources import Source, split_source
 from rnmt.io import InputError
-from rnmt.machine.switches import Switches
+from rnmt.machine.switches import switch
 
 SPLITS = ("train", "dev", "test")
 S = TypeVar("S", PreprocessSettings, BPESettings, VocabSettings)
@@ -214,7 +214,7 @@ class Corpora:
 def registry_file(root: str | Path) -> Path:
     """The registry the workflow uses: $RNMT_REGISTRY (a site's mirror, or the tests' local server),
     else workflow/corpora.yaml under the repository root."""
-    return Switches.read().registry or Path(root) / "workflow/corpora.yaml"
+    return switch("registry") or Path(root) / "workflow/corpora.yaml"
 
 
 @lru_cache(maxsize=8)

@@ -19,7 +19,7 @@ import ctypes.util
 import logging
 import sys
 
-from rnmt.machine.switches import Switches
+from rnmt.machine.switches import switch
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ tuned = False                  # whether keep_freed_memory() took effect in this
 def keep_freed_memory(limit: int = KEEP) -> bool:
     """Raise glibc's mmap and trim thresholds to `limit`; True when it took effect."""
     global tuned
-    if not Switches.read().malloc_tuning or not sys.platform.startswith("linux"):
+    if not switch("malloc_tuning") or not sys.platform.startswith("linux"):
         return False
     try:
         mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt

@@ -42,7 +42,7 @@ from typing import Any
 import torch
 
 from rnmt.machine import hardware
-from rnmt.machine.switches import Switches, variable
+from rnmt.machine.switches import Switches, switch, variable
 
 log = logging.getLogger(__name__)
 MODES = Switches.__dataclass_fields__["fastpath"].metadata["choices"]
@@ -54,11 +54,11 @@ _CACHES: list[dict[Any, Any]] = []              # callers' own lookups of choice
 
 
 def mode() -> str:
-    return Switches.read().fastpath
+    return switch("fastpath")
 
 
 def cache_path() -> Path:
-    return Switches.read().fastpath_cache or Path.home() / ".cache/rnmt/fastpath.json"
+    return switch("fastpath_cache") or Path.home() / ".cache/rnmt/fastpath.json"
 
 
 def machine(device: torch.device) -> str:
@@ -80,7 +80,7 @@ def _processor(kind: str, index: int | None) -> str:
 
 def run_path() -> Path | None:
     """The run's own file of choices (RNMT_FASTPATH_RUN), if any."""
-    return Switches.read().fastpath_run
+    return switch("fastpath_run")
 
 
 def _read(path: Path) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
 from rnmt.machine import fastpath
-from rnmt.machine.switches import Switches
+from rnmt.machine.switches import Switches, switch
 
 MIN_MACS = 1 << 20                 # the default split where nothing is measured: smaller products stay with the BLAS
 MODES = Switches.__dataclass_fields__["matmul"].metadata["choices"]
@@ -46,7 +46,7 @@ def _op() -> Any:
 _LINEAR = _op()
 
 
-ENV_MODE = Switches.read().matmul       # RNMT_MATMUL, read once at import
+ENV_MODE = switch("matmul")       # RNMT_MATMUL, read once at import
 _MODE: ContextVar[str] = ContextVar("rnmt_matmul", default=ENV_MODE)
 
 

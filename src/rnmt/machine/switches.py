@@ -1,6 +1,7 @@
 """Every environment variable rnmt reads (`RNMT_*`), written once: its type, default and meaning, and the
 check of a value with a message that names the variable and what it takes. Modules read them through
-`Switches.read()`, the environment as it is at the call, never `os.environ` directly.
+`Switches.read()` (all of them) or `switch(name)` (one, on paths taken at every batch), the environment as
+it is at the call, never `os.environ` directly.
 
 Which code runs is decided by three of them, each over the one before: `RNMT_FASTPATH` (how a computation
 with several paths picks one), then within the candidates `RNMT_MATMUL` (the CPU's route for float32
@@ -11,6 +12,7 @@ Triton kernels). The run's file of choices (`RNMT_FASTPATH_RUN`) fixes what was 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -44,31 +46,37 @@ class Switches:
     job: bool = _switch(False, "set by the Snakefile in every job: warnings also go to Snakemake's console")
 
     @classmethod
-    def read(cls, environ: dict[str, str] | None = None) -> Switches:
+    def read(cls, environ: Mapping[str, str] | None = None) -> Switches:
         """The switches as `environ` (default: the process' environment) sets them, each checked."""
         env = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
-        for f in fields(cls):
-            name = variable(f.name)
-            raw = env.get(name, "")
-            if raw == "":
-                continue
-            choices = f.metadata["choices"]
-            if choices and raw not in choices:
-                raise InputError(f"{name}={raw!r}: valid values are {', '.join(choices)} ({f.metadata['meaning']})")
-            if f.type in ("bool", bool):
-                if raw not in ("0", "1"):
-                    raise InputError(f"{name}={raw!r}: give 0 or 1 ({f.metadata['meaning']})")
-                values[f.name] = raw == "1"
-            elif f.type == "int":
-                if not raw.strip().isdigit() or int(raw) < 1:
-                    raise InputError(f"{name}={raw!r} must be a whole number >= 1 ({f.metadata['meaning']})")
-                values[f.name] = int(raw)
-            elif "Path" in str(f.type):
-                values[f.name] = Path(raw)
-            else:
-                values[f.name] = raw
-        return cls(**values)
+        return cls(**{f.name: _parse(f, env[variable(f.name)]) for f in fields(cls) if env.get(variable(f.name))})
+
+
+_FIELDS = {f.name: f for f in fields(Switches)}
+
+
+def switch(name: str) -> Any:
+    """One switch as the environment sets it now, read and checked alone (what a path taken at every
+    batch asks: `Switches.read()` reads them all)."""
+    f = _FIELDS[name]
+    raw = os.environ.get(variable(name), "")
+    return _parse(f, raw) if raw else f.default
+
+
+def _parse(f: Any, raw: str) -> Any:
+    """A set variable's value as its field's type, or an InputError naming the variable and what it takes."""
+    name, meaning, choices = variable(f.name), f.metadata["meaning"], f.metadata["choices"]
+    if choices and raw not in choices:
+        raise InputError(f"{name}={raw!r}: valid values are {', '.join(choices)} ({meaning})")
+    if f.type in ("bool", bool):
+        if raw not in ("0", "1"):
+            raise InputError(f"{name}={raw!r}: give 0 or 1 ({meaning})")
+        return raw == "1"
+    if f.type == "int":
+        if not raw.strip().isdigit() or int(raw) < 1:
+            raise InputError(f"{name}={raw!r} must be a whole number >= 1 ({meaning})")
+        return int(raw)
+    return Path(raw) if "Path" in str(f.type) else raw
 
 
 def variable(name: str) -> str:

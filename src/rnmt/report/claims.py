@@ -26,20 +26,18 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from rnmt.evaluate.bootstrap import LEVEL, SAMPLES, paired_interval, sentence_stats
-from rnmt.evaluate.metrics import Scored, scored_file
+from rnmt.evaluate.metrics import Scored
 from rnmt.planning.experiments import check_claims
 from rnmt.planning.plan import Row, Table
-from rnmt.report.layout import label, number, tokenized
+from rnmt.report.layout import label, number, signed, tokenized
 from rnmt.report.significance import WHOLE_SPLIT, pairs
 
-KINDS = ("higher", "lower", "within")
 HOLDS, FAILS, UNSURE, NO_NUMBERS = "holds", "does not hold", "not separable", "no numbers"
 COLUMNS = ["table", "claim", "says", "metric", "kind", "margin", "row", "than", "paper_diff", "paper_verdict",
            "diff", "low", "high", "pairs", "verdict", "claim_verdict"]
@@ -97,21 +95,17 @@ class Evidence:
     a BLEU, each decoding's per-sentence BLEU statistics (from the files its metrics file scored)."""
 
     def __init__(self, table: Table, metrics: dict[tuple[str, str], dict[str, Any]],
-                 paths: dict[tuple[str, str], Path], value: Any) -> None:
-        self.table, self.metrics, self.paths, self.value = table, metrics, paths, value
-        self._scored: dict[Path, Scored] = {}
-        self._stats: dict[tuple[Path, str], tuple[Any, np.ndarray, list[tuple[str, int, int]]]] = {}
+                 scored: dict[tuple[str, str], Scored], value: Any) -> None:
+        self.table, self.metrics, self.scored, self.value = table, metrics, scored, value
+        self._stats: dict[tuple[tuple[str, str], str], tuple[Any, np.ndarray, list[tuple[str, int, int]]]] = {}
 
     def stats(self, key: tuple[str, str], metric: str) -> tuple[Any, np.ndarray, list[tuple[str, int, int]]]:
-        path = self.paths[key]
         side = tokenized(metric)[0] + ("bleu_compound" if metric.endswith("_compound") else "bleu")
-        if (path, side) not in self._stats:
-            if path not in self._scored:
-                self._scored[path] = scored_file(path)
-            s = self._scored[path]
+        if (key, side) not in self._stats:
+            s = self.scored[key]
             scorer, hyps, refs = s.bleu_side(side)
-            self._stats[(path, side)] = scorer, sentence_stats(scorer, hyps, refs), list(s.parts)
-        return self._stats[(path, side)]
+            self._stats[(key, side)] = scorer, sentence_stats(scorer, hyps, refs), list(s.parts)
+        return self._stats[(key, side)]
 
     def groups(self, metric: str, n: int, parts: list[tuple[str, int, int]]) -> list[np.ndarray] | None:
         """The sentence groups whose mean BLEU is `metric`: the split, its sets (avg), or one set."""
@@ -129,9 +123,9 @@ class Evidence:
         found = 0
         for mine, theirs in pairs(row, other):
             a, b = (row.variant, mine), (other.variant, theirs)
-            if a not in self.metrics or b not in self.metrics:
-                continue
             if resampled(metric):
+                if a not in self.scored or b not in self.scored:
+                    continue
                 scorer, sa, parts = self.stats(a, metric)
                 _, sb, parts_b = self.stats(b, metric)
                 groups = self.groups(metric, len(sa), parts)
@@ -139,6 +133,8 @@ class Evidence:
                     continue
                 _, low, high = paired_interval(scorer, sa, sb, groups, SAMPLES)
             else:
+                if a not in self.metrics or b not in self.metrics:
+                    continue
                 va, vb = self.value(self.metrics[a], metric), self.value(self.metrics[b], metric)
                 if va is None or vb is None:
                     continue
@@ -187,10 +183,6 @@ def note(claims: pd.DataFrame) -> str:
             "the paper's numbers.")
 
 
-def _d(x: float) -> str:
-    return "–" if math.isnan(x) else number(x, "+").replace("-", "−")
-
-
 def lines(claims: pd.DataFrame) -> list[tuple[str, str, str, str, str, str]]:
     """Per comparison: claim (on its first comparison, with the claim's verdict), comparison, metric, paper
     difference with its verdict, ours with its interval, and the comparison's verdict."""
@@ -201,8 +193,9 @@ def lines(claims: pd.DataFrame) -> list[tuple[str, str, str, str, str, str]]:
         seen.add(r.claim)
         what = {"higher": ">", "lower": "<", "within": f"within ±{number(r.margin)} of"}[r.kind]
         claim = f"{r.claim}. {r.says} ({r.claim_verdict})" if first else ""
-        paper = "–" if math.isnan(r.paper_diff) else f"{_d(r.paper_diff)} ({r.paper_verdict})"
-        ours = _d(r.diff) + (f" [{_d(r.low)}, {_d(r.high)}]" if not math.isnan(r.low) and r.low != r.high else "")
+        paper = "–" if math.isnan(r.paper_diff) else f"{signed(r.paper_diff)} ({r.paper_verdict})"
+        spread = not math.isnan(r.low) and r.low != r.high
+        ours = signed(r.diff) + (f" [{signed(r.low)}, {signed(r.high)}]" if spread else "")
         out.append((claim, f"{r.row} {what} {r.than}", label(r.metric), paper, ours, r.verdict))
     return out
 

@@ -12,7 +12,7 @@ import pandas as pd
 from rnmt.evaluate.metric_names import better
 from rnmt.planning.plan import Table
 from rnmt.report import claims, significance
-from rnmt.report.layout import COUNTS, fmt, fmt_count, footer, label, number
+from rnmt.report.layout import COUNTS, fmt, fmt_count, footer, label, signed
 
 _HTML_STYLE = """
 body { font-family: "DejaVu Sans", Helvetica, Arial, sans-serif; font-size: 14px; margin: 1.5em; color: #222; }
@@ -45,12 +45,6 @@ def _html_text(s: str) -> str:
     """Escaped, with Markdown's `code` spans as <code>."""
     parts = html.escape(s).split("`")
     return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
-
-
-def _diff(x: float) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "–"
-    return number(x, "+").replace("-", "−")
 
 
 def html_table(table: Table, df: pd.DataFrame) -> str:
@@ -97,7 +91,7 @@ def html_table(table: Table, df: pd.DataFrame) -> str:
                 way = 0 if math.isnan(d) or d == 0 else better(m) * (1 if d > 0 else -1)
                 sign = {1: " better", -1: " worse", 0: ""}[way]
                 cells += [f'<td class="paper">{html.escape(show(r.paper))}</td>', f"<td>{ours}</td>",
-                          f'<td class="diff{sign}">{_diff(d)}</td>']
+                          f'<td class="diff{sign}">{signed(d)}</td>']
             else:
                 cells.append(f"<td>{ours}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")

@@ -49,6 +49,13 @@ def number(v: float, sign: str = "") -> str:
     return f"{v:{sign}.2f}" if abs(v) >= 1 or v == 0 else f"{v:{sign}.3g}"   # 0.0054 s/sentence stays readable
 
 
+def signed(x: float | None) -> str:
+    """A difference with its sign (+0.31, −1.20), a dash where there is none."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    return number(x, "+").replace("-", "−")
+
+
 def fmt(x: float, std: float = math.nan) -> str:
     """`x`, and `± std` at x's decimals (0.119 ± 0.004, 1,234 ± 12: a spread written as precisely as the value)."""
     if x is None or (isinstance(x, float) and math.isnan(x)):

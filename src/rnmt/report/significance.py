@@ -14,12 +14,11 @@ scores give p = 1, as in compare.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from rnmt.evaluate.compare import ALPHA, paired_test
 from rnmt.evaluate.metric_names import bleu_family
-from rnmt.evaluate.metrics import Scored, scored_file
+from rnmt.evaluate.metrics import Scored
 from rnmt.io import InputError
 from rnmt.planning.plan import Row, Table
 from rnmt.report.layout import label, tokenized
@@ -65,8 +64,9 @@ def pairs(row: Row, base: Row) -> list[tuple[str, str]]:
     return [(m, b) for m in mine for b in theirs]
 
 
-def p_values(table: Table, paths: dict[tuple[str, str], Path], samples: int = SAMPLES) -> dict[str, dict[str, Any]]:
-    """Per trained row but the reference: the largest p-value of its pairs, and the pairs' own."""
+def p_values(table: Table, scored: dict[tuple[str, str], Scored], samples: int = SAMPLES) -> dict[str, dict[str, Any]]:
+    """Per trained row but the reference: the largest p-value of its pairs, and the pairs' own. `scored`:
+    what each (variant, member)'s metrics file scored."""
     if not table.baseline or table.kind != "translation" or (what := tested(table)) is None:
         return {}
     metric = what[0]
@@ -75,17 +75,17 @@ def p_values(table: Table, paths: dict[tuple[str, str], Path], samples: int = SA
         raise InputError(f"table {table.name}: baseline {table.baseline!r} is not one of its trained rows; name "
                          "the row that the others are tested against (the paper's baseline system)")
     out: dict[str, dict[str, Any]] = {}
-    cache: dict[Path, Scored] = {}
+    sides: dict[tuple[str, str], tuple[Any, list[str], list[list[str]]]] = {}
 
-    def scored(path: Path) -> Scored:
-        if path not in cache:
-            cache[path] = scored_file(path)
-        return cache[path]
+    def side(key: tuple[str, str]) -> tuple[Any, list[str], list[list[str]]]:
+        if key not in sides:                    # the reference row's files are read once, not once a pair
+            sides[key] = scored[key].bleu_side(metric)
+        return sides[key]
 
     row_pairs_of = {row.system: (row, pairs(row, base)) for row in table.trained_rows if row is not base}
     for row, row_pairs in row_pairs_of.values():
         missing = list(dict.fromkeys(f"{r.variant} {m}" for mine, theirs in row_pairs
-                                     for r, m in ((base, theirs), (row, mine)) if (r.variant, m) not in paths))
+                                     for r, m in ((base, theirs), (row, mine)) if (r.variant, m) not in scored))
         if missing:
             raise InputError(f"table {table.name}: no metrics of {', '.join(missing)}, which the test of row "
                              f"{row.system!r} against {base.system!r} pairs; build the table with every row's "
@@ -93,8 +93,8 @@ def p_values(table: Table, paths: dict[tuple[str, str], Path], samples: int = SA
     for row, row_pairs in row_pairs_of.values():
         found = []
         for mine, theirs in row_pairs:
-            scorer, a, refs = scored(paths[(base.variant, theirs)]).bleu_side(metric)
-            _, b, b_refs = scored(paths[(row.variant, mine)]).bleu_side(metric)
+            scorer, a, refs = side((base.variant, theirs))
+            _, b, b_refs = side((row.variant, mine))
             if b_refs != refs:
                 raise InputError(f"table {table.name}: rows {row.system!r} and {base.system!r} were scored against "
                                  "different references; a paired test needs one test set")

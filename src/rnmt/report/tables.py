@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from rnmt.evaluate.metrics import verify_scored
+from rnmt.evaluate.metrics import scored_file
 from rnmt.evaluate.score import bucket_name
 from rnmt.io import InputError, atomic_writer, read_json
 from rnmt.planning.plan import Row, Table
@@ -292,23 +292,23 @@ def build(table: Table, metrics_files: list[str | Path], run: str, scale: str, o
     counts); `data_reports` (the corpus' prepare.json) bring the data's warnings into its notes; the
     paper's claims, checked, go into the renderings and `out_claims` (a tidy CSV)."""
     claimed = claims.parse(table)
-    metrics, paths = {}, {}
+    metrics, scored = {}, {}
     for path in metrics_files:
         m = read_json(path)
-        if "files" in m:                # a translation's scores: the files scored must still be those
-            verify_scored(path, m)
-        metrics[(m["variant"], m["member"])] = m
-        paths[(m["variant"], m["member"])] = Path(path)
+        key = (m["variant"], m["member"])
+        metrics[key] = m
+        if "files" in m:                # a translation's scores: the files scored must still be those (checked
+            scored[key] = scored_file(Path(path), m)    # once here; the significance test and claims read them)
     for path in gates_files or []:                  # .../analysis/<corpus>/<variant>/seed<N>/gates.<testset>.json
         p = Path(path)
         key = (p.parent.parent.name, p.parent.name)
         if key in metrics:
             metrics[key] = {**metrics[key], "gates": read_json(p)}
     cells = {c["cell"]: c for c in map(read_json, cell_files or [])}
-    tested = significance.p_values(table, paths)
+    tested = significance.p_values(table, scored)
     df = tidy(table, metrics, run, scale, cells, {s: t["p_value"] for s, t in tested.items()})
     df.attrs["significance"] = [significance.note(table)] if tested else []
-    evidence = claims.Evidence(table, metrics, paths, metric_value) if table.kind == "translation" else None
+    evidence = claims.Evidence(table, metrics, scored, metric_value) if table.kind == "translation" else None
     df.attrs["claims"] = checked = claims.check(table, claimed, df, evidence)
     df.attrs["cut_short"] = cut_short(table, metrics)
     if table.kind != "cells":

@@ -36,7 +36,7 @@ from tqdm import tqdm
 
 from rnmt.data.batching import Batch, bucketed_batches, load_parallel, make_batch, token_batches
 from rnmt.data.vocab import Vocab
-from rnmt.io import InputError, read_lines, write_json
+from rnmt.io import InputError, write_json
 from rnmt.machine import fastpath, hardware
 from rnmt.models import build_model, checkpoint, factors
 from rnmt.models.init import initialise
@@ -96,7 +96,7 @@ class Trainer:
         self.dev_data = load_parallel(dev_src, dev_tgt, self.src_vocab, self.tgt_vocab, None, dev_src_labels,
                                       self.label_vocab)
         # a multi-reference dev set (NIST MT06) selects models by BLEU against all its references
-        extra = extra_references(dev_ref, self.dev_data, len(read_lines(dev_tgt))) if dev_ref else {}
+        extra = extra_references(dev_ref, self.dev_data) if dev_ref else {}
         self.dev_refs = list(extra.values())
         self.inputs = resume.input_identity({**inputs, **{f"dev_ref{k}": p for k, p in enumerate(extra, 2)}})
         cfg = dict(self.model_config)

@@ -46,14 +46,15 @@ def dev_bleu(model: Seq2Seq, data: ParallelData, tgt_vocab: Vocab, device: torch
     return sacrebleu.corpus_bleu(sys_lines, [refs, *map(list, extra_refs)], tokenize="none", force=True).score
 
 
-def extra_references(dev_ref: Path, data: ParallelData, dev_lines: int) -> dict[Path, list[str]]:
+def extra_references(dev_ref: Path, data: ParallelData) -> dict[Path, list[str]]:
     """The extra references beside the tokenized dev reference `dev_ref` (`<dev_ref>.ref1`, `.ref2`, ...:
     written by the data stage for a multi-reference dev set), each cut to the pairs `data` kept of the
-    dev files' `dev_lines` lines."""
+    dev files' lines."""
+    dev_lines = data.file_lines
     out = {}
     for path in map(Path, with_extra_references([str(dev_ref)])[1:]):
         lines = read_lines(path)
-        if data.lines is None or len(lines) != dev_lines:
+        if data.lines is None or dev_lines is None or len(lines) != dev_lines:
             raise InputError(f"{path}: {len(lines)} lines, but the dev set has {dev_lines}: the extra reference "
                              "belongs to another dev set. Prepare the corpus again (snakemake reruns its data "
                              "jobs when their files change; or delete results/<run>/data/<corpus>)")

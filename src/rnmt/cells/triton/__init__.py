@@ -26,7 +26,7 @@ from types import ModuleType
 import torch
 from torch import Tensor
 
-from rnmt.machine.switches import Switches
+from rnmt.machine.switches import switch
 
 _FORCE: ContextVar[bool] = ContextVar("rnmt_triton_on_cpu", default=False)
 DTYPES = (torch.float32, torch.float64)
@@ -49,7 +49,7 @@ def available() -> bool:
 
 def enabled() -> bool:
     """False when the environment sets RNMT_TRITON=0 (read at every call)."""
-    return Switches.read().triton
+    return switch("triton")
 
 
 def triton_path(x: Tensor, cell: str) -> ModuleType | None:
