@@ -157,3 +157,35 @@ def test_a_two_gpu_rule_trains_with_two_gloo_processes_inside_snakemake(tmp_path
     assert two["step"] == one["step"] == 10
     for k, w in one["state_dict"].items():
         torch.testing.assert_close(two["state_dict"][k], w, rtol=1e-4, atol=1e-5)
+
+
+def train_cli(d: Path, out: str, settings: dict, gpus: int) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "rnmt", "train", "--gpus", str(gpus), "--model", json.dumps(MODEL), "--settings",
+           json.dumps(settings), "--out-dir", out, "--train-src", "train.src", "--train-tgt", "train.tgt",
+           "--dev-src", "dev.src", "--dev-tgt", "dev.tgt", "--src-vocab", "vocab.src", "--tgt-vocab", "vocab.tgt"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
+    return subprocess.run(cmd, cwd=d, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_two_ddp_processes_equal_one_process_on_the_doubled_batch(tmp_path: Path) -> None:
+    """Two gloo ranks on 8 sentences each, two batches an update (the first kept local by no_sync), end with
+    the weights and the logged losses of one process on the 16-sentence batches. Adam's eps at 1 makes its
+    step follow the gradient's scale, so ranks that averaged their gradients instead of summing them (each
+    rank's loss is already over the update's global token count) would end elsewhere."""
+    write_corpus(tmp_path)
+    settings = {**SETTINGS, "eps": 1.0, "lr": 0.5, "accumulate": 2, "max_steps": 8, "valid_every": 8}
+    runs = {n: train_cli(tmp_path, f"w{n}", settings, n) for n in (2, 1)}
+    for n, r in runs.items():
+        assert r.returncode == 0, f"{n} process(es): {r.stderr[-3000:]}"
+    two, one = (json.loads((tmp_path / f"w{n}/train.json").read_text()) for n in (2, 1))
+    assert two["data_parallel"] == "DistributedDataParallel over 2 processes (gloo)"
+    assert one["data_parallel"] is None and two["world_size"] == 2
+    losses = [[json.loads(line)["loss"] for line in (tmp_path / f"w{n}/train.jsonl").read_text().splitlines()
+               if '"loss"' in line] for n in (2, 1)]
+    assert len(losses[0]) == 8
+    torch.testing.assert_close(losses[0], losses[1], rtol=1e-5, atol=0)
+    a, b = (checkpoint.load(tmp_path / f"w{n}/last.pt")["state_dict"] for n in (2, 1))
+    for k, w in b.items():
+        torch.testing.assert_close(a[k], w, rtol=1e-4, atol=1e-5)
+    first = checkpoint.load(tmp_path / "w1/last.pt")
+    assert first["step"] == 8

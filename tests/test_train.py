@@ -306,10 +306,10 @@ def _rank_grads(rank: int, world: int, init: str, corpus: dict[str, Path], out: 
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
     torch.manual_seed(0)
     model, batch_idx, data = _tiny_setup(corpus)
-    loss = _loss(model, make_batch(data, batch_idx[rank::world]), distributed.global_sum(
+    replica = distributed.replicate(model, world, torch.device("cpu"))     # DistributedDataParallel
+    loss = _loss(replica, make_batch(data, batch_idx[rank::world]), distributed.global_sum(
         make_batch(data, batch_idx[rank::world]).tgt_tokens, world, torch.device("cpu")))
-    loss.backward()
-    distributed.sum_gradients(model, world)
+    loss.backward()                                  # the gradients are summed across the ranks here
     if rank == 0:
         torch.save({k: p.grad for k, p in model.named_parameters()}, out)
     dist.destroy_process_group()

@@ -1,18 +1,21 @@
 """Data-parallel training with torch.distributed (torchrun sets RANK / WORLD_SIZE / LOCAL_RANK).
 
 Every rank draws the same batch order and trains on its share of each batch (sentences rank, rank+W,
-...). Losses are summed over tokens and divided by the batch's *global* token count, and gradients are
-summed across ranks, so W processes compute exactly the gradient of one process on the joint batch.
-Decisions (stop, patience) are taken on rank 0 and broadcast. With one process all of this is a no-op.
+...), so `batch_size` is the update's batch whatever the number of processes, as the papers state it.
+Losses are summed over tokens and divided by the batch's *global* token count, and torch's
+`DistributedDataParallel` sums the gradients across ranks (its buckets all-reduced while the backward
+pass still runs), so W processes compute the gradient of one process on the joint batch. Decisions
+(stop, patience) are taken on rank 0 and broadcast. With one process all of this is a no-op.
 """
 
-from __future__ import annotations
-
+import contextlib
 import os
+from collections.abc import Iterator
 
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 
 
 def rank_and_world() -> tuple[int, int]:
@@ -24,10 +27,39 @@ def rank_and_world() -> tuple[int, int]:
     return (dist.get_rank(), dist.get_world_size()) if world > 1 else (0, 1)
 
 
-def broadcast_parameters(model: nn.Module, world: int) -> None:
-    if world > 1:
-        for p in model.parameters():
-            dist.broadcast(p.data, 0)
+def _sum_hook(_state: object, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """A bucket's gradients summed over the ranks. torch's default hook averages them; a rank's loss here
+    is already divided by the update's global token count, so the sum is the joint batch's gradient. (DDP
+    checks the hook's annotations as objects, which is why this module evaluates its annotations.)"""
+    return dist.all_reduce(bucket.buffer(), async_op=True).get_future().then(lambda f: f.value()[0])
+
+
+def replicate(model: nn.Module, world: int, device: torch.device) -> nn.Module:
+    """What the training step calls: with several processes, the model inside `DistributedDataParallel`
+    (which copies rank 0's weights to every rank when it is built), else the model itself. No model here
+    keeps running statistics in buffers, so the buffers are not re-broadcast before every forward."""
+    if world == 1:
+        return model
+    ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None,
+                                  broadcast_buffers=False)
+    ddp.register_comm_hook(None, _sum_hook)
+    return ddp
+
+
+@contextlib.contextmanager
+def local_gradients(replica: nn.Module, last: bool) -> Iterator[None]:
+    """A backward pass that keeps its gradients on this rank (the first batches of an accumulated update):
+    they are summed across ranks once, with the update's last batch."""
+    if last or not isinstance(replica, DistributedDataParallel):
+        yield
+    else:
+        with replica.no_sync():
+            yield
+
+
+def describe(world: int) -> str | None:
+    """How the processes of this run shared its updates, for train.json."""
+    return f"DistributedDataParallel over {world} processes ({dist.get_backend()})" if world > 1 else None
 
 
 def global_sum(value: int, world: int, device: torch.device) -> int:
@@ -38,13 +70,12 @@ def global_sum(value: int, world: int, device: torch.device) -> int:
     return int(t.item())
 
 
-def sum_gradients(model: nn.Module, world: int) -> None:
-    if world == 1:
-        return
-    for p in model.parameters():
-        if p.grad is None:
-            p.grad = torch.zeros_like(p)
-        dist.all_reduce(p.grad)
+def global_loss(loss: torch.Tensor, world: int) -> torch.Tensor:
+    """The update's loss over all ranks (each rank holds its share of the global mean), so every rank
+    sees the same value and takes the same decision on a non-finite loss."""
+    if world > 1:
+        dist.all_reduce(loss)
+    return loss
 
 
 def agree(reason: str | None, world: int, device: torch.device) -> str | None:

@@ -107,7 +107,7 @@ class Trainer:
                          if settings.pretrained_src else [])
         self.model.to(self.device)
         self.bf16 = hardware.bf16_training(self.device, settings.amp, count_parameters(self.model))
-        distributed.broadcast_parameters(self.model, self.world)
+        self.replica = distributed.replicate(self.model, self.world, self.device)   # what a training step calls
         self.graphs_off = graphs.unsupported(settings.optimizer, self.accumulate, self.world, self.device) \
             if settings.cuda_graphs else "the setting cuda_graphs is off"
         if settings.cuda_graphs and self.graphs_off and self.device.type == "cuda":
@@ -229,6 +229,7 @@ class Trainer:
                               device=self.device, model_config=self.model_config, bf16=self.bf16)
         metrics["inputs"] = self.inputs
         metrics["warnings"] = self.warnings
+        metrics["data_parallel"] = distributed.describe(self.world)
         metrics["cuda_graphs"] = self.graphed.summary() if self.graphed is not None else {"off": self.graphs_off}
         if self.rank == 0:
             write_json(self.out_dir / "train.json", metrics)
@@ -285,7 +286,7 @@ class Trainer:
         replayed = self.graphed.step(parts[0], tokens) if self.graphed is not None else None
         if replayed is None:
             summed = self._eager_gradients(parts, tokens)
-        total = (summed if replayed is None else replayed).item()      # the update's one device sync
+        total = distributed.global_loss(summed if replayed is None else replayed, self.world).item()   # one sync
         if not math.isfinite(total):                 # a non-finite loss leaves non-finite gradients: none applied
             if s.nan_policy == "skip":
                 self.opt.zero_grad(set_to_none=replayed is None)
@@ -295,7 +296,6 @@ class Trainer:
             raise TrainingDiverged(f"step {p.step}: the training loss is {total}; {self._last_good()}. Lower lr or "
                                    "clip, or set nan_policy: skip")
         if replayed is None:                         # a replayed graph has clipped and updated already
-            distributed.sum_gradients(model, self.world)
             if s.clip > 0:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), s.clip)
             if self.graphed is not None:
@@ -310,8 +310,7 @@ class Trainer:
         p.tgt_words += sum(b.tgt_words for b in parts) * self.world
         p.tgt_tokens += tokens
         self.bar.update(1)
-        value = total * self.world
-        self._window.add(value, tokens, dt)
+        self._window.add(total, tokens, dt)
         if p.step % s.log_every == 0:
             w = self._window
             self.bar.set_postfix(loss=f"{w.mean_loss:.3f}", ppl=f"{math.exp(min(w.mean_loss, 50.0)):.1f}",
@@ -320,18 +319,19 @@ class Trainer:
                 done = budget_done(s, p.step, p.train_seconds, p.epoch, p.batch_in_epoch, self._epoch_batches)
                 log.info("%s", w.line(s, p.step, p.epoch, p.train_seconds, done, lr, p.valid_seconds, len(p.curve)))
             self._window = LogWindow()
-            self._record(w.record(p, value, tokens, dt, lr, hardware.peak_memory_mb(self.device)))
+            self._record(w.record(p, total, tokens, dt, lr, hardware.peak_memory_mb(self.device)))
 
     def _eager_gradients(self, parts: list[Batch], tokens: int) -> torch.Tensor:
         """The gradient of the update's loss over `tokens` target tokens, batch by batch; → the loss."""
         self.opt.zero_grad(set_to_none=self.graphed is None)     # the graphs' gradients stay where they are
         summed = torch.zeros((), device=self.device)
-        for b in parts:
+        for i, b in enumerate(parts):
             b = b.to(self.device)
-            with hardware.autocast(self.device, self.bf16):
-                logits = self.model(b.src, b.src_mask, b.tgt_in)
-            loss = token_loss(logits, b.tgt_out, self.s.label_smoothing) / tokens
-            loss.backward()
+            with distributed.local_gradients(self.replica, last=i == len(parts) - 1):
+                with hardware.autocast(self.device, self.bf16):
+                    logits = self.replica(b.src, b.src_mask, b.tgt_in)
+                loss = token_loss(logits, b.tgt_out, self.s.label_smoothing) / tokens
+                loss.backward()
             summed += loss.detach()
         return summed
 
