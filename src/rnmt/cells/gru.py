@@ -7,8 +7,9 @@
 
 `reset` places the reset gate: "after" the product, r ⊙ (U_n h + c_n) as above (DTMT's eq. 7, cuDNN's
 and torch.nn.GRUCell's form), or "before" it, U_n (r ⊙ h) + c_n, as the ATR paper's eq. 4 writes it
-(the ATR tables' setting). Both have the same parameters. Weights are laid out as in torch.nn.GRUCell
-(gate order r, z, n), so the two can share a state dict.
+(the ATR tables' setting). Both have the same parameters, laid out as in torch.nn.GRUCell (gate order
+r, z, n); "before" keeps U_rz and U_n (and their biases) as two parameters each, and loads torch's one
+[3H, H] matrix into them, so the two share state dicts.
 
 With `gate_norm=True` (DTMT's "per-gate layer normalisation"), r = σ(LN(W_r x + U_r h)) and
 z = σ(LN(W_z x + U_z h)) without biases, and the candidate has one bias: n = tanh(W_n x + r ⊙ (U_n h + c)).
@@ -41,18 +42,30 @@ class GRU(RecurrentCell):
         self.gate_norm, self.candidate_dropout, self.reset = gate_norm, candidate_dropout, reset
         H = hidden_size
         self.weight_ih = nn.Parameter(torch.empty(3 * H, input_size))
-        self.weight_hh = nn.Parameter(torch.empty(3 * H, H))
+        # "before": U_rz and U_n as two parameters, since U_n reads r ⊙ h, known only after U_rz's product.
+        # Slices of one [3H, H] matrix would be cast again at every step under autocast (its cache keeps
+        # whole parameters only); the parameters are drawn in the same order, so seeded models are unchanged
+        split = reset == "before"
+        if split:
+            self.weight_hh_rz, self.weight_hh_n = nn.Parameter(torch.empty(2 * H, H)), nn.Parameter(torch.empty(H, H))
+        else:
+            self.weight_hh = nn.Parameter(torch.empty(3 * H, H))
         if gate_norm:
             self.bias_ih = None
             self.bias_hh = nn.Parameter(torch.zeros(H))          # the candidate's bias c
             self.norm_r, self.norm_z = nn.LayerNorm(H), nn.LayerNorm(H)
         else:
             self.bias_ih = nn.Parameter(torch.empty(3 * H))
-            self.bias_hh = nn.Parameter(torch.empty(3 * H))
+            if split:
+                self.bias_hh_rz, self.bias_hh_n = nn.Parameter(torch.empty(2 * H)), nn.Parameter(torch.empty(H))
+            else:
+                self.bias_hh = nn.Parameter(torch.empty(3 * H))
         bound = H ** -0.5
         for name, p in self.named_parameters():
             if "norm" not in name:
                 nn.init.uniform_(p, -bound, bound)
+        if split:
+            self.register_load_state_dict_pre_hook(_split_recurrent)
 
     @property
     def projection_size(self) -> int:
@@ -64,17 +77,20 @@ class GRU(RecurrentCell):
     def step(self, p: Tensor, state: Tensor) -> Tensor:
         H = self.hidden_size
         p_r, p_z, p_n = p.chunk(3, -1)
-        rows = 2 * H if self.reset == "before" else 3 * H       # "before": U_n reads r ⊙ h, known only below
-        g = linear(state, self.weight_hh[:rows], None if self.gate_norm else self.bias_hh[:rows])
+        before = self.reset == "before"
+        if before:
+            g = linear(state, self.weight_hh_rz, None if self.gate_norm else self.bias_hh_rz)
+        else:
+            g = linear(state, self.weight_hh, None if self.gate_norm else self.bias_hh)
         g_r, g_z = g[..., :H], g[..., H:2 * H]
         if self.gate_norm:
             r, z = torch.sigmoid(self.norm_r(p_r + g_r)), torch.sigmoid(self.norm_z(p_z + g_z))
             c = self.bias_hh                                      # the candidate's one bias
         else:
             r, z = torch.sigmoid(p_r + g_r), torch.sigmoid(p_z + g_z)
-            c = self.bias_hh[2 * H:]
-        if self.reset == "before":
-            n = torch.tanh(p_n + linear(r * state, self.weight_hh[2 * H:], c))
+            c = self.bias_hh_n if before else self.bias_hh[2 * H:]
+        if before:
+            n = torch.tanh(p_n + linear(r * state, self.weight_hh_n, c))
         else:
             g_n = g[..., 2 * H:]
             n = torch.tanh(p_n + r * (g_n + c if self.gate_norm else g_n))
@@ -88,7 +104,8 @@ class GRU(RecurrentCell):
         H = self.hidden_size
         if self.reset == "before":
             plain = not self.gate_norm and dropout_rate(self.candidate_dropout, self.training) == 0.0
-            return ResetBeforeKernel(self.weight_hh, self.bias_hh) if plain else None
+            return ResetBeforeKernel(self.weight_hh_rz, self.weight_hh_n, self.bias_hh_rz, self.bias_hh_n) \
+                if plain else None
         gates = sigmoid_gates(H, [self.norm_r, self.norm_z] if self.gate_norm else None,
                               None if self.gate_norm else self.bias_hh[: 2 * H])
         rate = dropout_rate(self.candidate_dropout, self.training)
@@ -124,13 +141,12 @@ class ResetBeforeKernel(StepKernel):
         n = tanh(p_n + U_n (r ⊙ h) + c_n),   h' = n + z ⊙ (h − n).
     Two recurrent products a step (U_n reads r ⊙ h, known only after the first); ∂U_n = Σ_t δ_nᵀ (r ⊙ h)."""
 
-    def __init__(self, weight: Tensor, bias: Tensor) -> None:
-        super().__init__([weight, bias], 3 * weight.size(1))
-        self.weight, self.bias = weight, bias
+    def __init__(self, w_rz: Tensor, w_n: Tensor, b_rz: Tensor, b_n: Tensor) -> None:
+        super().__init__([w_rz, w_n, b_rz, b_n], 3 * w_rz.size(1))
+        self.w_rz, self.w_n, self.b_rz, self.b_n = w_rz, w_n, b_rz, b_n
 
     def begin(self, p: Tensor, h0: Tensor) -> None:
         B, T, H = h0.size(0), p.size(1), h0.size(1)
-        self.w_rz, self.w_n = self.weight[:2 * H], self.weight[2 * H:]
         self.w_rz_t, self.w_n_t = self.w_rz.t(), self.w_n.t()
         self.s = h0.new_empty(B, T, 2 * H)                      # r, z
         self.rh = h0.new_empty(B, T, H)                         # r ⊙ h, what U_n reads
@@ -140,9 +156,9 @@ class ResetBeforeKernel(StepKernel):
     def forward(self, t: int, p: Tensor, h: Tensor, out: Tensor) -> None:
         H = h.size(1)
         s = self.s[:, t]
-        torch.sigmoid(torch.add(p[:, :2 * H], addmm(self.bias[:2 * H], h, self.w_rz_t)), out=s)
+        torch.sigmoid(torch.add(p[:, :2 * H], addmm(self.b_rz, h, self.w_rz_t)), out=s)
         rh = torch.mul(s[:, :H], h, out=self.rh[:, t])
-        n = tanh(torch.add(p[:, 2 * H:], addmm(self.bias[2 * H:], rh, self.w_n_t)), out=self.n[:, t])
+        n = tanh(torch.add(p[:, 2 * H:], addmm(self.b_n, rh, self.w_n_t)), out=self.n[:, t])
         torch.addcmul(n, s[:, H:], h - n, out=out)
 
     def backward(self, t: int, p: Tensor, h: Tensor, g: Tensor, dp: Tensor) -> Tensor:
@@ -158,8 +174,19 @@ class ResetBeforeKernel(StepKernel):
 
     def grads(self, ins: Tensor, dp: Tensor) -> list[Tensor]:
         H = ins.size(-1)
-        weight = torch.cat([product_grad(self.delta[..., :2 * H], ins), product_grad(self.delta[..., 2 * H:], self.rh)])
-        return [weight, row_sum(self.delta)]
+        d_rz, d_n = self.delta[..., :2 * H], self.delta[..., 2 * H:]
+        return [product_grad(d_rz, ins), product_grad(d_n, self.rh), row_sum(d_rz), row_sum(d_n)]
+
+
+def _split_recurrent(module: nn.Module, state_dict: dict[str, Tensor], prefix: str, *_: object) -> None:
+    """A reset-before GRU saved with one [3H, H] recurrent matrix (and [3H] bias), as torch's layout has
+    them, loads into its two parameters."""
+    H = module.hidden_size
+    for name in ("weight_hh", "bias_hh"):
+        whole = state_dict.get(prefix + name)
+        if whole is not None and whole.size(0) == 3 * H:
+            del state_dict[prefix + name]
+            state_dict[prefix + name + "_rz"], state_dict[prefix + name + "_n"] = whole[:2 * H], whole[2 * H:]
 
 
 class GatedKernel(StepKernel):
