@@ -8,7 +8,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from conftest import ROOT
-from rnmt.bench import cells, data, decode, train
+from rnmt.bench import cells, data, decode, decoder, train
 from rnmt.bench.runner import run_benchmark
 from rnmt.bench.timing import measure
 from rnmt.cells import build_cell, run
@@ -58,6 +58,17 @@ def test_cells_rows_and_ratios_come_from_measured_times() -> None:
         assert r["fraction_of_peak"] == pytest.approx(r["gflops"] / r["peak_gflops"], rel=0.01)
         assert r["device"] == "cpu" and r["threads"] == 1 and r["peak_gflops"] > 0
     assert {r["cell"]: r["path"] for r in rows}["atr"] == "sequence"
+
+
+def test_decoder_rows_give_both_paths_of_each_cell_with_the_loop_as_reference() -> None:
+    rows = decoder.bench(CPU, quick=True, hidden=(8,), batch=3, source=4)
+    assert [(r["decoder"], r["path"]) for r in rows] == [("rnnsearch-gru", "step loop"), ("rnnsearch-gru", "fused"),
+                                                        ("rnnsearch-atr", "step loop"), ("rnnsearch-atr", "fused")]
+    for r in rows:
+        assert r["tokens_per_s"] == pytest.approx(3 * decoder.LENGTH / r["seconds"])
+        loop = next(x for x in rows if x["decoder"] == r["decoder"] and x["path"] == "step loop")
+        assert r["ratio_to_loop"] == pytest.approx(r["tokens_per_s"] / loop["tokens_per_s"])
+        assert r["device"] == "cpu" and r["source_length"] == 4
 
 
 def test_train_rows_relative_to_rnnsearch_gru() -> None:
@@ -140,5 +151,5 @@ def test_cli_writes_the_csv_and_prints_the_table(tmp_path, capsys) -> None:
 
 
 def test_unknown_benchmark_is_a_clear_error() -> None:
-    with pytest.raises(InputError, match="valid: cells, train, decode, data"):
+    with pytest.raises(InputError, match="valid: cells, decoder, train, decode, data"):
         run_benchmark("speed")

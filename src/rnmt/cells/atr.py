@@ -63,6 +63,9 @@ class ATR(RecurrentCell):
     def project_inputs(self, x: Tensor) -> Tensor:
         return linear(x, self.weight_ih, self.bias_ih)
 
+    def input_weights(self) -> tuple[Tensor, Tensor | None]:
+        return self.weight_ih, self.bias_ih
+
     def gates(self, p: Tensor, state: Tensor) -> tuple[Tensor, Tensor]:
         """(input gate, forget gate) for one step; also used by the gate-correlation analysis."""
         q = linear(state, self.weight_hh, self.bias_hh)

@@ -63,6 +63,11 @@ class RecurrentCell(nn.Module, ABC):
         """The part of the state that the next layer sees, [batch, hidden_size]."""
         return state
 
+    def input_weights(self) -> tuple[Tensor, Tensor | None] | None:
+        """(W, b) where `project_inputs` is x Wᵀ + b, for loops that project inside them (the fused decoder,
+        models/decoder_sequence.py); None where it is anything else."""
+        return None
+
     def initial_state(self, batch: int, like: Tensor) -> Tensor:
         return like.new_zeros(batch, self.state_size)
 
@@ -112,7 +117,12 @@ def use_path(name: str | None) -> Iterator[None]:
         _FORCED.reset(token)
 
 
-def _autocast() -> str | None:
+def forced_path() -> str | None:
+    """The path `use_path` forces in this block, or None."""
+    return _FORCED.get()
+
+
+def autocast_device() -> str | None:
     """The device type whose autocast is on ('cuda' or 'cpu'), or None."""
     for device in ("cuda", "cpu"):
         if torch.is_autocast_enabled(device):
@@ -129,7 +139,7 @@ def _whole(cell: RecurrentCell, projected: Tensor, mask: Tensor, full: bool,
     the dtype of their inputs, and a state carried through hundreds of steps keeps float32's precision.
     The products that feed it (the input projection) and those after it stay under autocast.
     """
-    amp = _autocast()
+    amp = autocast_device()
     if amp is not None:
         with torch.autocast(amp, enabled=False):
             return _whole(cell, projected.float(), mask, full, state.float())
@@ -147,7 +157,7 @@ def _whole(cell: RecurrentCell, projected: Tensor, mask: Tensor, full: bool,
 def _torch(cell: RecurrentCell, x: Tensor, lengths: Tensor, full: bool,
            state: Tensor) -> tuple[Tensor, Tensor] | None:
     """(outputs, final state) from torch's own layer (in float32 under autocast, as `_whole`)."""
-    amp = _autocast()
+    amp = autocast_device()
     if amp is not None:
         with torch.autocast(amp, enabled=False):
             return _torch(cell, x.float(), lengths, full, state.float())
@@ -188,14 +198,14 @@ def chosen_path(cell: RecurrentCell, x: Tensor) -> str:
     """The path `run` takes: the forced one, else the one measured fastest (rnmt.machine.fastpath) for this cell,
     its options and sizes, the batch size (to a power of two), forward or forward and backward, the device
     and the dtype."""
-    forced = _FORCED.get()
+    forced = forced_path()
     if forced is not None:
         return forced
     if fastpath.mode() == "default":        # the cell's whole-sequence path where it has one (`_through`)
         return "sequence"
     params = [p for p in cell.parameters() if p.requires_grad]
     grad = torch.is_grad_enabled() and (x.requires_grad or bool(params))
-    amp = _autocast()
+    amp = autocast_device()
     key = (cell.path_key(), x.size(0).bit_length(), grad, x.device, x.dtype, amp, torch.get_num_threads())
     if key not in _CHOICES:
         with torch.random.fork_rng(devices=[x.device] if x.device.type == "cuda" else []):   # training's RNG

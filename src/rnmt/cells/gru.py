@@ -74,6 +74,9 @@ class GRU(RecurrentCell):
     def project_inputs(self, x: Tensor) -> Tensor:
         return linear(x, self.weight_ih, self.bias_ih)
 
+    def input_weights(self) -> tuple[Tensor, Tensor | None]:
+        return self.weight_ih, self.bias_ih
+
     def step(self, p: Tensor, state: Tensor) -> Tensor:
         H = self.hidden_size
         p_r, p_z, p_n = p.chunk(3, -1)

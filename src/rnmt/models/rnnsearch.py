@@ -26,6 +26,7 @@ from rnmt.cells.composite import TwoInputCell
 from rnmt.data.vocab import PAD_ID
 from rnmt.io import InputError
 from rnmt.machine.matmul import Linear
+from rnmt.models import decoder_sequence
 from rnmt.models.attention import AdditiveAttention
 from rnmt.models.base import DecoderState, Seq2Seq
 from rnmt.models.embedding import FactoredEmbedding
@@ -96,12 +97,19 @@ class RNNSearch(Seq2Seq):
         st = self.start(src, src_mask)
         emb = self.tgt_emb(tgt_in)
         p_lower = self.dec_lower.project_inputs(emb)      # all target steps in one product
+        fused = decoder_sequence.chosen(self, p_lower, st["memory"]) == "sequence"
+        outs, contexts = decoder_sequence.decode(self, p_lower, st) if fused else self.decoder_loop(p_lower, st)
+        return self.readout(outs, contexts, emb, self.tgt_emb)
+
+    def decoder_loop(self, p_lower: Tensor, st: DecoderState) -> tuple[Tensor, Tensor]:
+        """The decoder step by step over the lower cell's projected inputs [B, T, P] → (outputs [B, T, H],
+        contexts [B, T, M]); models/decoder_sequence.py is the same as one function."""
         outs, contexts = [], []
         for p_t in p_lower.unbind(1):                     # one gradient copy, not one per step
             st["state"], out, context = self._decode(p_t, st)
             outs.append(out)
             contexts.append(context)
-        return self.readout(torch.stack(outs, 1), torch.stack(contexts, 1), emb, self.tgt_emb)
+        return torch.stack(outs, 1), torch.stack(contexts, 1)
 
     def step(self, prev: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
         emb = self.tgt_emb(prev)

@@ -1,0 +1,185 @@
+"""RNNSearch's teacher-forced decoder loop (ATR paper appendix A.1, eq. 13) as one autograd function with
+a hand-written backward: the fast path of `RNNSearch.forward` (models/rnnsearch.py), which must equal its
+step loop.
+
+At target step j, with K = W_m m (the attention keys) and p_j the lower cell's projection of E y_{j−1}:
+
+    s̃_j = lower(p_j, s_{j−1})
+    q_j = W_q s̃_j,   e_jk = vᵀ tanh(q_j + K_k) = 2vᵀ σ(2q_j + 2K_k) − Σv   (rnmt.energies)
+    α_j = softmax_k(e_j) over real source positions,   c_j = Σ_k α_jk m_k
+    s_j = higher(W_c c_j + b_c, s̃_j)
+
+The cells' steps are their step kernels (cells/kernel.py), which also differentiate them. Backward at
+step j, from ∂s_j (the readout's, plus step j+1's) and ∂c_j (the readout's):
+
+    higher's kernel → δ_j = ∂(W_c c_j + b_c) and its part of ∂s̃_j;   ∂c_j += δ_j W_c
+    ∂α_jk = m_k · ∂c_j,   ∂e_j = α_j ⊙ (∂α_j − Σ_k α_jk ∂α_jk)
+    u = σ(2q_j + 2K) (recomputed: [B, S, A] a step is not kept),   ∂a = ∂e ⊗ 2v ⊙ u(1 − u)
+    ∂q_j = 2 Σ_k ∂a_k,   ∂K += 2 ∂a,   ∂v += Σ_k ∂e_k 2u_k,   ∂s̃_j += ∂q_j W_q
+    lower's kernel → ∂p_j and ∂s_{j−1}
+
+and after the loop every weight's gradient is one product over all steps: ∂W_q = Σ_j ∂q_jᵀ s̃_j,
+∂W_c = Σ_j δ_jᵀ c_j, ∂m = Σ_j α_jᵀ ∂c_j (one batched product), and the cells' own (`StepKernel.grads`).
+Where the step loop runs about 30 small operations forward and 57 backward through autograd a step,
+this runs about as many forward and some 30 backward, without autograd's bookkeeping, and keeps q_j
+where the loop keeps σ(2q_j + 2K) ([B, S, A]) for every step.
+
+It serves the cells with a step kernel whose output is the state itself and whose input projection
+is affine (GRU and ATR with their papers' options); under autocast it runs in float32 with autocast
+off, as the cells' whole-sequence paths do (cells/base.py `_whole`). Which path a run takes is
+measured once per run (rnmt.machine.fastpath; `use_path("loop")` forces the step loop,
+`use_path("sequence")` this one); the step loop is the default where nothing is measured.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.autograd.function import once_differentiable
+
+from rnmt.cells.base import RecurrentCell, autocast_device, forced_path
+from rnmt.cells.kernel import StepKernel, product_grad, row_sum
+from rnmt.machine import fastpath
+from rnmt.machine.matmul import addmm, mm
+
+
+class DecoderSequence(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, lower: StepKernel, higher: StepKernel, p: Tensor, s0: Tensor, memory: Tensor,
+                keys: Tensor, mask: Tensor, w_q: Tensor, v: Tensor, w_c: Tensor, b_c: Tensor | None,
+                *params: Tensor) -> tuple[Tensor, Tensor]:
+        """p [B, T, P] (the lower cell's projected inputs), s0 [B, H], memory [B, S, M], keys [B, S, A],
+        mask [B, S] (True at real source tokens) → (states s_j [B, T, H], contexts c_j [B, T, M])."""
+        B, T = p.shape[:2]
+        H, S, M, A = s0.size(1), memory.size(1), memory.size(2), keys.size(2)
+        hs = p.new_empty(B, T + 1, H)                  # s_0 .. s_T
+        hs[:, 0] = s0
+        tilde, u = p.new_empty(B, T, H), p.new_empty(T, B, S, A)    # u_j = σ(2q_j + 2K), as autograd keeps it
+        alpha, contexts = p.new_empty(B, T, S), p.new_empty(B, T, M)
+        p2 = p.new_empty(B, T, w_c.size(0))            # the higher cell's projected inputs
+        lower.begin(p, s0)
+        higher.begin(p2, s0)
+        keys2, v2, w_q_t, w_c_t, outside = keys * 2, v.reshape(-1) * 2, w_q.t(), w_c.t(), ~mask
+        for t in range(T):
+            lower.forward(t, p[:, t], hs[:, t], tilde[:, t])
+            q = mm(tilde[:, t], w_q_t)
+            u_t = torch.add(keys2, q[:, None], alpha=2, out=u[t]).sigmoid_()
+            scores = torch.matmul(u_t, v2).masked_fill_(outside, float("-inf"))
+            torch.softmax(scores, -1, out=alpha[:, t])
+            contexts[:, t] = torch.bmm(alpha[:, t, None], memory).squeeze(1)
+            p2[:, t] = mm(contexts[:, t], w_c_t) if b_c is None else addmm(b_c, contexts[:, t], w_c_t)
+            higher.forward(t, p2[:, t], tilde[:, t], hs[:, t + 1])
+        ctx.kernels, ctx.has_bias = (lower, higher), b_c is not None
+        ctx.save_for_backward(p, hs, tilde, u, alpha, contexts, p2, memory, v2, w_q, w_c)
+        return hs[:, 1:], contexts
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, d_states: Tensor, d_contexts: Tensor) -> tuple[Tensor | None, ...]:
+        p, hs, tilde, u, alpha, contexts, p2, memory, v2, w_q, w_c = ctx.saved_tensors
+        lower, higher = ctx.kernels
+        T = p.size(1)
+        dp, dp2, dc = torch.empty_like(p), torch.empty_like(p2), torch.empty_like(contexts)
+        d_e, dq = torch.empty_like(alpha), p.new_empty(p.size(0), T, w_q.size(0))
+        dv, d_keys = v2.new_zeros(1, v2.size(0)), torch.zeros_like(u[0])       # ∂K = 2v ⊙ d_keys
+        v4 = v2 * 2
+        g = torch.zeros_like(hs[:, 0])
+        for t in range(T - 1, -1, -1):
+            g = g + d_states[:, t]
+            g_tilde = higher.backward(t, p2[:, t], tilde[:, t], g, dp2[:, t])
+            dc[:, t] = addmm(d_contexts[:, t], dp2[:, t], w_c)
+            a = alpha[:, t]
+            d_alpha = torch.bmm(memory, dc[:, t, :, None]).squeeze(-1)
+            d_e_t = torch.mul(a, d_alpha - (a * d_alpha).sum(-1, keepdim=True), out=d_e[:, t])
+            u_t = u[t]
+            dv += mm(d_e_t.reshape(1, -1), u_t.reshape(-1, u_t.size(-1)))
+            w_t = torch.addcmul(u_t, u_t, u_t, value=-1, out=u_t)          # σ' = u(1 − u), u is not read again
+            torch.mul(torch.bmm(d_e_t[:, None], w_t).squeeze(1), v4, out=dq[:, t])   # 2 Σ_k ∂a_k
+            d_keys.addcmul_(d_e_t[..., None], w_t)
+            g = lower.backward(t, p[:, t], hs[:, t], addmm(g_tilde, dq[:, t], w_q), dp[:, t])
+        d_keys.mul_(v4)                                                               # 2 Σ_j ∂a_j
+        d_memory = torch.bmm(alpha.transpose(1, 2), dc)
+        d_w_c = product_grad(dp2, contexts)
+        grads = [*lower.grads(hs[:, :-1], dp), *higher.grads(tilde, dp2)]
+        return (None, None, dp, g, d_memory, d_keys, None, product_grad(dq, tilde), dv * 2, d_w_c,
+                row_sum(dp2) if ctx.has_bias else None, *grads)
+
+
+def _parts(model: Any) -> tuple[StepKernel, StepKernel] | None:
+    """The decoder's two step kernels where this path serves its cells and mode, else None."""
+    cells = (model.dec_lower, model.dec_higher)
+    if any(type(c).output is not RecurrentCell.output or c.input_weights() is None for c in cells):
+        return None
+    kernels = (cells[0].step_kernel(), cells[1].step_kernel())
+    return None if kernels[0] is None or kernels[1] is None else kernels
+
+
+def decode(model: Any, p_lower: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, Tensor] | None:
+    """RNNSearch's decoder over all target steps by this path → (outputs [B, T, H], contexts [B, T, M]);
+    None where it does not serve the model."""
+    kernels = _parts(model)
+    if kernels is None:
+        return None
+    amp = autocast_device()
+    if amp is not None:
+        with torch.autocast(amp, enabled=False):
+            return decode(model, p_lower.float(), {k: v.float() if v.is_floating_point() else v
+                                                   for k, v in state.items()})
+    w_c, b_c = model.dec_higher.input_weights()
+    params = [t for k in kernels for t in k.params]
+    return DecoderSequence.apply(*kernels, p_lower.contiguous(), state["state"].contiguous(),
+                                 state["memory"].contiguous(), state["keys"].contiguous(), state["mask"],
+                                 model.attention.query_proj.weight, model.attention.v.weight, w_c, b_c, *params)
+
+
+MEASURE_STEPS = 24           # the target length a choice is measured at
+_CHOICES: dict[tuple[Any, ...], str] = fastpath.lookup({})
+
+
+def chosen(model: Any, p_lower: Tensor, memory: Tensor) -> str:
+    """'sequence' (this path) or 'loop' for the model's decoder at these sizes: the forced path
+    (`use_path`), else the run's measured choice (the step loop where nothing is measured)."""
+    if _parts(model) is None:
+        return "loop"
+    forced = forced_path()
+    if forced is not None:
+        return "loop" if forced == "loop" else "sequence"
+    if fastpath.mode() == "default":
+        return "loop"
+    params = [w for w in model.parameters() if w.requires_grad]
+    grad = torch.is_grad_enabled() and bool(params)
+    amp = autocast_device()
+    B, S = p_lower.size(0), memory.size(1)
+    key = (model.dec_lower.path_key(), model.dec_higher.path_key(), tuple(memory.shape[2:]), B.bit_length(),
+           S.bit_length(), grad, p_lower.device, p_lower.dtype, amp, torch.get_num_threads())
+    if key not in _CHOICES:
+        what = (f"rnnsearch decoder {key[0]} / {key[1]}, memory {key[2][0]}, batch < {2 ** key[3]}, "
+                f"source < {2 ** key[4]}, {'forward+backward' if grad else 'forward'}, {p_lower.device.type} "
+                f"{str(p_lower.dtype).removeprefix('torch.')}{', autocast' if amp else ''}")
+        with torch.random.fork_rng(devices=[p_lower.device] if p_lower.device.type == "cuda" else []):
+            runs = candidates(model, p_lower, memory, grad, params)
+        _CHOICES[key] = fastpath.choose(what, runs, "loop", p_lower.device)
+    return _CHOICES[key]
+
+
+def candidates(model: Any, p_lower: Tensor, memory: Tensor, grad: bool, params: list[Tensor],
+               steps: int = MEASURE_STEPS) -> dict[str, Any]:
+    """Both paths over `steps` target steps of random inputs of p_lower's and memory's batch and widths and
+    memory's source length (backward included where `grad`), as callables."""
+    B, S = p_lower.size(0), memory.size(1)
+    p = torch.randn(B, steps, p_lower.size(-1), device=p_lower.device, dtype=p_lower.dtype,
+                    requires_grad=grad)
+    m = torch.tanh(torch.randn(B, S, memory.size(-1), device=memory.device, dtype=memory.dtype))
+    s0, mask = torch.zeros(B, model.dec_lower.state_size, device=p.device, dtype=p.dtype), m.new_ones(B, S).bool()
+
+    def timed(path: str) -> Any:
+        def fn() -> None:
+            state = {"state": s0, "memory": m, "keys": model.attention.keys(m), "mask": mask}
+            outs, contexts = model.decoder_loop(p, state) if path == "loop" else decode(model, p, state)
+            if grad:
+                torch.autograd.grad(outs.float().sum() + contexts.float().sum(), [p, *params], allow_unused=True)
+        return fn
+
+    return {"loop": timed("loop"), "sequence": timed("sequence")}

@@ -1,0 +1,88 @@
+"""RNNSearch's fused decoder (models/decoder_sequence.py) against its step loop: logits and the gradient of
+every parameter, with padded sources, for each cell it serves; the cells it does not serve keep the loop."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rnmt.cells.base import use_path
+from rnmt.data.batching import pad
+from rnmt.models import build_model, decoder_sequence
+
+SRC = [[5, 6, 7, 8, 9, 10], [11, 12], [13, 5, 6, 7]]
+TGT = [[7, 6, 5, 9], [11, 10], [6, 5, 8, 8, 9]]
+MODELS = {
+    "gru-reset-before": ("rnnsearch", {"cell": "gru", "cell_options": {"reset": "before"}}),
+    "gru": ("rnnsearch", {"cell": "gru"}),
+    "atr": ("rnnsearch", {"cell": "atr"}),
+    "atr-no-bias": ("rnnsearch", {"cell": "atr", "cell_options": {"bias": False}}),
+    "atr-ca": ("rnnsearch-ca", {"cell": "atr"}),
+    # the kernels draw dropout's noise step by step as F.dropout does: a seeded pass drops the same units
+    "gru-candidate-dropout": ("rnnsearch", {"cell": "gru", "cell_options": {"candidate_dropout": 0.3}}),
+}
+
+
+def make(key: str, dtype: torch.dtype = torch.float64):
+    arch, settings = MODELS[key]
+    torch.manual_seed(0)
+    model = build_model(arch, 20, 20, emb=6, hidden=8, dropout=0.0, **settings).to(dtype)
+    for p in model.parameters():                  # away from the init's small values, so errors show
+        torch.nn.init.uniform_(p, -0.5, 0.5)
+    return model
+
+
+def logits_and_grads(model, path: str, autocast: bool = False) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    device = next(model.parameters()).device
+    src, mask = (t.to(device) for t in pad(SRC, eos=True))
+    tgt_in = pad(TGT, bos=True)[0].to(device)
+    model.zero_grad()
+    torch.manual_seed(1)
+    with use_path(path), torch.autocast(device.type, torch.bfloat16, enabled=autocast):
+        logits = model(src, mask, tgt_in)
+    weights = torch.linspace(-1, 1, logits.numel(), dtype=logits.dtype, device=device).view_as(logits)
+    (logits.float() * weights.float()).sum().backward()
+    return logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("key", sorted(MODELS))
+def test_the_fused_decoder_equals_the_step_loop_in_float64(key: str) -> None:
+    model = make(key)
+    assert decoder_sequence.chosen(model, torch.zeros(1, 1, 1, dtype=torch.float64), torch.zeros(1, 1, 1)) \
+        == "loop", "nothing measured: the step loop"
+    loop, loop_grads = logits_and_grads(model, "loop")
+    fused, fused_grads = logits_and_grads(model, "sequence")
+    torch.testing.assert_close(fused, loop, rtol=1e-10, atol=1e-12)
+    assert fused_grads.keys() == loop_grads.keys()
+    assert "attention.v.weight" in fused_grads and "attention.memory_proj.weight" in fused_grads
+    for name, g in loop_grads.items():
+        torch.testing.assert_close(fused_grads[name], g, rtol=1e-9, atol=1e-11, msg=name)
+
+
+@pytest.mark.parametrize("key", ["gru-reset-before", "gru", "atr"])
+def test_the_fused_decoder_under_bf16_autocast_is_no_further_from_float32_than_the_loop(key: str) -> None:
+    """Under autocast the fused loop runs in float32 (as the cells' whole-sequence paths do) and the products
+    around it in bfloat16: its logits and its worst parameter gradient are no further from float32's than the
+    step loop's under the same autocast (measured here: 0.4–0.5% against 0.5–0.6% on the logits, 3–4% against
+    4–9% on the worst gradient)."""
+    model = make(key, torch.float32)
+    want, want_grads = logits_and_grads(model, "loop")
+
+    def errors(path: str) -> tuple[float, float]:
+        got, grads = logits_and_grads(model, path, autocast=True)
+        worst = max(float((grads[n].float() - g).norm() / g.norm()) for n, g in want_grads.items())
+        return float((got.float() - want).abs().max() / want.abs().max()), worst
+
+    (loop_logits, loop_grads), (fused_logits, fused_grads) = errors("loop"), errors("sequence")
+    assert fused_logits <= 1.1 * loop_logits and fused_grads <= 1.1 * loop_grads, (loop_logits, fused_logits,
+                                                                                  loop_grads, fused_grads)
+
+
+def test_a_decoder_whose_cells_have_no_kernel_or_another_output_keeps_the_loop() -> None:
+    """The LSTM's output is h, a part of its state [h; c]; the RAN's cell may squash its output: the fused
+    function does not serve them, and forcing it takes the step loop."""
+    for cell in ("lstm", "ran"):
+        torch.manual_seed(0)
+        model = build_model("rnnsearch", 20, 20, emb=6, hidden=8, dropout=0.0, cell=cell)
+        with use_path("sequence"):
+            assert decoder_sequence.chosen(model, torch.zeros(2, 3, 4), torch.zeros(2, 3, 16)) == "loop"
