@@ -4,10 +4,10 @@ weakest first, each named by its file and key. The plan builds every variant fro
 
 Weakest first: the settings class's default (`TrainSettings`, `DecodeSettings`; a model setting's default is
 its architecture's constructor's); the config's section (config.yaml `train:`); the scale's
-(`scales.<scale>.train`); the scale's for the row's architecture (`scales.<scale>.arch_train.<arch>`); the
-paper's at this scale (its systems file's `settings.<scale>`); the table's at this scale (the experiment
-file's `settings.<scale>`); the system's own (its definition in the systems file, or the row's in place);
-the system's own at this scale (its `scales.<scale>`); and last the run's `override`, forced on every row.
+(`scales.<scale>.train`); the paper's at this scale (its systems file's `settings.<scale>`); the table's at
+this scale (the experiment file's `settings.<scale>`); the system's own (its definition in the systems
+file, or the row's in place); the system's own at this scale (its `scales.<scale>`: where a system that
+learns slower takes more demo steps); and last the run's `override`, forced on every row.
 A model setting of a shared layer (all but the system's own) that the row's architecture does not take
 is left out for that row (the Transformer has no `emb`), and `explain` says so.
 """
@@ -35,7 +35,6 @@ def setting_layers(config: dict[str, Any], scale: str, row: dict[str, Any], pape
     """The layers of a row (resolved: a system's definition in it), weakest first; `paper` and `table` are
     the systems file's and the experiment file's `settings` (per scale)."""
     at_scale = (config.get("scales") or {}).get(scale) or {}
-    arch = row["arch"]
     own_scale = (row.get("scales") or {}).get(scale) or {}
 
     def sections(d: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -44,8 +43,6 @@ def setting_layers(config: dict[str, Any], scale: str, row: dict[str, Any], pape
     return [
         Layer(f"{config_where} {{s}}", sections(config)),
         Layer(f"{config_where} scales.{scale}.{{s}}", sections(at_scale)),
-        Layer(f"{config_where} scales.{scale}.arch_{{s}}.{arch}",
-              {s: dict((at_scale.get(f"arch_{s}") or {}).get(arch) or {}) for s in SECTIONS}),
         Layer(f"{paper_where} settings.{scale}.{{s}}", sections(paper.get(scale) or {})),
         Layer(f"{table_where} settings.{scale}.{{s}}", sections(table.get(scale) or {})),
         Layer(f"{row_where}.{{s}}", sections(row), own=True),
