@@ -167,3 +167,48 @@ def test_dtmt_ablations_build_the_papers_systems() -> None:
     assert all(not t.gate_norm for t in plain.decoder.transitions)
     with pytest.raises(InputError, match="unknown modules entries attention, query.layers"):
         build_model("dtmt", 20, 20, emb=8, hidden=8, heads=2, modules={"attention": {}, "query": {"layers": 2}})
+
+
+def _base(hint: object) -> tuple[object, bool]:
+    """A type hint → (its type without None and any parameters, whether None is allowed)."""
+    import types
+    import typing
+
+    args = typing.get_args(hint)
+    nullable = isinstance(hint, types.UnionType) and type(None) in args
+    base = next(a for a in args if a is not type(None)) if nullable else hint
+    return typing.get_origin(base) or base, nullable
+
+
+def test_the_model_settings_class_names_every_constructor_setting_with_its_type() -> None:
+    """The config schema's `model` block is generated from ModelSettings: a setting an architecture takes but
+    the class lacks would be refused in every config, and one no architecture takes would be accepted and then
+    dropped. Each shared name has one type; null is allowed where a constructor takes it."""
+    import inspect
+    import typing
+    from dataclasses import fields
+
+    from rnmt.models.registry import MODELS
+    from rnmt.models.settings import ModelSettings
+
+    declared = typing.get_type_hints(ModelSettings)
+    taken: dict[str, list[tuple[str, object]]] = {}
+    for arch, cls in MODELS.items():
+        for klass in cls.__mro__:
+            if "__init__" not in vars(klass):
+                continue
+            init = vars(klass)["__init__"]
+            hints = typing.get_type_hints(init)
+            params = inspect.signature(init).parameters
+            for name, p in params.items():
+                if name not in ("self", "src_vocab_size", "tgt_vocab_size") and p.kind is not p.VAR_KEYWORD:
+                    taken.setdefault(name, []).append((arch, hints[name]))
+            if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+                break
+    assert sorted(taken) == sorted(f.name for f in fields(ModelSettings))
+    for name, uses in taken.items():
+        want, may_be_null = _base(declared[name])
+        for arch, hint in uses:
+            got, nullable = _base(hint)
+            assert got is want, f"{arch}: {name} is {hint}, ModelSettings says {declared[name]}"
+            assert may_be_null or not nullable, f"{arch}: {name} may be None, ModelSettings does not allow null"

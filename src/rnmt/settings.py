@@ -1,6 +1,7 @@
 """Typed settings classes, the one place each default is written: a setting is a dataclass field with its
-type (its annotation: bool, int, float, str, a tuple of floats, or one of them `| None`), default, meaning
-and JSON-schema constraints; the config schema's blocks are generated from the classes
+type (its annotation: bool, int, float, str, a dict, a tuple of floats, or one of them `| None`), default
+(None on a type that is not nullable: none of its own, as model settings, whose defaults are each
+architecture's), meaning and JSON-schema constraints; the config schema's blocks are generated from the classes
 (`x-generated-from: <module>.<class>` in workflow/schemas, filled in by rnmt.config.load_schema), and a
 mapping from a config or a job's JSON is checked against them with messages that name the setting."""
 
@@ -19,7 +20,7 @@ from typing import Any, TypeVar
 from rnmt.io import InputError
 
 T = TypeVar("T")
-_JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string"}
+_JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string", dict: "object"}
 
 
 def setting(default: Any, doc: str = "", **schema: Any) -> Any:
@@ -59,7 +60,8 @@ def json_schema(cls: type) -> dict[str, Any]:
                       "maxItems": len(f.default), **schema}
         elif "enum" not in schema:
             schema = {"type": [_JSON_TYPES[base], "null"] if nullable else _JSON_TYPES[base], **schema}
-        schema["default"] = list(f.default) if isinstance(f.default, tuple) else f.default
+        if f.default is not None or nullable:           # None on a type that is not nullable: no default
+            schema["default"] = list(f.default) if isinstance(f.default, tuple) else f.default
         if f.metadata.get("doc"):
             schema["description"] = f.metadata["doc"]
         properties[f.name] = schema
