@@ -9,6 +9,7 @@ import conllu
 import pytest
 
 from rnmt.data import synthetic as syn
+from rnmt.data import synthetic_grammar as language
 
 SIZES = {"train": 300, "dev": 40, "test": 60}
 
@@ -79,16 +80,16 @@ def _pairs(n: int = 3000, seed: int = 2) -> list[syn.SentencePair]:
 
 
 def test_target_is_verb_final_with_subject_agreement() -> None:
-    lex = syn.Lexicon.build()
-    suffix_of = {v: k for k, v in syn.VERB_SUFFIX.items()}
+    lex = language.Lexicon.build()
+    suffix_of = {v: k for k, v in language.VERB_SUFFIX.items()}
     checked = 0
     for pair in _pairs(500):
         root = next(t for t in pair.source_tokens if t.head is None)
         subj = next(t for t in pair.source_tokens if t.head is root and t.deprel == "nsubj")
         final = pair.target_words[-1]
-        assert re.search("(" + "|".join(syn.VERB_SUFFIX.values()) + ")$", final)
+        assert re.search("(" + "|".join(language.VERB_SUFFIX.values()) + ")$", final)
         number = "sg" if "Sing" in subj.feats else "pl"
-        gender = syn.NAMES[subj.lemma] if subj.upos == "PROPN" else lex.noun_gender[subj.lemma]
+        gender = language.NAMES[subj.lemma] if subj.upos == "PROPN" else lex.noun_gender[subj.lemma]
         ending = next(e for e in sorted(suffix_of, key=len, reverse=True) if final.endswith(e))
         assert suffix_of[ending] == (gender, number)
         checked += 1
@@ -96,18 +97,18 @@ def test_target_is_verb_final_with_subject_agreement() -> None:
 
 
 def test_ambiguous_verbs_translate_by_object_animacy() -> None:
-    lex = syn.Lexicon.build()
+    lex = language.Lexicon.build()
     seen: dict[str, set[str]] = {}
     for pair in _pairs():
         root = next(t for t in pair.source_tokens if t.head is None)
-        if root.lemma in syn.AMBIGUOUS_VERBS:
+        if root.lemma in language.AMBIGUOUS_VERBS:
             stems = lex.verb_stem[root.lemma]
             assert isinstance(stems, dict)
             obj = next(t for t in pair.source_tokens if t.head is root and t.deprel == "obj")
-            animate = obj.upos == "PROPN" or obj.lemma in syn.ANIMATE_NOUNS
+            animate = obj.upos == "PROPN" or obj.lemma in language.ANIMATE_NOUNS
             assert pair.target_words[-1].startswith(stems[animate])
             seen.setdefault(root.lemma, set()).add(stems[animate])
-    assert all(len(s) == 2 for s in seen.values()) and len(seen) == len(syn.AMBIGUOUS_VERBS)
+    assert all(len(s) == 2 for s in seen.values()) and len(seen) == len(language.AMBIGUOUS_VERBS)
 
 
 def test_long_distance_dependencies_occur() -> None:
