@@ -1,80 +1,24 @@
-"""Whole-sequence paths chained from step kernels (cells/kernel.py: LSTM, UD-LSTM, L-GRU, LAU, T-GRU,
-the gate-normalised GRU, RAN, UD-GRU and the composite cells) against the plain step loop: outputs, final
-states and the gradients of the input, the initial state and every parameter, in float64; with padding,
-reversal, candidate dropout (seeded), and in whole models."""
+"""The composite cells' whole-sequence paths, their parts' step kernels chained (cells/kernel.py: DTMT's
+transition blocks, the context-aware encoder's two cells a step), against the plain step loop: outputs,
+final states and the gradients of the input, the initial state and every parameter, in float64; with
+padding, reversal, candidate dropout (seeded), and in whole models. A single cell's cases are
+tests/test_cells_fast.py's."""
 
 import pytest
 import torch
 
-from cellpaths import both_paths, float64, outputs_and_grads  # noqa: F401 (float64: autouse fixture)
-from rnmt.cells import build_cell, run
+from cellpaths import (
+    assert_float32_paths_agree,
+    assert_same,
+    both_paths,
+    check,
+    float64,  # noqa: F401 (autouse fixture)
+    outputs_and_grads,
+    perturbed,
+)
+from rnmt.cells import build_cell
 from rnmt.cells.composite import TransitionCell, TwoInputCell
 from rnmt.models import build_model
-
-# (cell, input size, options): every option combination the kernels claim (hidden size 6)
-CASES = [("lstm", 5, {}), ("ud-lstm", 5, {}), ("ud-lstm", 5, {"bias": False}),
-         ("lgru", 5, {}), ("lgru", 5, {"gate_norm": False}), ("lau", 5, {}), ("lau", 5, {"gate_norm": False}),
-         ("tgru", 0, {}), ("tgru", 0, {"gate_norm": False}), ("gru", 5, {"gate_norm": True}),
-         ("ran", 6, {}), ("ran", 5, {}), ("ran", 6, {"content_projection": True}), ("ran", 5, {"output_tanh": False}),
-         ("ud-gru", 5, {}), ("ud-gru", 5, {"coupled": False}), ("ud-gru", 5, {"bias": False})]
-DROPOUT = [("lgru", 5, {}), ("lgru", 5, {"gate_norm": False}), ("lau", 5, {}), ("lau", 5, {"gate_norm": False}),
-           ("tgru", 0, {}), ("tgru", 0, {"gate_norm": False}), ("gru", 5, {"gate_norm": True}), ("gru", 5, {})]
-
-
-def perturbed(cell):
-    """The cell with every parameter moved off its initial value (layer norms' γ = 1 and β = 0 and the
-    zero biases would hide mistakes in their gradients)."""
-    torch.manual_seed(1)
-    with torch.no_grad():
-        for p in cell.parameters():
-            p.add_(0.3 * torch.randn_like(p))
-    return cell
-
-
-def inputs(cell, padded, batch=3, time=7):
-    x = torch.randn(batch, time, cell.input_size, requires_grad=True)
-    mask = torch.ones(batch, time, dtype=torch.bool)
-    if padded:
-        mask[1, 4:] = False
-        mask[2, 1:] = False
-    h0 = torch.randn(batch, cell.state_size, requires_grad=True)
-    return x, mask, h0
-
-
-def assert_same(loop, fast, rtol=1e-10, atol=1e-12):
-    assert len(loop) == len(fast)
-    for a, b in zip(loop, fast, strict=True):
-        torch.testing.assert_close(b, a, rtol=rtol, atol=atol)
-
-
-def check(cell, padded, reverse, seed=0):
-    torch.manual_seed(0)
-    x, mask, h0 = inputs(cell, padded)
-    assert cell.sequence(cell.project_inputs(x), mask, h0) is not None, "no whole-sequence path"
-    assert_same(*both_paths(lambda: outputs_and_grads(cell, x, mask, h0, reverse), seed))
-
-
-@pytest.mark.parametrize("reverse", [False, True])
-@pytest.mark.parametrize("padded", [False, True])
-@pytest.mark.parametrize("name,input_size,options", CASES)
-def test_kernel_path_equals_step_loop(name, input_size, options, padded, reverse) -> None:
-    torch.manual_seed(0)
-    cell = perturbed(build_cell(name, input_size, 6, **options)).eval()
-    check(cell, padded, reverse)
-
-
-@pytest.mark.parametrize("padded", [False, True])
-@pytest.mark.parametrize("name,input_size,options", DROPOUT)
-def test_candidate_dropout_in_training_draws_the_step_loops_noise(name, input_size, options, padded) -> None:
-    torch.manual_seed(0)
-    cell = perturbed(build_cell(name, input_size, 6, candidate_dropout=0.4, **options)).train()
-    check(cell, padded, reverse=False, seed=3)
-    x, mask, h0 = inputs(cell, padded)
-    with torch.no_grad():
-        torch.manual_seed(3)
-        train = run(cell, x, mask, h0)[0]
-        eval_ = run(cell.eval(), x, mask, h0)[0]
-    assert not torch.allclose(train, eval_), "the dropout did nothing: the test would not see its noise"
 
 
 def transition(bottom, options=None, depth=2, dropout=0.0):
@@ -166,13 +110,5 @@ def test_models_train_the_same_with_either_path(arch, settings) -> None:
     same_loss_and_gradients(perturbed(build_model(arch, 20, 20, emb=8, hidden=8, dropout=0.0, **settings)))
 
 
-@pytest.mark.parametrize("make", [lambda: build_cell("lstm", 128, 128), lambda: build_cell("lgru", 128, 128),
-                                  lambda: TransitionCell(build_cell("lgru", 128, 128), [build_cell("tgru", 0, 128)])])
-def test_float32_paths_agree_within_float_tolerance(make) -> None:
-    torch.set_default_dtype(torch.float32)
-    torch.manual_seed(0)
-    cell = perturbed(make()).eval()
-    x, mask, h0 = inputs(cell, padded=True, batch=16, time=12)
-    loop, fast = both_paths(lambda: outputs_and_grads(cell, x, mask, h0, False))
-    for a, b in zip(loop, fast, strict=True):
-        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-4 * float(a.detach().abs().max()))
+def test_a_transition_blocks_float32_paths_agree_within_float_tolerance() -> None:
+    assert_float32_paths_agree(lambda: TransitionCell(build_cell("lgru", 128, 128), [build_cell("tgru", 0, 128)]))

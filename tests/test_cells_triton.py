@@ -259,14 +259,3 @@ def test_without_triton_the_kernels_report_unavailable(monkeypatch: pytest.Monke
 
 if __name__ == "__main__":
     main()
-
-
-def test_the_cuda_tests_cover_every_cell_and_every_triton_file() -> None:
-    """`pytest -m cuda` runs only where a GPU is; its lists must still name every registered cell and every
-    cell with a Triton file, which is checked here, where no GPU is needed."""
-    import test_cuda
-
-    from rnmt.cells import CELLS as REGISTERED
-
-    assert {kind for kind, _ in test_cuda.CELLS.values()} == set(REGISTERED)
-    assert {test_cuda.CELLS[name][0] for name in test_cuda.TRITON} == set(triton_cells.CELLS)

@@ -1,8 +1,9 @@
 """The CUDA paths on a real GPU (`pytest -m cuda`; skipped, with the reason, where torch sees no GPU).
 
-- Every cell's paths on CUDA (the step loop, the whole-sequence path: Triton kernels for ATR, GRU, SRU and
-  SR-NMT, and cuDNN for GRU and LSTM) agree in float32 to 1e-4 relative, 1e-5 absolute, outputs, final
-  states and every gradient, with padding, reversal and an initial state.
+- Every cell's paths on CUDA, for every case its test file declares (tests/test_cell_<cell>.py): the step
+  loop, the whole-sequence path (Triton kernels for ATR, GRU, SRU and SR-NMT) and cuDNN for GRU and LSTM
+  agree in float32 to 1e-4 relative, 1e-5 absolute, outputs, final states and every gradient, with
+  padding, reversal and an initial state.
 - Under bfloat16 autocast (training's default on a GPU) each path stays within 2% (norm of the difference
   over the norm) of the float32 step loop, gradients included.
 - RNNSearch's fused decoder (models/decoder_sequence.py) equals its step loop in float32 (logits and every
@@ -30,6 +31,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from cellcases import all_cases
 from conftest import SESSION_ENV
 from rnmt.cells import build_cell, run
 from rnmt.cells import triton as triton_cells
@@ -51,12 +53,10 @@ pytestmark = [pytest.mark.cuda,
 CUDA = torch.device("cuda")
 ROOT = Path(__file__).resolve().parents[1]
 
-# every registered cell, with the options that have a path of their own
-CELLS = {"atr": ("atr", {}), "atr-no-bias": ("atr", {"bias": False}), "gru": ("gru", {}),
-         "gru-reset-before": ("gru", {"reset": "before"}), "lstm": ("lstm", {}), "ran": ("ran", {}),
-         "sru": ("sru", {}), "srnmt": ("srnmt", {}), "tgru": ("tgru", {}), "lgru": ("lgru", {}), "lau": ("lau", {}),
-         "ud-gru": ("ud-gru", {}), "ud-lstm": ("ud-lstm", {})}
-TRITON = {"atr", "atr-no-bias", "gru", "sru", "srnmt"}         # the GRU with the reset gate after U h only
+# every case of every cell (its options), from the cells' own test files (tests/test_cell_<cell>.py), and
+# those whose whole-sequence path on CUDA is a Triton kernel
+CELLS = {name: (case.kind, case.options) for name, case in all_cases().items()}
+TRITON = {name for name, case in all_cases().items() if case.triton}
 FLOAT32 = {"rtol": 1e-4, "atol": 1e-5}
 BF16_RELATIVE = 0.02
 
@@ -77,7 +77,7 @@ def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
 def cell_case(name: str, hidden: int = 48, batch: int = 5, length: int = 11):
     torch.manual_seed(0)
     kind, options = CELLS[name]
-    width = 0 if kind == "tgru" else 32              # T-GRU reads no input (DTMT's transition)
+    width = 0 if 0 in all_cases()[name].path_inputs else 32      # T-GRU reads no input (DTMT's transition)
     cell = build_cell(kind, width, hidden, **options).to(CUDA)
     x = torch.randn(batch, length, width, device=CUDA, requires_grad=True)
     h0 = torch.randn(batch, cell.state_size, device=CUDA, requires_grad=True)
