@@ -304,7 +304,7 @@ def bench(device: torch.device, quick: bool = False, systems: tuple[str, ...] | 
     """Every row's training step, each row in its own process, the rows interleaved: each repetition times
     one step of every row in turn, so a machine that speeds up or slows down during the run (frequency,
     other processes) moves all rows alike instead of the ratios (benchmarks/README.md, "Whole models in
-    one process", has two runs that differed by 14%). The row processes are spawned, so a
+    one process", has two runs that differed). The row processes are spawned, so a
     script that calls this needs the `if __name__ == "__main__":` guard (`rnmt bench train` has it)."""
     if size not in SIZES_CHOICES:
         raise ConfigError(f"bench train: unknown size {size!r}; valid: {', '.join(SIZES_CHOICES)}")

@@ -54,10 +54,8 @@ def autocast(device: torch.device, enabled: bool) -> torch.autocast:
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=enabled)
 
 
-# Below this many parameters a CPU model's products are too small for bfloat16 to pay for its casts:
-# RNNSearch+GRU on Multi30k (one thread, batches of 32) trained at 0.96x float32's speed in autocast with
-# 0.93M parameters (emb = hidden = 64), 1.15x with 2.2M (128) and 1.6x with 5.6M (256; batches of 64);
-# benchmarks/README.md, "Training on the CPU".
+# Below this many parameters a CPU model's products are too small for bfloat16 to pay for its casts
+# (measured on RNNSearch+GRU at three sizes: benchmarks/README.md, "Training on the CPU").
 CPU_BF16_MIN_PARAMS = 1_500_000
 
 
