@@ -24,6 +24,9 @@ Where the step loop runs about 30 small operations forward and 57 backward throu
 this runs about as many forward and some 30 backward, without autograd's bookkeeping, and keeps q_j
 where the loop keeps σ(2q_j + 2K) ([B, S, A]) for every step.
 
+On CUDA each step's attention, forward and backward, is one Triton kernel (models/triton/attention.py)
+instead of about seven and ten torch operations.
+
 It serves the cells with a step kernel whose output is the state itself and whose input projection
 is affine (GRU and ATR with their papers' options); under autocast it runs in float32 with autocast
 off, as the cells' whole-sequence paths do (cells/base.py `_whole`). Which path a run takes is
@@ -39,6 +42,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
+from rnmt.cells import triton as cell_kernels
 from rnmt.cells.base import RecurrentCell, autocast_device, forced_path
 from rnmt.cells.kernel import StepKernel, product_grad, row_sum
 from rnmt.machine import fastpath
@@ -62,16 +66,21 @@ class DecoderSequence(torch.autograd.Function):
         lower.begin(p, s0)
         higher.begin(p2, s0)
         keys2, v2, w_q_t, w_c_t, outside = keys * 2, v.reshape(-1) * 2, w_q.t(), w_c.t(), ~mask
+        kernels = attention_kernels(p, S)
+        keep = mask.to(torch.int8) if kernels else None
         for t in range(T):
             lower.forward(t, p[:, t], hs[:, t], tilde[:, t])
             q = mm(tilde[:, t], w_q_t)
-            u_t = torch.add(keys2, q[:, None], alpha=2, out=u[t]).sigmoid_()
-            scores = torch.matmul(u_t, v2).masked_fill_(outside, float("-inf"))
-            torch.softmax(scores, -1, out=alpha[:, t])
-            contexts[:, t] = torch.bmm(alpha[:, t, None], memory).squeeze(1)
+            if kernels:
+                kernels.forward(q, keys2, v2, keep, memory, u[t], alpha[:, t], contexts[:, t])
+            else:
+                u_t = torch.add(keys2, q[:, None], alpha=2, out=u[t]).sigmoid_()
+                scores = torch.matmul(u_t, v2).masked_fill_(outside, float("-inf"))
+                torch.softmax(scores, -1, out=alpha[:, t])
+                contexts[:, t] = torch.bmm(alpha[:, t, None], memory).squeeze(1)
             p2[:, t] = mm(contexts[:, t], w_c_t) if b_c is None else addmm(b_c, contexts[:, t], w_c_t)
             higher.forward(t, p2[:, t], tilde[:, t], hs[:, t + 1])
-        ctx.kernels, ctx.has_bias = (lower, higher), b_c is not None
+        ctx.kernels, ctx.has_bias, ctx.attention = (lower, higher), b_c is not None, kernels
         ctx.save_for_backward(p, hs, tilde, u, alpha, contexts, p2, memory, v2, w_q, w_c)
         return hs[:, 1:], contexts
 
@@ -86,10 +95,16 @@ class DecoderSequence(torch.autograd.Function):
         dv, d_keys = v2.new_zeros(1, v2.size(0)), torch.zeros_like(u[0])       # ∂K = 2v ⊙ d_keys
         v4 = v2 * 2
         g = torch.zeros_like(hs[:, 0])
+        kernels = ctx.attention
+        dv_rows = torch.zeros_like(u[0, :, 0]) if kernels else None      # [B, A]: ∂v by sentence
         for t in range(T - 1, -1, -1):
             g = g + d_states[:, t]
             g_tilde = higher.backward(t, p2[:, t], tilde[:, t], g, dp2[:, t])
             dc[:, t] = addmm(d_contexts[:, t], dp2[:, t], w_c)
+            if kernels:
+                kernels.backward(dc[:, t], memory, alpha[:, t], u[t], v4, dq[:, t], d_keys, dv_rows)
+                g = lower.backward(t, p[:, t], hs[:, t], addmm(g_tilde, dq[:, t], w_q), dp[:, t])
+                continue
             a = alpha[:, t]
             d_alpha = torch.bmm(memory, dc[:, t, :, None]).squeeze(-1)
             d_e_t = torch.mul(a, d_alpha - (a * d_alpha).sum(-1, keepdim=True), out=d_e[:, t])
@@ -99,12 +114,26 @@ class DecoderSequence(torch.autograd.Function):
             torch.mul(torch.bmm(d_e_t[:, None], w_t).squeeze(1), v4, out=dq[:, t])   # 2 Σ_k ∂a_k
             d_keys.addcmul_(d_e_t[..., None], w_t)
             g = lower.backward(t, p[:, t], hs[:, t], addmm(g_tilde, dq[:, t], w_q), dp[:, t])
+        if kernels:
+            dv = dv_rows.sum(0, keepdim=True)
         d_keys.mul_(v4)                                                               # 2 Σ_j ∂a_j
         d_memory = torch.bmm(alpha.transpose(1, 2), dc)
         d_w_c = product_grad(dp2, contexts)
         grads = [*lower.grads(hs[:, :-1], dp), *higher.grads(tilde, dp2)]
         return (None, None, dp, g, d_memory, d_keys, None, product_grad(dq, tilde), dv * 2, d_w_c,
                 row_sum(dp2) if ctx.has_bias else None, *grads)
+
+
+def attention_kernels(x: Tensor, source: int) -> Any:
+    """models/triton/attention.py where the steps' attention on `x` runs as Triton kernels (CUDA, float32 or
+    float64, triton importable, RNMT_TRITON not 0, a source that fits one block), else None."""
+    if not cell_kernels.wanted(x):
+        return None
+    try:
+        from rnmt.models.triton import attention as triton_attention
+    except ImportError:                                       # no triton here
+        return None
+    return triton_attention if source <= triton_attention.MAX_SOURCE else None
 
 
 def _parts(model: Any) -> tuple[StepKernel, StepKernel] | None:

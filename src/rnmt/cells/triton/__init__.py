@@ -52,11 +52,15 @@ def enabled() -> bool:
     return switch("triton")
 
 
+def wanted(x: Tensor) -> bool:
+    """Whether work on `x` should run as Triton kernels: on CUDA (or forced, in tests), float32 or float64,
+    and not switched off."""
+    return (x.is_cuda or _FORCE.get()) and x.dtype in DTYPES and enabled()
+
+
 def triton_path(x: Tensor, cell: str) -> ModuleType | None:
     """The cell's Triton module if its recurrence over `x` should run as Triton kernels, else None."""
-    if not (x.is_cuda or _FORCE.get()) or x.dtype not in DTYPES or not enabled():
-        return None
-    return load(cell)
+    return load(cell) if wanted(x) else None
 
 
 @contextmanager
