@@ -111,3 +111,25 @@ def test_every_registered_cells_default_fast_path_equals_its_step_loop(name: str
     loop, fast = both_paths(lambda: outputs_and_grads(cell, x, mask, h0, False))
     for a, b in zip(loop, fast, strict=True):
         torch.testing.assert_close(b, a, rtol=1e-10, atol=1e-12)
+
+
+def test_run_records_the_kind_of_path_each_training_recurrence_took(monkeypatch: pytest.MonkeyPatch) -> None:
+    """train.json's `paths` (and the tables' note on speeds) come from here: what `run` actually took, once
+    per cell, when gradients are on; forward-only runs (validation, decoding) are not training's."""
+    from rnmt.cells import base
+    from rnmt.cells.base import taken_paths, use_path
+
+    monkeypatch.setattr(base, "_TAKEN", {})
+    x, mask = torch.randn(2, 3, 4, requires_grad=True), torch.ones(2, 3, dtype=torch.bool)
+    atr, lstm, ran_cell = build_cell("atr", 4, 4), build_cell("lstm", 4, 4), build_cell("ran", 4, 4)
+    with torch.no_grad():
+        run(atr, x, mask)
+    assert taken_paths() == {}
+    with use_path("sequence"):
+        run(atr, x, mask)
+    with use_path("torch"):
+        run(lstm, x, mask)
+    with use_path("loop"):
+        run(ran_cell, x, mask)
+    assert taken_paths() == {atr.path_key(): "rnmt kernel", lstm.path_key(): "torch layer (oneDNN)",
+                             ran_cell.path_key(): "step loop"}

@@ -164,3 +164,16 @@ def test_the_attention_kernels_compile_for_cuda(monkeypatch: pytest.MonkeyPatch,
             compiled = triton.compile(ASTSource(fn, signature, constants), target=GPUTarget("cuda", 90, 32),
                                       options={"num_warps": 4})
             assert compiled.asm["cubin"], (fn.__name__, dtype)
+
+
+def test_training_records_which_path_the_decoder_took(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rnmt.cells import base
+
+    monkeypatch.setattr(base, "_TAKEN", {})
+    model = make("atr")
+    logits_and_grads(model, "sequence")
+    decoder = [label for what, label in base.taken_paths().items() if what.startswith("RNNSearch decoder")]
+    assert decoder == ["rnmt kernel"]
+    monkeypatch.setattr(base, "_TAKEN", {})
+    logits_and_grads(model, "loop")
+    assert "step loop" in base.taken_paths().values()

@@ -180,6 +180,7 @@ def test_two_ddp_processes_equal_one_process_on_the_doubled_batch(tmp_path: Path
     two, one = (json.loads((tmp_path / f"w{n}/train.json").read_text()) for n in (2, 1))
     assert two["data_parallel"] == "DistributedDataParallel over 2 processes (gloo)"
     assert one["data_parallel"] is None and two["world_size"] == 2
+    assert two["paths"] == one["paths"] and set(one["paths"].values()) == {"rnmt kernel", "step loop"}
     losses = [[json.loads(line)["loss"] for line in (tmp_path / f"w{n}/train.jsonl").read_text().splitlines()
                if '"loss"' in line] for n in (2, 1)]
     assert len(losses[0]) == 8

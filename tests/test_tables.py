@@ -371,6 +371,26 @@ def test_tables_and_figures_say_what_their_rows_ran_with_not_what_was_configured
     assert ran.subtitle(ms).endswith("; overridden: train.max_steps 200")
 
 
+def test_a_tables_speeds_say_whether_its_rows_trained_on_the_same_kind_of_path() -> None:
+    """ATR Table 4's speed ratios compare cells only if both cells ran on the same kind of path (issue: cuDNN's
+    GRU against rnmt's ATR kernel compares engineering); the note says which, from train.json's `paths`."""
+    from rnmt.report import ran
+
+    def metrics(variant: str, *labels: str) -> dict:
+        return {"variant": variant, "train": {"paths": {f"cell {i}": label for i, label in enumerate(labels)}}}
+
+    same = [metrics("gru", "rnmt kernel", "step loop"), metrics("atr", "step loop", "rnmt kernel")]
+    speeds = ["tok_bleu", "train_tgt_words_per_s"]
+    assert ran.paths(same, speeds) == ("Speeds: every row's recurrences trained on the same kind of path "
+                                       "(rnmt kernel, step loop), so the speed ratios compare the cells.")
+    differ = [metrics("gru", "torch layer (cuDNN)", "step loop"), same[1]]
+    assert ran.paths(differ, speeds) == (
+        "Speeds compare implementations as well as cells, the rows' recurrences having trained on different kinds "
+        "of path: atr: rnmt kernel, step loop; gru: step loop, torch layer (cuDNN).")
+    assert ran.paths(differ, ["tok_bleu"]) == "", "no speed shown: nothing to say"
+    assert ran.paths([{"variant": "gru", "train": {"steps": 5}}], speeds) == "", "runs made before paths were kept"
+
+
 @pytest.mark.workflow
 def test_html_table_in_the_papers_order_with_differences_and_signatures(built: Path) -> None:
     """What the report shows: systems in the experiment's order; per metric with a paper number the

@@ -174,20 +174,47 @@ def _loop(cell: RecurrentCell, projected: Tensor, mask: Tensor, full: bool, stat
 
 
 def _through(path: str, cell: RecurrentCell, x: Tensor, mask: Tensor, lengths: Tensor, full: bool,
-             state: Tensor | None) -> tuple[Tensor, Tensor]:
-    """The recurrence by `path`, or by the next path down where the cell has not that one."""
+             state: Tensor | None) -> tuple[Tensor, Tensor, str]:
+    """The recurrence by `path`, or by the next path down where the cell has not that one; → (outputs,
+    final state, the path taken)."""
     if path == "torch" and x.size(1):
         got = _torch(cell, x, lengths, full, cell.initial_state(x.size(0), x) if state is None else state)
         if got is not None:
-            return got
+            return *got, "torch"
     projected = cell.project_inputs(x)
     if state is None:
         state = cell.initial_state(x.size(0), projected)
     if path != "loop" and projected.size(1):
         got = _whole(cell, projected, mask, full, state)
         if got is not None:
-            return got
-    return _loop(cell, projected, mask, full, state)
+            return *got, "sequence"
+    return *_loop(cell, projected, mask, full, state), "loop"
+
+
+_TAKEN: dict[str, str] = {}
+
+
+def record_path(what: str, label: str) -> None:
+    """Keep the kind of path a training computation took (the first time it runs in this process)."""
+    _TAKEN.setdefault(what, label)
+
+
+def taken_paths() -> dict[str, str]:
+    """What kind of path each recurrence this process trained took: "step loop" (autograd through the
+    step), "rnmt kernel" (a whole-sequence path of rnmt's: a loop with a hand-written backward, a scan, or
+    Triton on CUDA) or "torch layer" (cuDNN, oneDNN); a train.json records it, so tables can say whether
+    their speed ratios compare cells on the same kind of path."""
+    return dict(_TAKEN)
+
+
+def _label(path: str, out: Tensor) -> str:
+    if path == "torch":
+        return f"torch layer ({'cuDNN' if out.is_cuda else 'oneDNN'})"
+    if path == "sequence":
+        from rnmt.cells.triton import uses_triton
+
+        return "rnmt kernel (Triton)" if out.is_cuda and uses_triton(out) else "rnmt kernel"
+    return "step loop"
 
 
 MEASURE_STEPS = 24          # the length a path choice is measured at (a typical sentence in subwords)
@@ -234,7 +261,7 @@ def _candidates(cell: RecurrentCell, x: Tensor, grad: bool, params: list[Tensor]
 
     def timed(path: str) -> Any:
         def fn() -> None:
-            out, last = _through(path, cell, xm, ones, lengths, True, None)
+            out, last, _ = _through(path, cell, xm, ones, lengths, True, None)
             if grad:
                 torch.autograd.grad(out.float().sum() + last.float().sum(), [xm, *params], allow_unused=True)
         return fn
@@ -319,7 +346,9 @@ def run(cell: RecurrentCell, x: Tensor, mask: Tensor, state: Tensor | None = Non
     # whether no sentence is padded (the unmasked path): a host sync, so a CUDA graph being captured takes
     # the masked path, which gives the same numbers
     full = not capturing() and bool(mask.all())
-    out, state = _through(chosen_path(cell, x), cell, x, mask, lengths, full, state)
+    out, state, taken = _through(chosen_path(cell, x), cell, x, mask, lengths, full, state)
+    if torch.is_grad_enabled() and cell.path_key() not in _TAKEN:
+        record_path(cell.path_key(), _label(taken, out))
     if not full:
         out = out * mask.unsqueeze(-1).to(out.dtype)
     if reverse:

@@ -43,7 +43,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from rnmt.cells import triton as cell_kernels
-from rnmt.cells.base import RecurrentCell, autocast_device, forced_path
+from rnmt.cells.base import RecurrentCell, autocast_device, forced_path, record_path
 from rnmt.cells.kernel import StepKernel, product_grad, row_sum
 from rnmt.machine import fastpath
 from rnmt.machine.matmul import addmm, mm
@@ -161,6 +161,16 @@ def decode(model: Any, p_lower: Tensor, state: dict[str, Tensor]) -> tuple[Tenso
     return DecoderSequence.apply(*kernels, p_lower.contiguous(), state["state"].contiguous(),
                                  state["memory"].contiguous(), state["keys"].contiguous(), state["mask"],
                                  model.attention.query_proj.weight, model.attention.v.weight, w_c, b_c, *params)
+
+
+def record(model: Any, p_lower: Tensor, fused: bool) -> None:
+    """Keep the kind of path the decoder trained on (rnmt.cells.base.taken_paths)."""
+    what = f"RNNSearch decoder ({model.dec_lower.path_key()})"
+    if fused:
+        kernels = attention_kernels(p_lower.new_empty(0, dtype=torch.float32), 0) is not None
+        record_path(what, "rnmt kernel (Triton attention)" if kernels else "rnmt kernel")
+    else:
+        record_path(what, "step loop")
 
 
 MEASURE_STEPS = 24           # the target length a choice is measured at

@@ -104,3 +104,29 @@ def warnings(metrics: Iterable[Mapping[str, Any]], data_reports: Iterable[Mappin
     for m in metrics:
         found.update(dict.fromkeys((m.get("decode") or {}).get("warnings") or []))
     return [f"Warning: {w.rstrip('.')}." for w in found]
+
+
+SPEEDS = ("per_s", "seconds", "_ratio")          # a metric measuring speed has one of these in its name
+
+
+def paths(metrics: Iterable[Mapping[str, Any]], shown: Iterable[str]) -> str:
+    """For a table that shows a speed (`shown`: its metrics): whether its rows' recurrences trained on the
+    same kind of path (train.json's `paths`: step loop, rnmt's kernels, torch's layer), so that its speed
+    ratios compare the cells and not their implementations; '' where it shows no speed or no model
+    recorded its paths."""
+    if not any(s in name for name in shown for s in SPEEDS):
+        return ""
+    kinds: dict[str, set[str]] = {}
+    for m in metrics:
+        train = m.get("train") or {}
+        for t in train.get("members", [train]):
+            if t.get("paths"):
+                kinds.setdefault(str(m.get("variant")), set()).update(t["paths"].values())
+    if not kinds:
+        return ""
+    described = {row: ", ".join(sorted(k)) for row, k in sorted(kinds.items())}
+    if len(set(described.values())) == 1:
+        return (f"Speeds: every row's recurrences trained on the same kind of path ({next(iter(described.values()))}),"
+                " so the speed ratios compare the cells.")
+    return ("Speeds compare implementations as well as cells, the rows' recurrences having trained on different "
+            "kinds of path: " + "; ".join(f"{row}: {k}" for row, k in described.items()) + ".")

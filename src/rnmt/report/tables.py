@@ -312,7 +312,8 @@ def build(table: Table, metrics_files: list[str | Path], run: str, scale: str, o
     df.attrs["claims"] = checked = claims.check(table, claimed, df, evidence)
     df.attrs["cut_short"] = cut_short(table, metrics)
     if table.kind != "cells":
-        df.attrs["ran"] = [ran.summary(metrics.values()), ran.override(metrics.values())]
+        df.attrs["ran"] = [ran.summary(metrics.values()), ran.override(metrics.values()),
+                           ran.paths(metrics.values(), table.metrics)]
         df.attrs["warnings"] = ran.warnings(metrics.values(), map(read_json, data_reports or []))
     with atomic_writer(out_csv) as f:
         df.to_csv(f, index=False)

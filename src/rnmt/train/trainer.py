@@ -34,6 +34,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from rnmt.cells.base import taken_paths
 from rnmt.data.batching import Batch, bucketed_batches, load_parallel, make_batch, token_batches
 from rnmt.data.vocab import Vocab
 from rnmt.io import InputError, write_json
@@ -230,6 +231,7 @@ class Trainer:
         metrics["inputs"] = self.inputs
         metrics["warnings"] = self.warnings
         metrics["data_parallel"] = distributed.describe(self.world)
+        metrics["paths"] = taken_paths()             # the kind of path each recurrence trained on
         metrics["cuda_graphs"] = self.graphed.summary() if self.graphed is not None else {"off": self.graphs_off}
         if self.rank == 0:
             write_json(self.out_dir / "train.json", metrics)
