@@ -347,8 +347,9 @@ def run(cell: RecurrentCell, x: Tensor, mask: Tensor, state: Tensor | None = Non
     # the masked path, which gives the same numbers
     full = not capturing() and bool(mask.all())
     out, state, taken = _through(chosen_path(cell, x), cell, x, mask, lengths, full, state)
-    if torch.is_grad_enabled() and cell.path_key() not in _TAKEN:
-        record_path(cell.path_key(), _label(taken, out))
+    if torch.is_grad_enabled() and not getattr(cell, "_path_recorded", False):     # once per cell: path_key
+        record_path(cell.path_key(), _label(taken, out))                         # is not free at every call
+        cell._path_recorded = True
     if not full:
         out = out * mask.unsqueeze(-1).to(out.dtype)
     if reverse:

@@ -14,15 +14,15 @@ step j, from ∂s_j (the readout's, plus step j+1's) and ∂c_j (the readout's):
 
     higher's kernel → δ_j = ∂(W_c c_j + b_c) and its part of ∂s̃_j;   ∂c_j += δ_j W_c
     ∂α_jk = m_k · ∂c_j,   ∂e_j = α_j ⊙ (∂α_j − Σ_k α_jk ∂α_jk)
-    u = σ(2q_j + 2K) (recomputed: [B, S, A] a step is not kept),   ∂a = ∂e ⊗ 2v ⊙ u(1 − u)
+    u = σ(2q_j + 2K) (kept from the forward, as autograd keeps it),   ∂a = ∂e ⊗ 2v ⊙ u(1 − u)
     ∂q_j = 2 Σ_k ∂a_k,   ∂K += 2 ∂a,   ∂v += Σ_k ∂e_k 2u_k,   ∂s̃_j += ∂q_j W_q
     lower's kernel → ∂p_j and ∂s_{j−1}
 
 and after the loop every weight's gradient is one product over all steps: ∂W_q = Σ_j ∂q_jᵀ s̃_j,
 ∂W_c = Σ_j δ_jᵀ c_j, ∂m = Σ_j α_jᵀ ∂c_j (one batched product), and the cells' own (`StepKernel.grads`).
 Where the step loop runs about 30 small operations forward and 57 backward through autograd a step,
-this runs about as many forward and some 30 backward, without autograd's bookkeeping, and keeps q_j
-where the loop keeps σ(2q_j + 2K) ([B, S, A]) for every step.
+this runs about as many forward and some 30 backward, without autograd's bookkeeping. u is kept
+time-major ([T, B, S, A]), so each step's slice is dense.
 
 On CUDA each step's attention, forward and backward, is one Triton kernel (models/triton/attention.py)
 instead of about seven and ten torch operations.
@@ -51,11 +51,12 @@ from rnmt.machine.matmul import addmm, mm
 
 class DecoderSequence(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, lower: StepKernel, higher: StepKernel, p: Tensor, s0: Tensor, memory: Tensor,
-                keys: Tensor, mask: Tensor, w_q: Tensor, v: Tensor, w_c: Tensor, b_c: Tensor | None,
+    def forward(ctx: Any, lower: StepKernel, higher: StepKernel, kernels: Any, p: Tensor, s0: Tensor,
+                memory: Tensor, keys: Tensor, mask: Tensor, w_q: Tensor, v: Tensor, w_c: Tensor, b_c: Tensor | None,
                 *params: Tensor) -> tuple[Tensor, Tensor]:
         """p [B, T, P] (the lower cell's projected inputs), s0 [B, H], memory [B, S, M], keys [B, S, A],
-        mask [B, S] (True at real source tokens) → (states s_j [B, T, H], contexts c_j [B, T, M])."""
+        mask [B, S] (True at real source tokens) → (states s_j [B, T, H], contexts c_j [B, T, M]);
+        `kernels`: the attention's Triton kernels (`attention_kernels`), or None for torch's operations."""
         B, T = p.shape[:2]
         H, S, M, A = s0.size(1), memory.size(1), memory.size(2), keys.size(2)
         hs = p.new_empty(B, T + 1, H)                  # s_0 .. s_T
@@ -66,7 +67,6 @@ class DecoderSequence(torch.autograd.Function):
         lower.begin(p, s0)
         higher.begin(p2, s0)
         keys2, v2, w_q_t, w_c_t, outside = keys * 2, v.reshape(-1) * 2, w_q.t(), w_c.t(), ~mask
-        kernels = attention_kernels(p, S)
         keep = mask.to(torch.int8) if kernels else None
         for t in range(T):
             lower.forward(t, p[:, t], hs[:, t], tilde[:, t])
@@ -91,7 +91,7 @@ class DecoderSequence(torch.autograd.Function):
         lower, higher = ctx.kernels
         T = p.size(1)
         dp, dp2, dc = torch.empty_like(p), torch.empty_like(p2), torch.empty_like(contexts)
-        d_e, dq = torch.empty_like(alpha), p.new_empty(p.size(0), T, w_q.size(0))
+        dq = p.new_empty(p.size(0), T, w_q.size(0))
         dv, d_keys = v2.new_zeros(1, v2.size(0)), torch.zeros_like(u[0])       # ∂K = 2v ⊙ d_keys
         v4 = v2 * 2
         g = torch.zeros_like(hs[:, 0])
@@ -107,7 +107,7 @@ class DecoderSequence(torch.autograd.Function):
                 continue
             a = alpha[:, t]
             d_alpha = torch.bmm(memory, dc[:, t, :, None]).squeeze(-1)
-            d_e_t = torch.mul(a, d_alpha - (a * d_alpha).sum(-1, keepdim=True), out=d_e[:, t])
+            d_e_t = a * (d_alpha - (a * d_alpha).sum(-1, keepdim=True))
             u_t = u[t]
             dv += mm(d_e_t.reshape(1, -1), u_t.reshape(-1, u_t.size(-1)))
             w_t = torch.addcmul(u_t, u_t, u_t, value=-1, out=u_t)          # σ' = u(1 − u), u is not read again
@@ -120,7 +120,7 @@ class DecoderSequence(torch.autograd.Function):
         d_memory = torch.bmm(alpha.transpose(1, 2), dc)
         d_w_c = product_grad(dp2, contexts)
         grads = [*lower.grads(hs[:, :-1], dp), *higher.grads(tilde, dp2)]
-        return (None, None, dp, g, d_memory, d_keys, None, product_grad(dq, tilde), dv * 2, d_w_c,
+        return (None, None, None, dp, g, d_memory, d_keys, None, product_grad(dq, tilde), dv * 2, d_w_c,
                 row_sum(dp2) if ctx.has_bias else None, *grads)
 
 
@@ -158,19 +158,19 @@ def decode(model: Any, p_lower: Tensor, state: dict[str, Tensor]) -> tuple[Tenso
                                                    for k, v in state.items()})
     w_c, b_c = model.dec_higher.input_weights()
     params = [t for k in kernels for t in k.params]
-    return DecoderSequence.apply(*kernels, p_lower.contiguous(), state["state"].contiguous(),
+    attention = attention_kernels(p_lower, state["memory"].size(1))
+    if torch.is_grad_enabled():
+        record(model, "rnmt kernel (Triton attention)" if attention else "rnmt kernel")
+    return DecoderSequence.apply(*kernels, attention, p_lower.contiguous(), state["state"].contiguous(),
                                  state["memory"].contiguous(), state["keys"].contiguous(), state["mask"],
                                  model.attention.query_proj.weight, model.attention.v.weight, w_c, b_c, *params)
 
 
-def record(model: Any, p_lower: Tensor, fused: bool) -> None:
-    """Keep the kind of path the decoder trained on (rnmt.cells.base.taken_paths)."""
-    what = f"RNNSearch decoder ({model.dec_lower.path_key()})"
-    if fused:
-        kernels = attention_kernels(p_lower.new_empty(0, dtype=torch.float32), 0) is not None
-        record_path(what, "rnmt kernel (Triton attention)" if kernels else "rnmt kernel")
-    else:
-        record_path(what, "step loop")
+def record(model: Any, label: str) -> None:
+    """Keep the kind of path the model's decoder trained on, the first time (rnmt.cells.base.taken_paths)."""
+    if not getattr(model, "_decoder_path_recorded", False):
+        record_path(f"RNNSearch decoder ({model.dec_lower.path_key()})", label)
+        model._decoder_path_recorded = True
 
 
 MEASURE_STEPS = 24           # the target length a choice is measured at
@@ -180,13 +180,11 @@ _CHOICES: dict[tuple[Any, ...], str] = fastpath.lookup({})
 def chosen(model: Any, p_lower: Tensor, memory: Tensor) -> str:
     """'sequence' (this path) or 'loop' for the model's decoder at these sizes: the forced path
     (`use_path`), else the run's measured choice (the step loop where nothing is measured)."""
-    if _parts(model) is None:
-        return "loop"
     forced = forced_path()
-    if forced is not None:
-        return "loop" if forced == "loop" else "sequence"
-    if fastpath.mode() == "default":
+    if forced == "loop" or (forced is None and fastpath.mode() == "default") or _parts(model) is None:
         return "loop"
+    if forced is not None:
+        return "sequence"
     params = [w for w in model.parameters() if w.requires_grad]
     grad = torch.is_grad_enabled() and bool(params)
     amp = autocast_device()

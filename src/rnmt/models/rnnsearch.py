@@ -99,8 +99,8 @@ class RNNSearch(Seq2Seq):
         p_lower = self.dec_lower.project_inputs(emb)      # all target steps in one product
         fused = decoder_sequence.chosen(self, p_lower, st["memory"]) == "sequence"
         outs, contexts = decoder_sequence.decode(self, p_lower, st) if fused else self.decoder_loop(p_lower, st)
-        if torch.is_grad_enabled():
-            decoder_sequence.record(self, p_lower, fused)
+        if torch.is_grad_enabled() and not fused:
+            decoder_sequence.record(self, "step loop")
         return self.readout(outs, contexts, emb, self.tgt_emb)
 
     def decoder_loop(self, p_lower: Tensor, st: DecoderState) -> tuple[Tensor, Tensor]:
