@@ -9,7 +9,11 @@
 - RNNSearch's fused decoder (models/decoder_sequence.py) equals its step loop in float32 (logits and every
   gradient, 1e-4 relative), and under bfloat16 autocast is no further from float32 than the loop.
 - Every architecture trains 100 steps on CUDA under bfloat16 autocast with a falling loss.
-- Beam search and ensembles on CUDA give the CPU's hypotheses and scores on a tiny model.
+- Beam search and ensembles on CUDA give the CPU's hypotheses and scores on a tiny model, with the steps
+  replayed as CUDA graphs (the default) and eagerly.
+- Every recurrent architecture's search step captures as a CUDA graph (rnmt.decode.graphs), and the replayed search
+  gives the eager steps' hypotheses and scores on the same padded inputs bit for bit, and the plain search's
+  hypotheses.
 - A training step replayed as a CUDA graph (rnmt.train.graphs) gives the eager step's weights bit for bit on
   the same padded batch; every architecture captures and trains by replay with a falling loss.
 - `rnmt train` on CUDA, eager and with CUDA graphs, stopped with SIGTERM and rerun, ends with the uninterrupted
@@ -37,6 +41,7 @@ from rnmt.cells import build_cell, run
 from rnmt.cells import triton as triton_cells
 from rnmt.cells.base import graph_safe, use_path
 from rnmt.data.batching import Batch, ParallelData, make_batch, pad
+from rnmt.decode import graphs as decode_graphs
 from rnmt.decode.beam import beam_search
 from rnmt.decode.ensemble import Ensemble
 from rnmt.models import build_model
@@ -126,13 +131,19 @@ def test_cell_paths_under_bfloat16_autocast_stay_near_float32(name: str) -> None
         assert max(errors) <= BF16_RELATIVE, f"{name} {path}: relative errors {errors}"
 
 
-@pytest.mark.parametrize("key", sorted(AUTOCAST))
-def test_every_architecture_trains_on_cuda_with_a_falling_loss(key: str) -> None:
+def architecture(key: str) -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
+    """The tiny model of `key` (tests/test_archs.py) on CUDA, seeded, and its source batch and mask there."""
     arch, settings = AUTOCAST[key]
     torch.manual_seed(0)
-    model = build_model(arch, 20, 20, **settings).to(CUDA).train()
+    model = build_model(arch, 20, 20, **settings).to(CUDA)
     src, mask = source(key) if key in ARCHS else pad(SRC, eos=True)
-    src, mask = src.to(CUDA), mask.to(CUDA)
+    return model, src.to(CUDA), mask.to(CUDA)
+
+
+@pytest.mark.parametrize("key", sorted(AUTOCAST))
+def test_every_architecture_trains_on_cuda_with_a_falling_loss(key: str) -> None:
+    model, src, mask = architecture(key)
+    model.train()
     tgt_in, tgt_out = pad(TGT, bos=True)[0].to(CUDA), pad(TGT, eos=True)[0].to(CUDA)
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     losses = []
@@ -156,8 +167,9 @@ def tiny_models(n: int) -> list[torch.nn.Module]:
     return out
 
 
+@pytest.mark.parametrize("cuda_graphs", [True, False], ids=["graphs", "eager"])
 @pytest.mark.parametrize("members", [1, 2], ids=["one model", "ensemble of 2"])
-def test_beam_search_on_cuda_equals_the_cpu(members: int) -> None:
+def test_beam_search_on_cuda_equals_the_cpu(members: int, cuda_graphs: bool) -> None:
     models = tiny_models(members)
     src, mask = pad(SRC, eos=True)
     limits = (mask.sum(1) * 2 + 5).long()
@@ -166,10 +178,30 @@ def test_beam_search_on_cuda_equals_the_cpu(members: int) -> None:
         ms = [m.to(device) for m in models]
         model = ms[0] if members == 1 else Ensemble(ms).eval()
         with torch.no_grad():
-            found[device] = beam_search(model, src.to(device), mask.to(device), 5, limits.to(device))
+            found[device] = beam_search(model, src.to(device), mask.to(device), 5, limits.to(device),
+                                        cuda_graphs=cuda_graphs)
     assert [h for h, _ in found["cuda"]] == [h for h, _ in found["cpu"]]
     for (_, a), (_, b) in zip(found["cuda"], found["cpu"], strict=True):
         assert abs(float(a) - float(b)) < 1e-4
+
+
+@pytest.mark.parametrize("key", sorted(AUTOCAST))
+def test_every_architecture_searches_by_graph_replay(key: str) -> None:
+    model, src, mask = architecture(key)
+    model.eval()
+    limits = (mask.sum(1) * 2 + 3).long()
+    replayed = decode_graphs.GraphedDecoder(model, CUDA)
+    eager = decode_graphs.GraphedDecoder(model, CUDA, capture=False)
+    found = {name: beam_search(model, src, mask, 3, limits, cuda_graphs=d)
+             for name, d in (("replayed", replayed), ("eager", eager), ("plain", False))}
+    summary = replayed.summary()
+    report(test="decode-graphs", arch=key, **{k: v for k, v in summary.items() if k != "failed"})
+    if key == "transformer":        # its state grows at every step: no graph
+        assert summary["off"] and summary["graphs"] == 0, summary
+    else:
+        assert summary["graphs"] >= 1 and summary["replays"] >= 1 and not summary["failed"], summary
+    assert found["replayed"] == found["eager"]
+    assert [h for h, _ in found["replayed"]] == [h for h, _ in found["plain"]]
 
 
 DATA = ParallelData(src=[[5, 6, 7, 8, 9], [10, 11], [12, 13, 5], [7, 8, 9, 10, 11, 12, 13, 5, 6]],

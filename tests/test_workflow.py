@@ -110,6 +110,8 @@ def test_table_target_runs_for_real_and_rerun_does_nothing(workdir: Path) -> Non
     # the CLI kept freed memory mapped (rnmt.machine.allocator) in the training and the decoding job
     assert metrics["train"]["hardware"]["malloc_tuned"] is sys.platform.startswith("linux")
     assert metrics["decode"]["hardware"]["malloc_tuned"] is sys.platform.startswith("linux")
+    # the decoding says why its steps were not replayed as CUDA graphs (the decode setting is on by default)
+    assert metrics["decode"]["cuda_graphs"] == {"off": "the device is cpu, not CUDA"}
     # each job's paths are the run's: one choice per computation, kept in results/<run>/fast_paths.json
     fixed = json.loads((run_dir / "fast_paths.json").read_text())["paths"]
     assert {key.split("[")[0] for key in fixed} >= {"cell GRU", "cell ATR"}

@@ -9,11 +9,13 @@
 #     are measured alike; skipped when not given), then this checkout's with `--graphs` (the same step as
 #     a replayed CUDA graph)
 #  2. ATR's recurrence against cuDNN's GRU (forward+backward, batch 80, length 50, hidden 1000)
-#  3. rnmt bench decode --size paper: beam 1 and 10 at ATR Table 4's sizes, batched and one at a time;
+#  3. rnmt bench decode --size paper --graphs: beam 1 and 10 at ATR Table 4's sizes, batched and one at a
+#     time with eager steps, and batched again with the search steps replayed as CUDA graphs;
 #     rnmt bench decoder: RNNSearch's decoder, step loop against the fused function, hidden 256/512/1000
-#  4. TABLES (default "atr-table4 srnmt-table4") at scale mini from the placed Multi30k files, every row
-#     side by side on the GPU, with the config override OVERRIDE (e.g. "{train: {cuda_graphs: false}}") if given, until the call's
-#     560 s are used up, with `pytest -m cuda` beside it (a correctness suite: its time is not measured)
+#  4. TABLES (default "atr-table4 srnmt-table4"; "none": no table) at scale mini from the placed Multi30k
+#     files, every row side by side on the GPU, with the config override OVERRIDE (e.g. "{train: {cuda_graphs:
+#     false}}") if given, until the call's 560 s are used up, with `pytest -m cuda` beside it (a correctness
+#     suite: its time is not measured)
 #
 # OUT receives run.log, env.txt, bench.tgz (the CSVs and logs of 1-3), cuda-tests.log and cuda-tests.jsonl
 # (every error the CUDA tests measured), table.tgz (the run's tables, metrics JSON, translations, training
@@ -51,13 +53,22 @@ print(format_table(rows, ("cell", "path", "hidden", "tokens_per_s", "ratio_to_nn
 EOF
 echo "exit $?"; tail -n 12 bench-cuda/cells-1000.log
 
-stamp "3. rnmt bench decode --size paper --device cuda"
-timeout 100 python3 -m rnmt bench decode --size paper --device cuda --out bench-cuda > bench-cuda/decode-paper.log 2>&1
+stamp "3. rnmt bench decode --size paper --graphs --device cuda"
+timeout 150 python3 -m rnmt bench decode --size paper --graphs --device cuda --out bench-cuda \
+    > bench-cuda/decode-paper.log 2>&1
 echo "exit $?"; tail -n 12 bench-cuda/decode-paper.log
 timeout 40 python3 -m rnmt bench decoder --device cuda --out bench-cuda > bench-cuda/decoder.log 2>&1
 echo "exit $?"; tail -n 8 bench-cuda/decoder.log
 tar czf "$out/bench.tgz" bench-cuda
 
+if [ "$tables" = none ]; then
+    stamp "4. pytest -m cuda"
+    RNMT_CUDA_REPORT="$out/cuda-tests.jsonl" timeout $(( 580 - ($(date +%s) - t0) )) python3 -m pytest -m cuda \
+        tests/test_cuda.py -q -p no:cacheprovider -rs > "$out/cuda-tests.log" 2>&1
+    echo "pytest exit $?"; tail -n 30 "$out/cuda-tests.log"
+    stamp "done"
+    exit 0
+fi
 run=mini-gpu
 cap=$(( 560 - ($(date +%s) - t0) ))
 targets=""

@@ -35,7 +35,8 @@ def add_parsers(sub: Any) -> None:
                    help="train: kernels per decoder step (forward, backward) and the GPU-busy fraction, "
                         "from torch's profiler")
     s.add_argument("--graphs", action="store_true",
-                   help="train, on CUDA: each row's step again as a replayed CUDA graph (rnmt.train.graphs)")
+                   help="on CUDA, train: each row's step again as a replayed CUDA graph (rnmt.train.graphs); "
+                        "decode: the batched rows again with each search step replayed (rnmt.decode.graphs)")
     s.add_argument("--out", default="results/bench", help="directory for <name>.csv")
     s.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:1, ...")
     s.add_argument("--threads", type=count(0), default=0, help="torch threads (0: torch's default); recorded per row")

@@ -12,6 +12,11 @@ product FLOPs (counted by FlopCounterMode on one batched run) at the measured ma
 speed-up can be no more than the one-at-a-time seconds over that floor. On a CPU, where a beam of 10
 already fills its products reasonably, that bound is what limits batching; on a GPU the one-at-a-time
 loop is bound by kernel launches instead and the bound is loose.
+
+Every row decodes with eager steps (`cuda_graphs` off). `--graphs` (CUDA) decodes the batched rows again
+with each model step replayed as a CUDA graph (rnmt.decode.graphs): its sentences/s after a first pass that
+captured the graphs (`graph_first_seconds`: that pass, captures included), and whether it found the eager
+search's hypotheses.
 """
 
 from __future__ import annotations
@@ -24,8 +29,10 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from rnmt.bench.timing import Peak, environment, measure
+from rnmt.decode import graphs as decode_graphs
 from rnmt.decode.ensemble import Ensemble
 from rnmt.decode.translate import translate_ids
+from rnmt.io import InputError
 from rnmt.machine import matmul
 from rnmt.models import build_model
 from rnmt.models.base import Seq2Seq
@@ -64,9 +71,12 @@ def sources(cfg: Config, seed: int = 0) -> list[list[int]]:
 
 
 def bench(device: torch.device, quick: bool = False, cfg: Config | None = None,
-          size: str = "default") -> list[dict[str, Any]]:
+          size: str = "default", graphs: bool = False) -> list[dict[str, Any]]:
     if size not in ("default", "paper"):
         raise ValueError(f"bench decode: unknown size {size!r}; valid: default, paper")
+    if graphs and device.type != "cuda":
+        raise InputError(f"bench decode --graphs replays CUDA graphs, and the device is {device.type}: give "
+                         "--device cuda on a machine with a GPU, or leave out --graphs")
     cfg = cfg or (PAPER if size == "paper" else QUICK if quick else FULL)
     reps = 2 if quick else 3
     peak = Peak(device, quick)
@@ -74,21 +84,27 @@ def bench(device: torch.device, quick: bool = False, cfg: Config | None = None,
     rows = []
     for name, model in models(cfg, device).items():
         for beam in (1, 10):
-            by_mode = {}
+            by_mode, hypotheses = {}, {}
             for mode, batch_size in (("batched", BATCH), ("one at a time", 1)):
                 out: list[list[list[int]]] = []
 
                 def decode(model: Seq2Seq = model, beam: int = beam, batch_size: int = batch_size,
                            out: list[list[list[int]]] = out) -> None:
-                    out.append(translate_ids(model, src, beam=beam, batch_size=batch_size, device=device))
+                    out.append(translate_ids(model, src, beam=beam, batch_size=batch_size, device=device,
+                                             cuda_graphs=False))
 
-                translate_ids(model, src[:2], beam=beam, batch_size=batch_size, device=device)   # warm-up
+                translate_ids(model, src[:2], beam=beam, batch_size=batch_size, device=device,   # warm-up
+                              cuda_graphs=False)
                 t = measure(decode, device, warmup=0, reps=reps)
                 words = sum(len(h) for h in out[-1])
+                hypotheses[mode] = out[-1]
                 by_mode[mode] = {"model": name, "beam": beam, "mode": mode, "batch_size": batch_size,
                                  "sentences": len(src), "words": words, "seconds": t.median,
                                  "words_per_s": words / t.median, "sentences_per_s": len(src) / t.median,
                                  "seconds_per_sentence": t.median / len(src), "reps": reps}
+            if graphs:
+                by_mode["batched"].update(graphed(model, src, beam, device, reps, by_mode["batched"],
+                                                  hypotheses["batched"]))
             speedup = by_mode["batched"]["sentences_per_s"] / by_mode["one at a time"]["sentences_per_s"]
             flops = batched_flops(model, src, beam, device)
             rows += [{**r, "size": size, "batched_speedup": speedup, "batched_gflop": flops / 1e9, "emb": cfg.emb,
@@ -102,12 +118,35 @@ def bench(device: torch.device, quick: bool = False, cfg: Config | None = None,
     return [{**r, **env} for r in rows]
 
 
+def graphed(model: Seq2Seq, src: list[list[int]], beam: int, device: torch.device, reps: int,
+            eager: dict[str, Any], eager_hypotheses: list[list[int]]) -> dict[str, Any]:
+    """The batched decode again with its steps replayed as CUDA graphs: a first pass that captures them,
+    then `reps` timed passes, against the eager batched row `eager` and its hypotheses."""
+    out: list[list[list[int]]] = []
+
+    def decode() -> None:
+        out.append(translate_ids(model, src, beam=beam, batch_size=BATCH, device=device, cuda_graphs=True))
+
+    graphed_decoder = decode_graphs.decoder(model, device)     # the one translate_ids will step with
+    assert graphed_decoder is not None
+    before = graphed_decoder.captured
+    first = measure(decode, device, warmup=0, reps=1).median
+    t = measure(decode, device, warmup=0, reps=reps)
+    summary = graphed_decoder.summary()
+    return {"graph_sentences_per_s": len(src) / t.median, "graph_speedup": eager["seconds"] / t.median,
+            "graph_first_seconds": first, "graph_captures": summary["graphs"] - before,
+            "graph_failed": "; ".join(summary["failed"].values()),
+            "graph_same_output": out[-1] == eager_hypotheses}
+
+
 def batched_flops(model: Seq2Seq, src: list[list[int]], beam: int, device: torch.device) -> int:
     """Matrix-product FLOPs of one batched decode of `src` (torch's products, which FlopCounterMode sees)."""
     with matmul.backend("blas"), FlopCounterMode(display=False) as counter:
-        translate_ids(model, src, beam=beam, batch_size=BATCH, device=device)
+        translate_ids(model, src, beam=beam, batch_size=BATCH, device=device, cuda_graphs=False)
     return counter.get_total_flops()
 
 
 COLUMNS = ("model", "beam", "mode", "words_per_s", "sentences_per_s", "seconds_per_sentence", "batched_speedup",
            "speedup_bound")
+GRAPH_COLUMNS = ("graph_sentences_per_s", "graph_speedup", "graph_first_seconds", "graph_captures",
+                 "graph_same_output", "graph_failed")

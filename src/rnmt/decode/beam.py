@@ -25,6 +25,7 @@ What keeps a batch fast (`rnmt bench decode`):
   - Sentences that are done leave the batch (once at least an eighth of a search's sentences are done),
     so the batch's last, longest sentences no longer carry the finished ones through every step.
   - The per-sentence stopping test is one tensor expression per step, not a Python loop.
+  - On CUDA the model's step is replayed as a CUDA graph (`cuda_graphs`, rnmt.decode.graphs).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import torch
 from torch import Tensor
 
 from rnmt.data.vocab import BOS_ID, EOS_ID
+from rnmt.decode import graphs
 from rnmt.decode.settings import DEFAULT
 from rnmt.models.base import DecoderState, Seq2Seq
 
@@ -144,9 +146,13 @@ class _Search:
 @torch.no_grad()
 def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, beam: int = DEFAULT.beam,
                 max_len: int | Tensor = 100, penalty: str = DEFAULT.length_penalty, alpha: float = DEFAULT.alpha,
-                greedy_floor: bool = DEFAULT.greedy_floor) -> list[tuple[list[int], float]]:
-    """Translate a padded batch; returns per sentence (token ids without </s>, normalised score)."""
-    searches = _search(model, src, src_mask, beam, max_len, penalty, alpha, greedy_floor)
+                greedy_floor: bool = DEFAULT.greedy_floor,
+                cuda_graphs: bool | graphs.GraphedDecoder = DEFAULT.cuda_graphs) -> list[tuple[list[int], float]]:
+    """Translate a padded batch; returns per sentence (token ids without </s>, normalised score).
+
+    `cuda_graphs`: on CUDA, replay the model's steps as CUDA graphs (rnmt.decode.graphs); or the
+    `GraphedDecoder` of `model` to step with."""
+    searches = _search(model, src, src_mask, beam, max_len, penalty, alpha, greedy_floor, cuda_graphs)
     results = [searches[0].best(b) for b in range(src.size(0))]
     if len(searches) > 1:
         for b in range(src.size(0)):
@@ -159,13 +165,14 @@ def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, beam: int = DEFAU
 @torch.no_grad()
 def nbest_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, nbest: int, beam: int = DEFAULT.beam,
                  max_len: int | Tensor = 100, penalty: str = DEFAULT.length_penalty, alpha: float = DEFAULT.alpha,
-                 greedy_floor: bool = DEFAULT.greedy_floor) -> list[list[Finished]]:
+                 greedy_floor: bool = DEFAULT.greedy_floor,
+                 cuda_graphs: bool | graphs.GraphedDecoder = DEFAULT.cuda_graphs) -> list[list[Finished]]:
     """The same search as `beam_search`, keeping per sentence its `nbest` best different finished
     hypotheses (normalised score, log p, tokens), best first: the first is `beam_search`'s answer. At most
     `beam` of them (a beam finishes at most `beam` hypotheses a step; a sentence may end with fewer)."""
     if not 1 <= nbest <= beam:
         raise ValueError(f"nbest {nbest}: give 1 to the beam size ({beam}); a wider list needs a wider beam")
-    searches = _search(model, src, src_mask, beam, max_len, penalty, alpha, greedy_floor)
+    searches = _search(model, src, src_mask, beam, max_len, penalty, alpha, greedy_floor, cuda_graphs)
     out = []
     for b in range(src.size(0)):
         found: dict[tuple[int, ...], Finished] = {}
@@ -177,7 +184,7 @@ def nbest_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, nbest: int, beam
 
 
 def _search(model: Seq2Seq, src: Tensor, src_mask: Tensor, beam: int, max_len: int | Tensor, penalty: str,
-            alpha: float, greedy_floor: bool) -> list[_Search]:
+            alpha: float, greedy_floor: bool, cuda_graphs: bool | graphs.GraphedDecoder) -> list[_Search]:
     """Run the search of `beam` (and of the greedy floor beside it); → the searches, finished."""
     normalise(0.0, 1, penalty, alpha)                    # an unknown penalty fails before any work
     B, device = src.size(0), src.device
@@ -188,11 +195,13 @@ def _search(model: Seq2Seq, src: Tensor, src_mask: Tensor, beam: int, max_len: i
     searches = [_Search(w, limit, penalty, alpha) for w in widths]
     # the rows of every search, one after the other: searches[0]'s sentences × beam, then searches[1]'s × 1
     start = torch.cat([torch.arange(B, device=device).repeat_interleave(w) for w in widths])
-    state = model.start(src, src_mask).select(start)
+    decoder = (cuda_graphs if isinstance(cuda_graphs, graphs.GraphedDecoder) else
+               graphs.decoder(model, device) if cuda_graphs else None) or model
+    state = decoder.start(src, src_mask).select(start)
     constant = set(state)                                # names no step has changed yet
     prev = torch.full((start.numel(),), BOS_ID, dtype=torch.long, device=device)
     for t in range(int(limit.max())):
-        logp, new_state = model.step(prev, state)
+        logp, new_state = decoder.step(prev, state)
         constant = {k for k in constant if new_state.get(k) is state[k]}
         flats, tokens, offset = [], [], 0
         for s in searches:

@@ -207,6 +207,7 @@ class Translator:
         self.bundle, self.model, self.src_vocab, self.tgt_vocab = bundle, model, src_vocab, tgt_vocab
         self.device, self.nbest = device, nbest
         self.options = {"penalty" if k == "length_penalty" else k: v for k, v in settings.search().items()}
+        self.options["cuda_graphs"] = settings.cuda_graphs
         if nbest and not 1 <= nbest <= self.options["beam"]:
             raise InputError(f"--nbest {nbest}: give 1 to the beam size ({self.options['beam']}); for a longer list "
                              f"widen the beam (--beam {nbest})")

@@ -49,7 +49,7 @@ def cmd_translate(a: argparse.Namespace) -> None:
         if average_last:
             raise InputError("--average-last is for --model (a model folder's checkpoints); a bundle holds the "
                              "weights it was exported with (average first: rnmt average-checkpoints, then export)")
-        _translate_bundle(a, hardware.pick_device(a.device), given)
+        _translate_bundle(a, hardware.pick_device(a.device), {**given, "cuda_graphs": parsed.cuda_graphs})
         return
     if a.nbest:
         raise InputError("--nbest needs --bundle (raw text in, n-best lists out); make one from these checkpoints "
@@ -62,7 +62,8 @@ def cmd_translate(a: argparse.Namespace) -> None:
         if average_last:
             models, averaged = _averaged(a.model, average_last, Path(tmp))
         m = translate_file(models, a.input, a.output, hardware.pick_device(a.device), src_labels=a.src_labels,
-                           speed_beams=a.speed_beams if a.metrics else (), **given)
+                           speed_beams=a.speed_beams if a.metrics else (), cuda_graphs=parsed.cuda_graphs,
+                           **given)
     if average_last:
         m["average_last"], m["averaged_steps"] = average_last, averaged
     log.info("translated %d sentences in %.1f s (beam %d, %d model(s))", m["sentences"], m["decode_seconds"],

@@ -28,16 +28,19 @@ class DecodeSettings:
                                    "(train setting keep_checkpoints: k or more) instead of its best one (model.pt); "
                                    "0: model.pt", minimum=0)
     threads: int = setting(0, "CPU threads for torch; 0: torch's default", minimum=0)
+    cuda_graphs: bool = setting(True, "on CUDA, each model step of the search replayed as a CUDA graph, one per "
+                                      "bucket of shapes (the same hypotheses); off: every step eagerly")
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> DecodeSettings:
         return checked(cls, d, "decoding")
 
     def search(self) -> dict[str, Any]:
-        """The settings of the search itself (threads are the job's; average_last chooses the weights)."""
+        """The settings of the search itself (threads and cuda_graphs are how the job runs it, not what it
+        finds; average_last chooses the weights)."""
         out = asdict(self)
-        out.pop("threads")
-        out.pop("average_last")
+        for engine in ("threads", "cuda_graphs", "average_last"):
+            out.pop(engine)
         return out
 
 

@@ -12,6 +12,7 @@ from tqdm import tqdm
 
 from rnmt import provenance
 from rnmt.data.batching import count_words, load_labels, pad_source
+from rnmt.decode import graphs
 from rnmt.decode.beam import Finished, beam_search, nbest_search
 from rnmt.decode.ensemble import load_ensemble_with_labels
 from rnmt.decode.settings import DEFAULT
@@ -32,13 +33,14 @@ def translate_ids(model: Seq2Seq, sources: Sequence[Sequence[int]], beam: int = 
                   max_len_extra: int = D.max_len_extra, penalty: str = D.length_penalty, alpha: float = D.alpha,
                   device: torch.device | str = "cpu", progress: bool = False,
                   labels: Sequence[Sequence[int]] | None = None,
-                  greedy_floor: bool = D.greedy_floor) -> list[list[int]]:
+                  greedy_floor: bool = D.greedy_floor, cuda_graphs: bool = D.cuda_graphs) -> list[list[int]]:
     """Token ids in, token ids out (without </s>); at most ratio·|source| + extra target tokens each.
 
     `labels`: one label id per source token (factored models), aligned with `sources`.
     """
     def search(src: torch.Tensor, mask: torch.Tensor, limits: torch.Tensor) -> list[list[int]]:
-        return [hyp for hyp, _ in beam_search(model, src, mask, beam, limits, penalty, alpha, greedy_floor)]
+        return [hyp for hyp, _ in beam_search(model, src, mask, beam, limits, penalty, alpha, greedy_floor,
+                                              cuda_graphs)]
 
     return _decode(model, sources, search, beam, batch_size, max_len_ratio, max_len_extra, device, progress,
                    labels)
@@ -49,11 +51,11 @@ def translate_nbest(model: Seq2Seq, sources: Sequence[Sequence[int]], nbest: int
                     max_len_extra: int = D.max_len_extra, penalty: str = D.length_penalty, alpha: float = D.alpha,
                     device: torch.device | str = "cpu", progress: bool = False,
                     labels: Sequence[Sequence[int]] | None = None,
-                    greedy_floor: bool = D.greedy_floor) -> list[list[Finished]]:
+                    greedy_floor: bool = D.greedy_floor, cuda_graphs: bool = D.cuda_graphs) -> list[list[Finished]]:
     """`translate_ids`' search keeping each sentence's `nbest` best hypotheses: (normalised score, log p,
     token ids), best first (the first is translate_ids' answer); nbest_search checks 1 <= nbest <= beam."""
     def search(src: torch.Tensor, mask: torch.Tensor, limits: torch.Tensor) -> list[list[Finished]]:
-        return nbest_search(model, src, mask, nbest, beam, limits, penalty, alpha, greedy_floor)
+        return nbest_search(model, src, mask, nbest, beam, limits, penalty, alpha, greedy_floor, cuda_graphs)
 
     return _decode(model, sources, search, beam, batch_size, max_len_ratio, max_len_extra, device, progress,
                    labels)
@@ -103,7 +105,7 @@ def translate_file(models: Sequence[str], input: str, output: str, device: torch
                    batch_size: int = D.batch_size, max_len_ratio: float = D.max_len_ratio,
                    max_len_extra: int = D.max_len_extra, length_penalty: str = D.length_penalty,
                    alpha: float = D.alpha, src_labels: str | None = None, speed_beams: Sequence[int] = (),
-                   greedy_floor: bool = D.greedy_floor) -> dict[str, Any]:
+                   greedy_floor: bool = D.greedy_floor, cuda_graphs: bool = D.cuda_graphs) -> dict[str, Any]:
     """Translate a segmented source file with one model or an ensemble of `models` into `output`.
 
     Returns the decoding's metrics: settings, and the speed at `beam` and at each of `speed_beams`
@@ -127,7 +129,7 @@ def translate_file(models: Sequence[str], input: str, output: str, device: torch
         t0, measuring0 = time.perf_counter(), fastpath.measuring_seconds()
         hyps = translate_ids(model, sources, beam=beam, batch_size=batch_size, max_len_ratio=max_len_ratio,
                              max_len_extra=max_len_extra, penalty=length_penalty, alpha=alpha, device=device,
-                             progress=progress, labels=labels, greedy_floor=greedy_floor)
+                             progress=progress, labels=labels, greedy_floor=greedy_floor, cuda_graphs=cuda_graphs)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         seconds = time.perf_counter() - t0 - (fastpath.measuring_seconds() - measuring0)   # decoding's own time
@@ -146,5 +148,8 @@ def translate_file(models: Sequence[str], input: str, output: str, device: torch
     for k in speed_beams:
         extra = speed if k == beam else timed(k, progress=False)[1]
         metrics.update({f"{name}_beam{k}": v for name, v in extra.items() if name.startswith("decode_")})
+    graphed = graphs.decoder(model, device) if cuda_graphs else None
+    metrics["cuda_graphs"] = graphed.summary() if graphed is not None else {
+        "off": f"the device is {device.type}, not CUDA" if cuda_graphs else "the setting cuda_graphs is off"}
     metrics["hardware"] = provenance.describe(device)
     return metrics

@@ -1,0 +1,231 @@
+"""Beam search's decoder step as CUDA graphs (decode setting `cuda_graphs`, on by default; CUDA only).
+
+A search step of a recurrent model is dozens of small kernels for one token per hypothesis, and on a GPU
+the host's time to launch them bounds the search (benchmarks/gpu/README.md: at the ATR paper's sizes, 32
+sentences decoded together at beam 10 went only 18x as fast as one at a time, with 32x the hypotheses in
+each step). `GraphedDecoder` records one model step (`Seq2Seq.step`) once per bucket of shapes and replays
+it with one launch; the search's own bookkeeping (top-k, finished hypotheses, reordering) stays eager,
+since its shapes depend on the data.
+
+A graph fixes every shape, so:
+  - the source is padded to a multiple of `EDGE` positions (masked, so no attention weight reaches them;
+    `start`), which lets batches of similar length share their graphs;
+  - the hypotheses (rows) go up to the next power of two. A search's rows shrink as its sentences finish
+    and leave; the rows above the live ones hold earlier hypotheses' values and their results are not read.
+Every graph of one set of state shapes (one padded source length) reads the same input buffers, sized for
+the most rows seen, and a tensor the step passes through unchanged (encoder memory, attention keys, the
+mask) is copied into its buffer only when the search hands over a new one (a new batch, or after
+sentences leave), not at every step. The graphs of the `KEEP` most recent shapes are kept (`translate`
+sorts its sentences by length, so a shape once left is rarely met again); at most `MAX_GRAPHS` exist.
+
+A model whose decoder state grows at every step (the Transformer's cache of its target keys and values)
+is not replayed: every step would be a new shape. Where a capture fails (an operation that waits for the
+host inside a step), the bucket logs why once and runs the step eagerly on the same padded inputs. A
+replay gives that eager step's numbers bit for bit (tests/test_cuda.py); the hypotheses equal the unpadded
+search's (tests/test_decode_graphs.py, on the CPU through the eager steps, which pad alike).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from rnmt.cells.base import graph_safe
+from rnmt.data.vocab import PAD_ID
+from rnmt.models.base import DecoderState, Seq2Seq
+
+log = logging.getLogger(__name__)
+
+EDGE = 8               # source lengths are padded up to a multiple of this
+KEEP = 2               # state shapes (padded source lengths) whose graphs are kept
+MAX_GRAPHS = 64        # buckets beyond this many run eagerly
+
+Shapes = tuple[tuple[str, tuple[int, ...], torch.dtype], ...]
+
+
+def rows_bucket(n: int) -> int:
+    """The rows a step of `n` hypotheses runs with: the next power of two."""
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def pad_source(src: Tensor, mask: Tensor, edge: int = EDGE) -> tuple[Tensor, Tensor]:
+    """`src` [B, S, ...] and `mask` [B, S] padded with masked positions to a multiple of `edge`."""
+    extra = -src.size(1) % edge
+    if not extra:
+        return src, mask
+    pad = src.new_full((src.size(0), extra, *src.shape[2:]), PAD_ID)
+    return torch.cat([src, pad], 1), torch.cat([mask, mask.new_zeros(mask.size(0), extra)], 1)
+
+
+@dataclass
+class _Inputs:
+    """The step's input buffers for one set of state shapes, `rows` rows each."""
+    rows: int
+    prev: Tensor
+    state: dict[str, Tensor]
+    copied: dict[str, Tensor] = field(default_factory=dict)   # the caller's tensor each buffer holds now
+
+    @classmethod
+    def like(cls, prev: Tensor, state: DecoderState, rows: int) -> _Inputs:
+        def grown(x: Tensor) -> Tensor:       # every row a copy of one of x's (valid values throughout)
+            return x.index_select(0, torch.arange(rows, device=x.device) % x.size(0)).contiguous()
+        return cls(rows, grown(prev), {k: grown(v) for k, v in state.items()})
+
+    def load(self, prev: Tensor, state: DecoderState, constant: frozenset[str]) -> None:
+        n = prev.numel()
+        self.prev[:n].copy_(prev, non_blocking=True)
+        for k, v in state.items():
+            if k in constant and self.copied.get(k) is v:
+                continue                      # the same tensor as last time: its buffer holds it
+            self.state[k][:n].copy_(v, non_blocking=True)
+            if k in constant:
+                self.copied[k] = v
+
+
+@dataclass
+class _Bucket:
+    inputs: _Inputs
+    rows: int
+    graph: torch.cuda.CUDAGraph | None     # None: the step runs eagerly on the inputs
+    constant: frozenset[str]               # state names the step passes through unchanged
+    logp: Tensor | None = None             # a graph's outputs, rewritten by each replay
+    out: dict[str, Tensor] = field(default_factory=dict)
+
+    def run(self, model: Seq2Seq) -> tuple[Tensor, dict[str, Tensor]]:
+        if self.graph is None:
+            state = DecoderState({k: v[:self.rows] for k, v in self.inputs.state.items()})
+            logp, new = model.step(self.inputs.prev[:self.rows], state)
+            return logp, {k: v for k, v in new.items() if k not in self.constant}
+        self.graph.replay()
+        assert self.logp is not None
+        return self.logp, self.out
+
+
+class GraphedDecoder:
+    """`start` and `step` of `model` (a Seq2Seq, in eval mode, on `device`) with the steps replayed as CUDA
+    graphs; `capture=False` runs every bucket eagerly on the padded inputs (what a failed capture does)."""
+
+    def __init__(self, model: Seq2Seq, device: torch.device, capture: bool = True) -> None:
+        self._model = weakref.ref(model)
+        self.device, self.capture = device, capture
+        self.inputs: dict[Shapes, _Inputs] = {}
+        self.buckets: dict[tuple[Shapes, int], _Bucket] = {}
+        self.failed: dict[str, str] = {}
+        self.pool: Any = None
+        self.unsupported = ""                 # why this model's steps cannot be replayed, once found
+        self.captured = self.replays = self.eager = 0
+
+    @property
+    def model(self) -> Seq2Seq:
+        model = self._model()
+        if model is None:
+            raise RuntimeError("the model of these graphs was freed")
+        return model
+
+    def start(self, src: Tensor, src_mask: Tensor) -> DecoderState:
+        return self.model.start(*pad_source(src, src_mask))
+
+    def step(self, prev: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
+        """`model.step(prev, state)`'s log-probabilities and new state: views of the bucket's outputs, valid
+        until the next step (beam search reorders the states into new tensors before it); the tensors the
+        step passes through are `state`'s own."""
+        n = prev.numel()
+        shapes: Shapes = tuple((k, tuple(v.shape[1:]), v.dtype) for k, v in state.items())
+        rows = rows_bucket(n)
+        bucket = self.buckets.get((shapes, rows))
+        if bucket is None and not self.unsupported and (len(self.buckets) < MAX_GRAPHS or not self.capture):
+            bucket = self._bucket(shapes, rows, prev, state)
+        if bucket is None:
+            return self.model.step(prev, state)
+        bucket.inputs.load(prev, state, bucket.constant)
+        logp, out = bucket.run(self.model)
+        if bucket.graph is None:
+            self.eager += 1
+        else:
+            self.replays += 1
+        new = DecoderState({k: (state[k] if k in bucket.constant else out[k][:n]) for k in state})
+        new.update({k: v[:n] for k, v in out.items() if k not in state})
+        return logp[:n], new
+
+    def _bucket(self, shapes: Shapes, rows: int, prev: Tensor, state: DecoderState) -> _Bucket | None:
+        """A new bucket for these shapes, or None where the model's steps cannot be replayed (`unsupported`)."""
+        inputs = self.inputs.get(shapes)
+        if inputs is None or inputs.rows < rows:
+            self._forget_old(shapes)
+            inputs = self.inputs[shapes] = _Inputs.like(prev, state, rows)
+        inputs.load(prev, state, frozenset())
+        bucket = _Bucket(inputs, rows, None, frozenset())
+        views = DecoderState({k: v[:rows] for k, v in inputs.state.items()})
+        # one eager step on the padded inputs (on a side stream before a capture, as torch asks): kernels
+        # compile, paths get chosen, and the names the step passes through show
+        side = torch.cuda.Stream(self.device) if self.capture else None
+        if side is not None:
+            side.wait_stream(torch.cuda.current_stream(self.device))
+        on_side = torch.cuda.stream(side) if side is not None else contextlib.nullcontext()
+        with on_side, torch.no_grad(), graph_safe():
+            _, new = self.model.step(inputs.prev[:rows], views)
+        if side is not None:
+            torch.cuda.current_stream(self.device).wait_stream(side)
+        bucket.constant = frozenset(k for k in state if new.get(k) is views[k])
+        grown = [f"{k} {list(views[k].shape[1:])} → {list(v.shape[1:])}" for k, v in new.items()
+                 if k not in views or v.shape != views[k].shape]
+        if grown:
+            self.unsupported = (f"the decoder state changes shape at every step ({', '.join(grown)}), and a graph "
+                                "fixes the shapes it replays")
+            log.info("decoder steps run eagerly: %s", self.unsupported)
+            return None
+        if self.capture:
+            key = f"{rows} rows, " + ", ".join(f"{k} {list(s)}" for k, s, _ in shapes)
+            try:
+                self._capture(bucket, views)
+                self.captured += 1
+                log.debug("decoder step graph %d captured: %s", self.captured, key)
+            except Exception as e:   # noqa: BLE001 - any failure to capture: this bucket steps eagerly
+                self.failed[key] = f"{type(e).__name__}: {e}".splitlines()[0][:300]
+                log.warning("decoder step graph for %s not captured, so it steps eagerly: %s", key, self.failed[key])
+                bucket.graph = None
+                torch.cuda.synchronize(self.device)
+        self.buckets[(shapes, rows)] = bucket
+        return bucket
+
+    def _capture(self, bucket: _Bucket, views: DecoderState) -> None:
+        if self.pool is None:
+            self.pool = torch.cuda.graph_pool_handle()
+        graph = torch.cuda.CUDAGraph()
+        with torch.no_grad(), graph_safe(), torch.cuda.graph(graph, pool=self.pool):
+            logp, new = self.model.step(bucket.inputs.prev[:bucket.rows], views)
+        bucket.graph, bucket.logp = graph, logp
+        bucket.out = {k: v for k, v in new.items() if k not in bucket.constant}
+
+    def _forget_old(self, shapes: Shapes) -> None:
+        """Make room for `shapes`' buffers: drop its smaller ones and every shape but the KEEP - 1 newest."""
+        keep = [s for s in self.inputs if s != shapes][-(KEEP - 1):] if KEEP > 1 else []
+        for s in list(self.inputs):
+            if s not in keep:
+                del self.inputs[s]
+        self.buckets = {k: b for k, b in self.buckets.items() if k[0] in keep}
+
+    def summary(self) -> dict[str, Any]:
+        return {"graphs": self.captured, "replays": self.replays, "eager_steps": self.eager,
+                "failed": dict(self.failed), **({"off": self.unsupported} if self.unsupported else {})}
+
+
+_DECODERS: weakref.WeakKeyDictionary[Seq2Seq, GraphedDecoder] = weakref.WeakKeyDictionary()
+
+
+def decoder(model: Seq2Seq, device: torch.device | str) -> GraphedDecoder | None:
+    """The graphed decoder of `model` on `device` (kept with the model, so later searches replay the same
+    graphs), or None where `device` is not CUDA."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return None
+    found = _DECODERS.get(model)
+    if found is None or found.device != device:
+        found = _DECODERS[model] = GraphedDecoder(model, device)
+    return found
