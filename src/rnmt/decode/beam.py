@@ -25,11 +25,14 @@ What keeps a batch fast (`rnmt bench decode`):
   - Sentences that are done leave the batch (once at least an eighth of a search's sentences are done),
     so the batch's last, longest sentences no longer carry the finished ones through every step.
   - The per-sentence stopping test is one tensor expression per step, not a Python loop.
+  - What only the host reads (finished hypotheses, token histories, which sentences are done) comes over
+    in one copy a step: on a GPU a step waits for the device once, not at every test.
   - On CUDA the model's step is replayed as a CUDA graph (`cuda_graphs`, rnmt.decode.graphs).
 """
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -58,29 +61,38 @@ def reorder(state: DecoderState, index: Tensor, constant: set[str]) -> DecoderSt
 
 class _Search:
     """One beam width's bookkeeping over the sentences still in it: `width` rows per sentence, in the
-    order of `ids` (each sentence's index in the batch)."""
+    order of `ids` (each sentence's index in the batch).
+
+    The tensors the next step needs (scores, the rows to continue, their tokens, the stopping test) stay on
+    the model's device; what only the host reads (finished hypotheses, the token histories, which
+    sentences are done) comes over in one copy a step, so a step on a GPU waits for it once."""
 
     def __init__(self, width: int, limit: Tensor, penalty: str, alpha: float) -> None:
         B, device = limit.numel(), limit.device
         self.width, self.penalty, self.alpha = width, penalty, alpha
-        self.ids = torch.arange(B, device=device)
+        self.ids = np.arange(B)
         self.limit = limit
         self.n_finished = torch.zeros(B, dtype=torch.long, device=device)
         self.best_finished = torch.full((B,), float("-inf"), dtype=torch.float64, device=device)
         self.done = torch.zeros(B, dtype=torch.bool, device=device)
+        self.done_host = np.zeros(B, dtype=bool)
         self.scores = torch.full((B, width), float("-inf"), device=device)
         self.scores[:, 0] = 0.0                          # one live hypothesis per sentence at first
-        self.history = torch.zeros(B * width, 0, dtype=torch.long, device=device)
+        self.history = np.zeros((B * width, 0), dtype=np.int64)
         self.finished: list[list[Finished]] = [[] for _ in range(B)]
 
     @property
     def rows(self) -> int:
-        return self.ids.numel() * self.width
+        return self.ids.size * self.width
+
+    @property
+    def all_done(self) -> bool:
+        return bool(self.done_host.all())
 
     def advance(self, logp: Tensor, t: int) -> tuple[Tensor, Tensor]:
         """Take step t's log-probabilities [rows, V] → (the row each new hypothesis continues, in this
         search's rows, [rows]; its token [rows])."""
-        A, W, device = self.ids.numel(), self.width, logp.device
+        A, W, device = self.ids.size, self.width, logp.device
         if A == 0:                                       # every sentence of this search has left
             return (torch.zeros(0, dtype=torch.long, device=device),) * 2
         V = logp.size(-1)
@@ -91,45 +103,52 @@ class _Search:
         # finished: </s> among the first `width` candidates of a sentence that is still searching (done
         # sentences have only -inf candidates); each has length t + 1 with its </s>
         ends = is_eos[:, :W] & torch.isfinite(top_scores[:, :W])
-        end_rows, end_cols = torch.nonzero(ends, as_tuple=True)
-        if end_rows.numel():
-            end_raw = top_scores[end_rows, end_cols]
-            end_norm = normalise(top_scores[:, :W].double(), t + 1, self.penalty, self.alpha)
-            self.best_finished = torch.maximum(self.best_finished,
-                                               end_norm.masked_fill(~ends, float("-inf")).amax(1))
-            self.n_finished = self.n_finished + ends.sum(1)
-            hyps = self.history.index_select(0, end_rows * W + origin[end_rows, end_cols]).tolist()
-            for a, raw, hyp in zip(self.ids[end_rows].tolist(), end_raw.tolist(), hyps, strict=True):
-                self.finished[a].append((normalise(raw, t + 1, self.penalty, self.alpha), raw, hyp))
+        end_norm = normalise(top_scores[:, :W].double(), t + 1, self.penalty, self.alpha)
+        self.best_finished = torch.maximum(self.best_finished, end_norm.masked_fill(~ends, float("-inf")).amax(1))
+        self.n_finished = self.n_finished + ends.sum(1)
         # live: the best `width` candidates that are not </s>
         rank = torch.where(is_eos, torch.full_like(top_scores, float("-inf")), top_scores)
         keep_scores, keep = rank.topk(W, dim=-1)
         sel_token = token.gather(1, keep)
         flat = (torch.arange(A, device=device).unsqueeze(1) * W + origin.gather(1, keep)).view(-1)
-        self.history = torch.cat([self.history.index_select(0, flat), sel_token.view(-1, 1)], 1)
         at_limit = (t + 1 >= self.limit) & ~self.done
-        for a in torch.nonzero(at_limit & (self.n_finished == 0)).view(-1).tolist():  # no </s>: best live one
-            raw = float(keep_scores[a, 0])
-            self.finished[int(self.ids[a])].append((normalise(raw, t + 1, self.penalty, self.alpha), raw,
-                                                    self.history[a * W].tolist()))
+        no_end = at_limit & (self.n_finished == 0)      # at the limit without </s>: its best live one
         ahead = self.best_finished >= normalise(keep_scores[:, 0].double(), t + 1, self.penalty, self.alpha)
         self.done = self.done | at_limit | ((self.n_finished >= W) & ahead)
         self.scores = keep_scores.masked_fill(self.done.unsqueeze(1), float("-inf"))
+        # the host's part, in one copy (float64 holds the float32 scores and the token ids exactly)
+        host = torch.cat([ends.view(-1), top_scores[:, :W].reshape(-1), origin[:, :W].reshape(-1), no_end,
+                          keep_scores[:, 0], self.done, flat, sel_token.view(-1)]
+                         ).double().cpu().numpy()
+        parts = np.split(host, np.cumsum([A * W, A * W, A * W, A, A, A, A * W]))
+        ends_h, raw_h, origin_h = (x.reshape(A, W) for x in parts[:3])
+        no_end_h, best_live_h, self.done_host = parts[3].astype(bool), parts[4], parts[5].astype(bool)
+        flat_h, token_h = parts[6].astype(np.int64), parts[7].astype(np.int64)
+        for a, c in zip(*np.nonzero(ends_h), strict=True):
+            raw = float(raw_h[a, c])
+            self.finished[int(self.ids[a])].append((normalise(raw, t + 1, self.penalty, self.alpha), raw,
+                                                    self.history[a * W + int(origin_h[a, c])].tolist()))
+        self.history = np.concatenate([self.history[flat_h], token_h[:, None]], 1)
+        for a in np.nonzero(no_end_h)[0]:
+            raw = float(best_live_h[a])
+            self.finished[int(self.ids[a])].append((normalise(raw, t + 1, self.penalty, self.alpha), raw,
+                                                    self.history[a * W].tolist()))
         return flat, sel_token.view(-1)
 
     def settle(self) -> Tensor | None:
         """Drop the done sentences once they are at least an eighth of those left (all of them at the end);
         returns the rows kept (in this search's rows before the drop), or None when nothing is dropped."""
-        n_done = int(self.done.sum())
-        if n_done * 8 < self.ids.numel() or n_done == 0:
+        n_done = int(self.done_host.sum())
+        if n_done * 8 < self.ids.size or n_done == 0:
             return None
-        live = torch.nonzero(~self.done).view(-1)
-        rows = (live.unsqueeze(1) * self.width + torch.arange(self.width, device=live.device)).view(-1)
-        self.history = self.history.index_select(0, rows)
-        self.scores, self.limit, self.ids = (x.index_select(0, live) for x in (self.scores, self.limit, self.ids))
+        live_h = np.nonzero(~self.done_host)[0]
+        rows_h = (live_h[:, None] * self.width + np.arange(self.width)).reshape(-1)
+        self.history, self.ids, self.done_host = self.history[rows_h], self.ids[live_h], self.done_host[live_h]
+        live = torch.as_tensor(live_h, device=self.scores.device)
+        self.scores, self.limit = (x.index_select(0, live) for x in (self.scores, self.limit))
         self.n_finished, self.best_finished, self.done = (
             x.index_select(0, live) for x in (self.n_finished, self.best_finished, self.done))
-        return rows
+        return torch.as_tensor(rows_h, device=self.scores.device)
 
     def best(self, b: int) -> tuple[list[int], float]:
         score, _, tokens = max(self.finished[b], key=lambda f: f[0])
@@ -210,7 +229,7 @@ def _search(model: Seq2Seq, src: Tensor, src_mask: Tensor, beam: int, max_len: i
             flats.append(flat + offset)
             tokens.append(tok)
             offset += n
-        if all(bool(s.done.all()) for s in searches):
+        if all(s.all_done for s in searches):
             break
         state = reorder(new_state, torch.cat(flats), constant)
         prev = torch.cat(tokens)
