@@ -32,6 +32,12 @@ CASES += [f"{name}-float32-padded-reverse" for name in NAMES]
 CASES += [f"{name}-wide-float32-padded-forward" for name in NAMES]      # several programs per grid axis
 CASES += [f"{name}-gaps" for name in NAMES]                             # `sequence` with any mask
 CASES += ["srnmt-units-float64", "dispatch"]
+# ATR's persistent kernels (RNMT_ATR_PERSISTENT=1): all steps in one launch, which the interpreter runs as one
+# program (its programs run one after another, so a barrier between several would never open); and their
+# tiling, several programs over rows and hidden units launched a step at a time
+CASES += [f"atr-persistent-{dtype}-padded-{direction}" for dtype in ("float64", "float32")
+          for direction in ("forward", "reverse")]
+CASES += ["atr-persistent-tiles"]
 TOLERANCE = {torch.float64: {"rtol": 1e-10, "atol": 1e-12}, torch.float32: {"rtol": 1e-4, "atol": 1e-5}}
 
 needs_triton = pytest.mark.skipif(importlib.util.find_spec("triton") is None,
@@ -67,12 +73,15 @@ def assert_all_close(triton_result: list[torch.Tensor], reference: list[torch.Te
 
 def check_cell(case: str) -> None:
     name, rest = case.split("-", 1)
-    wide = rest.startswith("wide-")
+    wide, persistent = rest.startswith("wide-"), rest.startswith("persistent-")
     dtype = torch.float32 if "float32" in rest else torch.float64
     padded, reverse = "padded" in rest, rest.endswith("reverse")
     torch.manual_seed(0)
-    # wide: input = hidden (SRU's highway then reads x itself), several kernel programs along hidden / B·H
-    batch, length, inp, hidden = (2, 4, 136, 136) if wide else (4, 7, 5, 6)
+    # wide: input = hidden (SRU's highway then reads x itself), several kernel programs along hidden / B·H;
+    # persistent: 20 rows of 40 units, one 128 x 64 tile whose products take two blocks of 32 units
+    batch, length, inp, hidden = (2, 4, 136, 136) if wide else (20, 5, 5, 40) if persistent else (4, 7, 5, 6)
+    if persistent:
+        assert triton_cells.load("atr").persistent_launch(batch, hidden, torch.device("cpu")) is not None
     cell = build_cell(name, inp, hidden).to(dtype)
     x = torch.randn(batch, length, inp, dtype=dtype, requires_grad=True)
     h0 = torch.randn(batch, cell.state_size, dtype=dtype, requires_grad=True)
@@ -113,6 +122,41 @@ def check_gaps(name: str) -> None:
     loop = [expected, *torch.autograd.grad((expected * weights).sum(), [p, s0])]
     kernels = [states, *torch.autograd.grad((states * weights).sum(), [p, s0])]
     assert_all_close(kernels, loop, "the step loop", torch.float64)
+
+
+def check_persistent_tiles() -> None:
+    """ATR's persistent kernels over 2 x 3 tiles of 16 rows and 16 units (20 rows, 40 units, products in
+    blocks of 16), launched one step at a time, against ATRSequence: states and every gradient."""
+    from rnmt.cells.atr import ATRSequence
+
+    atr = triton_cells.load("atr")
+    torch.set_default_dtype(torch.float64)
+    torch.manual_seed(0)
+    T, B, H = 4, 20, 40
+    p, h0 = torch.randn(T, B, H, requires_grad=True), torch.randn(B, H, requires_grad=True)
+    w, b = (0.3 * torch.randn(H, H)).requires_grad_(), torch.randn(H, requires_grad=True)
+    m = torch.ones(T, B, 1)
+    m[2:, 3] = 0.0
+    m[:, 17] = 0.0
+    hs = ATRSequence.apply(p, m, h0, w, b)
+    weights = torch.randn(T, B, H)
+    expected = [hs, *torch.autograd.grad((hs * weights).sum(), [p, h0, w, b])]
+
+    opts = {"BLOCK_B": 16, "BLOCK_N": 16, "BLOCK_K": 16, "HAS_MASK": True, "SYNC": False}
+    grid, sync = (2 * 3,), torch.zeros(2, dtype=torch.int32)
+    states = torch.empty(T + 1, B, H)
+    states[0] = h0.detach()
+    i_all, f_all = torch.empty(T, B, H), torch.empty(T, B, H)
+    for t in range(T):
+        atr.atr_persistent_forward[grid](p.detach(), m, w.detach(), b.detach(), states, i_all, f_all, sync, t, t + 1,
+                                         B, H, **opts)
+    dp, dq, carry = torch.empty(T, B, H), torch.zeros(T + 1, B, H), torch.zeros(B, H)
+    for t in range(T - 1, -1, -1):
+        atr.atr_persistent_backward[grid](weights, m, p.detach(), states, i_all, f_all, w.detach(), dp, dq, carry,
+                                          sync, t, t + 1, B, H, **opts)
+    g = carry + dq[0] @ w.detach()
+    dw, db = atr.weight_grads(dq[:T], states[1:], states[0])
+    assert_all_close([states[1:], dp, g, dw, db], expected, "ATRSequence", torch.float64)
 
 
 def check_srnmt_units() -> None:
@@ -167,6 +211,14 @@ def main() -> None:
                 check_gaps(case.split("-")[0])
             elif case == "srnmt-units-float64":
                 check_srnmt_units()
+            elif case == "atr-persistent-tiles":
+                check_persistent_tiles()
+            elif "-persistent-" in case:
+                os.environ["RNMT_ATR_PERSISTENT"] = "1"
+                try:
+                    check_cell(case)
+                finally:
+                    del os.environ["RNMT_ATR_PERSISTENT"]
             else:
                 check_cell(case)
             results[case] = None
@@ -179,7 +231,7 @@ def main() -> None:
 
 @pytest.fixture(scope="module")
 def interpreted() -> dict[str, str | None]:
-    env = {k: v for k, v in os.environ.items() if k != "RNMT_TRITON"}
+    env = {k: v for k, v in os.environ.items() if k not in ("RNMT_TRITON", "RNMT_ATR_PERSISTENT")}
     src = str(Path(rnmt.__file__).resolve().parents[1])          # the rnmt this process imported
     env.update(TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join([src, env.get("PYTHONPATH", "")]))
     proc = subprocess.run([sys.executable, __file__], env=env, capture_output=True, text=True, timeout=600)
@@ -223,6 +275,31 @@ def test_kernels_compile_for_cuda(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
             compiled = triton.compile(ASTSource(fn, signature, constants), target=GPUTarget("cuda", 90, 32),
                                       options={"num_warps": 4})
             assert compiled.asm["cubin"], (fn.__name__, dtype, has_mask, ones)
+
+
+@needs_triton
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") == "1", reason="compiles the kernels, not interpreted ones")
+def test_atrs_persistent_kernels_compile_with_their_barrier(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """ATR's persistent kernels compile for sm_90 at the tiles a launch picks, float32 and float64, and keep
+    the barrier between their steps: a releasing add and acquiring reads of the counter at GPU scope (a
+    barrier compiled away would let a program read states the others have not written yet)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")
+    atr = triton_cells.load("atr")
+    for fn in atr.PERSISTENT:
+        for dtype, has_mask, (block_b, block_n) in (("fp32", True, (64, 16)), ("fp64", False, (128, 64))):
+            constants = {"HAS_MASK": has_mask, "SYNC": True, "BLOCK_B": block_b, "BLOCK_N": block_n, "BLOCK_K": 32}
+            signature = {arg: ("*i32" if arg == "sync_ptr" else f"*{dtype}") if arg.endswith("_ptr")
+                         else "constexpr" if arg in constants else "i32" for arg in fn.arg_names}
+            compiled = triton.compile(ASTSource(fn, signature, constants), target=GPUTarget("cuda", 90, 32),
+                                      options={"num_warps": 4})
+            ptx = compiled.asm["ptx"]
+            assert compiled.asm["cubin"], (fn.__name__, dtype)
+            assert "gpu.release" in ptx and "gpu.acquire" in ptx, (fn.__name__, dtype, "no barrier")
 
 
 def takes_triton(cell: torch.nn.Module) -> bool:

@@ -18,6 +18,7 @@
   the same padded batch; every architecture captures and trains by replay with a falling loss.
 - `rnmt train` on CUDA, eager and with CUDA graphs, stopped with SIGTERM and rerun, ends with the uninterrupted
   run's weights, and the graphed run replayed its graphs.
+- ATR's persistent kernels (RNMT_ATR_PERSISTENT=1) equal its per-step kernels at batch 80, hidden 1000.
 
 With RNMT_CUDA_REPORT=<file>, the measured errors are written there as JSON lines (the GPU script keeps them).
 """
@@ -316,3 +317,30 @@ def test_fused_decoder_equals_its_step_loop_on_cuda(key: str) -> None:
     errors = [float((x.float() - loop).abs().max() / loop.abs().max()) for x in (amp_loop, amp_fused)]
     report(test="fused-decoder-bf16", case=key, loop=errors[0], fused=errors[1])
     assert errors[1] <= 1.1 * errors[0], errors
+
+
+# last in the file: a barrier that never opened would hang here, after every other test has run
+@pytest.mark.parametrize("size", [(80, 1000, 20), (5, 48, 9)], ids=["batch 80 hidden 1000", "one program"])
+def test_atrs_persistent_kernels_equal_its_per_step_kernels(size: tuple[int, int, int],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """RNMT_ATR_PERSISTENT=1: ATR's recurrence as one kernel launch a direction, its programs waiting for each
+    other between steps, gives the per-step kernels' states and gradients in float32, padded."""
+    batch, hidden, length = size
+    atr = triton_cells.load("atr")
+    torch.manual_seed(0)
+    cell = build_cell("atr", 32, hidden).to(CUDA)
+    x = torch.randn(batch, length, 32, device=CUDA, requires_grad=True)
+    h0 = torch.randn(batch, hidden, device=CUDA, requires_grad=True)
+    mask = torch.ones(batch, length, dtype=torch.bool, device=CUDA)
+    mask[1, 6:] = False
+    mask[3, 2:] = False
+    found = {}
+    for persistent in ("0", "1"):
+        monkeypatch.setenv("RNMT_ATR_PERSISTENT", persistent)
+        with use_path("sequence"):
+            found[persistent] = outputs_and_grads(cell, x, mask, h0, reverse=False)
+    assert atr.persistent_launch(batch, hidden, CUDA) is not None
+    errors = [relative_error(a, b) for a, b in zip(found["1"], found["0"], strict=True)]
+    report(test="atr-persistent", size=list(size), max_relative_error=max(errors))
+    for a, b in zip(found["1"], found["0"], strict=True):
+        torch.testing.assert_close(a, b, **FLOAT32)

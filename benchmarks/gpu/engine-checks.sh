@@ -8,7 +8,8 @@
 #     first with the engine in BASELINE_SRC (a copy of an older src/ with this checkout's bench/, so both
 #     are measured alike; skipped when not given), then this checkout's with `--graphs` (the same step as
 #     a replayed CUDA graph)
-#  2. ATR's recurrence against cuDNN's GRU (forward+backward, batch 80, length 50, hidden 1000)
+#  2. ATR's recurrence against cuDNN's GRU (forward+backward, batch 80, length 50, hidden 1000), with ATR's
+#     per-step kernels and again with its persistent kernels (RNMT_ATR_PERSISTENT=1)
 #  3. rnmt bench decode --size paper --graphs: beam 1 and 10 at ATR Table 4's sizes, batched and one at a
 #     time with eager steps, and batched again with the search steps replayed as CUDA graphs;
 #     rnmt bench decoder: RNNSearch's decoder, step loop against the fused function, hidden 256/512/1000
@@ -42,16 +43,21 @@ timeout 170 python3 -m rnmt bench train --size paper --profile --graphs --device
     > bench-cuda/train-paper-after.log 2>&1
 echo "exit $?"; quiet bench-cuda/train-paper-after.log 16
 
-stamp "2. ATR's recurrence against cuDNN's GRU at hidden 1000"
-timeout 50 python3 - > bench-cuda/cells-1000.log 2>&1 <<'EOF'
+stamp "2. ATR's recurrence against cuDNN's GRU at hidden 1000, per-step kernels and persistent"
+timeout 90 python3 - > bench-cuda/cells-1000.log 2>&1 <<'EOF'
+import os
 import torch
 from rnmt.bench.cells import bench
 from rnmt.bench.table import format_table, write_csv
-rows = bench(torch.device("cuda"), hidden=(1000,), cells=["atr", "gru", "sru", "srnmt"])
-write_csv(rows, "bench-cuda/cells-1000.csv")
-print(format_table(rows, ("cell", "path", "hidden", "tokens_per_s", "ratio_to_nn_gru", "gflops")))
+for persistent, cells, name in (("0", ["atr", "gru", "sru", "srnmt"], "cells-1000"),
+                                ("1", ["atr"], "cells-1000-persistent")):
+    os.environ["RNMT_ATR_PERSISTENT"] = persistent
+    rows = bench(torch.device("cuda"), hidden=(1000,), cells=cells)
+    write_csv([{**r, "atr_persistent": persistent} for r in rows], f"bench-cuda/{name}.csv")
+    print(f"RNMT_ATR_PERSISTENT={persistent}")
+    print(format_table(rows, ("cell", "path", "hidden", "tokens_per_s", "ratio_to_nn_gru", "gflops")), flush=True)
 EOF
-echo "exit $?"; tail -n 12 bench-cuda/cells-1000.log
+echo "exit $?"; tail -n 20 bench-cuda/cells-1000.log
 
 stamp "3. rnmt bench decode --size paper --graphs --device cuda"
 timeout 150 python3 -m rnmt bench decode --size paper --graphs --device cuda --out bench-cuda \

@@ -1,5 +1,13 @@
-"""ATR's recurrence on CUDA (Zhang et al. 2018, eqs. 6-9): one elementwise kernel a step, forward and
-backward, around the per-step product W_h h (cells/triton/common.py says how the kernels work).
+"""ATR's recurrence on CUDA (Zhang et al. 2018, eqs. 6-9), in one of two ways (cells/triton/common.py says
+how the kernels work):
+
+- per step: the product W_h h as a cuBLAS call, then one elementwise kernel, forward and backward;
+- persistent (switch RNMT_ATR_PERSISTENT=1, where the batch and hidden size fit the GPU): one kernel
+  launch for all steps of a direction. Each program owns a tile of rows (sentences) and hidden units and
+  loops over time: its product h_{t-1} W_h[cols]ᵀ (U's columns stay in L2 across steps, the paper's
+  Table 1 point: ATR has one recurrent matrix, GRU three) and its gates, then it waits at a barrier for
+  the other programs of its rows to have written h_t. The backward loop keeps ∂L/∂h of its tile in
+  registers and does ∂q W_h the same way. Not yet measured on a GPU, so off by default.
 
 `TritonATR` takes the arguments of cells/atr.py's ATRSequence (time-major p [T, B, H], float mask
 m [T, B, 1] or None, h0 [B, H], W_hh, b_hh) and gives the same states [T, B, H].
@@ -16,7 +24,27 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from rnmt.cells.kernel import weight_grads
-from rnmt.cells.triton.common import STEP_BLOCK, on_device, step_grid
+from rnmt.cells.triton.common import STEP_BLOCK, group_sync, on_device, step_grid
+from rnmt.machine.switches import switch
+
+
+@triton.jit
+def _step(p, q, h):
+    """Eqs. 6-9 elementwise: (i, f, i ⊙ p + f ⊙ h) with i = σ(p + q), f = σ(p − q)."""
+    i = tl.sigmoid(p + q)
+    f = tl.sigmoid(p - q)
+    return i, f, i * p + f * h
+
+
+@triton.jit
+def _step_grads(g, i, f, p, h):
+    """The step's gradients from g = ∂L/∂h_t: (∂q, ∂p, the state's direct path g ⊙ f) with
+    ∂(p+q) = g ⊙ i(1 − i) ⊙ p, ∂(p−q) = g ⊙ f(1 − f) ⊙ h, ∂q = ∂(p+q) − ∂(p−q), ∂p = g ⊙ i + ∂(p+q) + ∂(p−q)."""
+    gi = g * i
+    gf = g * f
+    di = gi * (1.0 - i) * p
+    df = gf * (1.0 - f) * h
+    return di - df, gi + di + df, gf
 
 
 @triton.jit(do_not_specialize=["t"])
@@ -30,9 +58,7 @@ def atr_step_forward(p_ptr, q_ptr, h_ptr, m_ptr, hs_ptr, i_ptr, f_ptr, t, N, B, 
     p = tl.load(p_ptr + at, mask=ok, other=0.0)
     q = tl.load(q_ptr + k, mask=ok, other=0.0)
     h = tl.load(h_ptr + k, mask=ok, other=0.0)
-    i = tl.sigmoid(p + q)
-    f = tl.sigmoid(p - q)
-    new = i * p + f * h
+    i, f, new = _step(p, q, h)
     if HAS_MASK:
         new = tl.where(tl.load(m_ptr + t * B + k // H, mask=ok, other=0.0) != 0, new, h)
     tl.store(hs_ptr + at, new, mask=ok)
@@ -54,12 +80,7 @@ def atr_step_backward(g_ptr, grad_ptr, m_ptr, p_ptr, h_ptr, i_ptr, f_ptr, dp_ptr
     f = tl.load(f_ptr + at, mask=ok, other=0.0)
     p = tl.load(p_ptr + at, mask=ok, other=0.0)
     h = tl.load(h_ptr + k, mask=ok, other=0.0)
-    gi = g * i
-    gf = g * f
-    di = gi * (1.0 - i) * p
-    df = gf * (1.0 - f) * h
-    dq = di - df
-    dp = gi + di + df
+    dq, dp, gf = _step_grads(g, i, f, p, h)
     if HAS_MASK:
         keep = tl.load(m_ptr + t * B + k // H, mask=ok, other=0.0) != 0
         dq = tl.where(keep, dq, 0.0)
@@ -70,42 +91,182 @@ def atr_step_backward(g_ptr, grad_ptr, m_ptr, p_ptr, h_ptr, i_ptr, f_ptr, dp_ptr
     tl.store(carry_ptr + k, gf, mask=ok)
 
 
+@triton.jit
+def _tile(B, H, BLOCK_B: tl.constexpr, BLOCK_N: tl.constexpr):
+    """This program's rows, hidden units and their masks; the programs of one block of rows are consecutive."""
+    col_blocks = tl.cdiv(H, BLOCK_N)
+    row_block = tl.program_id(0) // col_blocks
+    rows = row_block * BLOCK_B + tl.arange(0, BLOCK_B)
+    cols = (tl.program_id(0) % col_blocks) * BLOCK_N + tl.arange(0, BLOCK_N)
+    return row_block, col_blocks, rows, cols, rows < B, cols < H
+
+
+@triton.jit
+def _product(a_ptr, w_ptr, rows, cols, row_ok, col_ok, H, TRANSPOSED: tl.constexpr, BLOCK_B: tl.constexpr,
+             BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """a[rows, :] W[cols, :]ᵀ (TRANSPOSED) or a[rows, :] W[:, cols], W [H, H], accumulated in a's precision
+    (float32 products in full float32, as torch's defaults); a was written by the other programs of these
+    rows before the last barrier."""
+    acc = tl.zeros([BLOCK_B, BLOCK_N], dtype=a_ptr.dtype.element_ty)
+    for k0 in range(0, H, BLOCK_K):
+        ks = k0 + tl.arange(0, BLOCK_K)
+        k_ok = ks < H
+        a = tl.load(a_ptr + rows[:, None] * H + ks[None, :], mask=row_ok[:, None] & k_ok[None, :], other=0.0)
+        if TRANSPOSED:
+            w = tl.load(w_ptr + cols[None, :] * H + ks[:, None], mask=k_ok[:, None] & col_ok[None, :], other=0.0)
+        else:
+            w = tl.load(w_ptr + ks[:, None] * H + cols[None, :], mask=k_ok[:, None] & col_ok[None, :], other=0.0)
+        acc += tl.dot(a, w, input_precision="ieee")
+    return acc
+
+
+@triton.jit
+def atr_persistent_forward(p_ptr, m_ptr, w_ptr, b_ptr, s_ptr, i_ptr, f_ptr, sync_ptr, t0, t1, B, H,
+                           HAS_MASK: tl.constexpr, SYNC: tl.constexpr, BLOCK_B: tl.constexpr,
+                           BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """Steps t0 ≤ t < t1 of this program's tile: s [T+1, B, H] holds h0 then every state (s[t] = h_{t−1});
+    q = h W_hᵀ + b_h, i = σ(p + q), f = σ(p − q), s[t+1] = i ⊙ p + f ⊙ h (h where padded); i, f kept for
+    backward. SYNC: the programs of a block of rows wait for each other after every step (one launch for
+    all steps); without it, one launch a step (the kernel boundary is the barrier)."""
+    row_block, col_blocks, rows, cols, row_ok, col_ok = _tile(B, H, BLOCK_B, BLOCK_N)
+    ok = row_ok[:, None] & col_ok[None, :]
+    tile = rows[:, None] * H + cols[None, :]
+    bias = tl.load(b_ptr + cols, mask=col_ok, other=0.0)
+    N = B * H
+    first = t0.to(tl.int64)
+    for step in range(0, t1 - t0):
+        t = first + step
+        prev = s_ptr + t * N
+        q = _product(prev, w_ptr, rows, cols, row_ok, col_ok, H, True, BLOCK_B, BLOCK_N, BLOCK_K) + bias[None, :]
+        at = t * N + tile
+        p = tl.load(p_ptr + at, mask=ok, other=0.0)
+        h = tl.load(prev + tile, mask=ok, other=0.0)
+        i, f, new = _step(p, q, h)
+        if HAS_MASK:
+            keep = tl.load(m_ptr + t * B + rows, mask=row_ok, other=0.0) != 0
+            new = tl.where(keep[:, None], new, h)
+        tl.store(prev + N + tile, new, mask=ok)
+        tl.store(i_ptr + at, i, mask=ok)
+        tl.store(f_ptr + at, f, mask=ok)
+        if SYNC:
+            group_sync(sync_ptr + row_block, (step + 1) * col_blocks)
+
+
+@triton.jit
+def atr_persistent_backward(grad_ptr, m_ptr, p_ptr, s_ptr, i_ptr, f_ptr, w_ptr, dp_ptr, dq_ptr, c_ptr, sync_ptr,
+                            t0, t1, B, H, HAS_MASK: tl.constexpr, SYNC: tl.constexpr, BLOCK_B: tl.constexpr,
+                            BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """Steps t1 − 1 down to t0 backward (atr_step_backward's equations). ∂L/∂h_t = carry + ∂q[t+1] W_h: the
+    carry (the state's direct path) stays in this tile's registers and sits in c [B, H] between launches;
+    ∂q [T+1, B, H] ends with zeros, and the product reads every program's ∂q[t+1] of its rows, written
+    before the last barrier (or in an earlier launch). The caller adds ∂q[t0] W_h to c for ∂L/∂h_{t0−1}."""
+    row_block, col_blocks, rows, cols, row_ok, col_ok = _tile(B, H, BLOCK_B, BLOCK_N)
+    ok = row_ok[:, None] & col_ok[None, :]
+    tile = rows[:, None] * H + cols[None, :]
+    N = B * H
+    carry = tl.load(c_ptr + tile, mask=ok, other=0.0)
+    last = (t1 - 1).to(tl.int64)
+    for step in range(0, t1 - t0):
+        t = last - step
+        at = t * N + tile
+        g = carry + _product(dq_ptr + (t + 1) * N, w_ptr, rows, cols, row_ok, col_ok, H, False, BLOCK_B, BLOCK_N,
+                             BLOCK_K)
+        g += tl.load(grad_ptr + at, mask=ok, other=0.0)
+        i = tl.load(i_ptr + at, mask=ok, other=0.0)
+        f = tl.load(f_ptr + at, mask=ok, other=0.0)
+        p = tl.load(p_ptr + at, mask=ok, other=0.0)
+        h = tl.load(s_ptr + at, mask=ok, other=0.0)
+        dq, dp, carry = _step_grads(g, i, f, p, h)
+        if HAS_MASK:
+            keep = tl.load(m_ptr + t * B + rows, mask=row_ok, other=0.0) != 0
+            dq = tl.where(keep[:, None], dq, 0.0)
+            dp = tl.where(keep[:, None], dp, 0.0)
+            carry = tl.where(keep[:, None], carry, g)
+        tl.store(dq_ptr + at, dq, mask=ok)
+        tl.store(dp_ptr + at, dp, mask=ok)
+        if SYNC:
+            group_sync(sync_ptr + row_block, (step + 1) * col_blocks)
+    tl.store(c_ptr + tile, carry, mask=ok)
+
+
+PERSISTENT_TILES = ((16, 16), (32, 16), (64, 16), (128, 16), (128, 32), (128, 64))   # (rows, hidden units)
+
+
+def persistent_launch(B: int, H: int, device: torch.device) -> tuple[int, dict[str, int]] | None:
+    """(row blocks, kernel options) of the persistent kernels for B rows of H units on `device`: the
+    smallest tiles whose programs all fit at once (one per multiprocessor; one in triton's interpreter), or
+    None where none does or RNMT_ATR_PERSISTENT is not 1."""
+    if not switch("atr_persistent"):
+        return None
+    slots = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 1
+    for block_b, block_n in PERSISTENT_TILES:
+        row_blocks = triton.cdiv(B, block_b)
+        if row_blocks * triton.cdiv(H, block_n) <= slots:
+            return row_blocks, {"BLOCK_B": block_b, "BLOCK_N": block_n, "BLOCK_K": 32, "num_warps": 4}
+    return None
+
+
 class TritonATR(torch.autograd.Function):
     """ATR (Zhang et al. 2018, eqs. 6-9): q = W_h h + b_h, i = σ(p + q), f = σ(p − q), h' = i ⊙ p + f ⊙ h."""
 
     @staticmethod
     def forward(ctx: Any, p: Tensor, m: Tensor | None, h0: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
         T, B, H = p.shape
-        hs, i_all, f_all = torch.empty_like(p), torch.empty_like(p), torch.empty_like(p)
-        q = p.new_empty(B, H)
-        grid, opts = step_grid(B * H)
-        wt, h = weight.t(), h0
+        states = p.new_empty(T + 1, B, H)                  # h0, then every step's state
+        states[0] = h0
+        i_all, f_all = torch.empty_like(p), torch.empty_like(p)
+        mm = p if m is None else m
+        launch = persistent_launch(B, H, p.device)
         with on_device(p):
-            for t in range(T):
-                torch.addmm(bias, h, wt, out=q)
-                atr_step_forward[grid](p, q, h, p if m is None else m, hs, i_all, f_all, t, B * H, B, H,
-                                       HAS_MASK=m is not None, **opts)
-                h = hs[t]
-        ctx.save_for_backward(p, m, h0, weight, hs, i_all, f_all)
-        return hs
+            if launch is not None:
+                row_blocks, opts = launch
+                sync = torch.zeros(row_blocks, dtype=torch.int32, device=p.device)
+                grid = (row_blocks * triton.cdiv(H, opts["BLOCK_N"]),)
+                atr_persistent_forward[grid](p, mm, weight.contiguous(), bias, states, i_all, f_all, sync, 0, T, B,
+                                             H, HAS_MASK=m is not None, SYNC=True, **opts)
+            else:
+                q = p.new_empty(B, H)
+                grid, opts = step_grid(B * H)
+                wt, hs = weight.t(), states[1:]
+                for t in range(T):
+                    torch.addmm(bias, states[t], wt, out=q)
+                    atr_step_forward[grid](p, q, states[t], mm, hs, i_all, f_all, t, B * H, B, H,
+                                           HAS_MASK=m is not None, **opts)
+        ctx.launch = launch
+        ctx.save_for_backward(p, m, weight, states, i_all, f_all)
+        return states[1:]
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
-        p, m, h0, weight, hs, i_all, f_all = ctx.saved_tensors
+        p, m, weight, states, i_all, f_all = ctx.saved_tensors
         grad = grad.contiguous()
         T, B, H = p.shape
-        dp, dq = torch.empty_like(p), torch.empty_like(p)
-        g, carry = torch.zeros_like(h0), torch.empty_like(h0)
-        grid, opts = step_grid(B * H)
+        dp = torch.empty_like(p)
+        dq = p.new_empty(T + 1, B, H)                      # ∂q of every step, then zeros (no step after T)
+        dq[T] = 0.0
+        g = torch.zeros_like(states[0])
+        mm = p if m is None else m
         with on_device(p):
-            for t in range(T - 1, -1, -1):
-                atr_step_backward[grid](g, grad, p if m is None else m, p, hs[t - 1] if t else h0, i_all,
-                                        f_all, dp, dq, carry, t, B * H, B, H, HAS_MASK=m is not None, **opts)
-                torch.addmm(carry, dq[t], weight, out=g)
-        dw, db = weight_grads(dq, hs, h0)
+            if ctx.launch is not None:
+                row_blocks, opts = ctx.launch
+                sync = torch.zeros(row_blocks, dtype=torch.int32, device=p.device)
+                grid = (row_blocks * triton.cdiv(H, opts["BLOCK_N"]),)
+                carry = torch.zeros_like(g)
+                atr_persistent_backward[grid](grad, mm, p, states, i_all, f_all, weight.contiguous(), dp, dq, carry,
+                                              sync, 0, T, B, H, HAS_MASK=m is not None, SYNC=True, **opts)
+                torch.addmm(carry, dq[0], weight, out=g)
+            else:
+                carry = torch.empty_like(g)
+                grid, opts = step_grid(B * H)
+                for t in range(T - 1, -1, -1):
+                    atr_step_backward[grid](g, grad, mm, p, states[t], i_all, f_all, dp, dq, carry, t, B * H, B,
+                                            H, HAS_MASK=m is not None, **opts)
+                    torch.addmm(carry, dq[t], weight, out=g)
+        dw, db = weight_grads(dq[:T], states[1:], states[0])
         return dp, None, g, dw, db
 
 
 KERNELS = (atr_step_forward, atr_step_backward)
+PERSISTENT = (atr_persistent_forward, atr_persistent_backward)
 BLOCK = STEP_BLOCK

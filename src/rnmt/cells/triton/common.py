@@ -43,6 +43,23 @@ def lerp(a, b, w):
     return tl.where(w < 0.5, a + w * (b - a), b - (b - a) * (1.0 - w))
 
 
+@triton.jit
+def group_sync(sync_ptr, target):
+    """Wait until `target` arrivals at the counter *sync_ptr, this program's included: a barrier across the
+    programs of a persistent kernel, which must all be resident at once (no more of them than the GPU has
+    multiprocessors). Each program's writes before the call are seen by every program's reads after it
+    (PTX memory model): the CTA barrier orders its threads' stores before one thread's add, a release at
+    GPU scope; one thread's acquiring reads of the counter and the CTA barrier after them order every
+    later read of the CTA. Triton compiles this to `red.global.gpu.release.add` and a loop of
+    `ld.global.gpu.acquire` by thread 0 (tests/test_cells_triton.py checks both). The counter only grows,
+    so one zeroed counter serves every step of a launch."""
+    tl.debug_barrier()
+    tl.atomic_add(sync_ptr, 1, sem="release", scope="gpu")
+    while tl.atomic_add(sync_ptr, 0, sem="acquire", scope="gpu") < target:
+        pass
+    tl.debug_barrier()
+
+
 STEP_BLOCK = 256       # elements per program of the per-step kernels (2 per thread with 4 warps)
 SCAN_BLOCK = 128       # most hidden units per program of the whole-sequence kernels (1 per thread)
 
