@@ -3,7 +3,7 @@
 # model of every table training at once on the GPU (RNMT_JOBS_PER_GPU), then `rnmt bench train` and
 # `rnmt bench cells --quick` on CUDA.
 #
-#   benchmarks/gpu/mini-on-one-gpu.sh OUT [MAX_STEPS] [SECONDS] [SEEDS] [TABLES]
+#   benchmarks/gpu/mini-on-one-gpu.sh OUT [MAX_STEPS] [SECONDS] [SEEDS] [TABLES] [BENCH]
 #
 # OUT receives run.log, env.txt, mini.tgz (the run's tables with their claims, metrics JSON, training
 # logs, Snakemake's log, nvidia-smi's utilisation samples) and bench.tgz. MAX_STEPS overrides the
@@ -11,12 +11,14 @@
 # after which the finished rows' files are still collected. SEEDS: seeds a row (default: the scale's, 3;
 # 1 times one model a row, as the committed benchmarks/multi30k/ table did). TABLES: comma-separated
 # experiment names (default atr-table4; the four headline tables: atr-table2,srnmt-table2,dtmt-table1,atr-table4).
+# BENCH: "no" leaves out the benchmarks after the tables (default yes; they take up to 160 s).
 set -u
-out=${1:?usage: $0 OUT [MAX_STEPS] [SECONDS] [SEEDS] [TABLES]}
+out=${1:?usage: $0 OUT [MAX_STEPS] [SECONDS] [SEEDS] [TABLES] [BENCH]}
 steps=${2:-}
 cap=${3:-3600}
 seeds=${4:-$(python3 -c "import yaml; print(yaml.safe_load(open('config.yaml'))['scales']['mini'].get('seeds') or 1)")}
 tables=${5:-atr-table4}
+bench=${6:-yes}
 source "$(dirname "$0")/common.sh"
 gpu_start "$out"
 # one GPU slot a training job: the number of (variant, seed) models the tables train
@@ -61,6 +63,10 @@ for t in $(echo "$tables" | tr ',' ' '); do cat "results/$run/tables/$t.md" 2>/d
 tar czf "$out/mini.tgz" --exclude='*.pt' --exclude='*.keep' --exclude='results/*/data' \
     "results/$run" "results/$run.snakemake.log" "results/$run.dmon.txt" 2>/dev/null
 stamp "collected"
+if [ "$bench" = no ]; then
+    stamp "done"
+    exit 0
+fi
 
 mkdir -p bench-cuda
 stamp "rnmt bench train --device cuda (batch 80, 512 wide)"
