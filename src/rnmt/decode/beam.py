@@ -116,10 +116,10 @@ class _Search:
         ahead = self.best_finished >= normalise(keep_scores[:, 0].double(), t + 1, self.penalty, self.alpha)
         self.done = self.done | at_limit | ((self.n_finished >= W) & ahead)
         self.scores = keep_scores.masked_fill(self.done.unsqueeze(1), float("-inf"))
-        # the host's part, in one copy (float64 holds the float32 scores and the token ids exactly)
+        # the host's part, in one copy: torch.cat makes it float32, which holds the scores exactly, and the
+        # token ids and row numbers too (below 2^24)
         host = torch.cat([ends.view(-1), top_scores[:, :W].reshape(-1), origin[:, :W].reshape(-1), no_end,
-                          keep_scores[:, 0], self.done, flat, sel_token.view(-1)]
-                         ).double().cpu().numpy()
+                          keep_scores[:, 0], self.done, flat, sel_token.view(-1)]).cpu().numpy()
         parts = np.split(host, np.cumsum([A * W, A * W, A * W, A, A, A, A * W]))
         ends_h, raw_h, origin_h = (x.reshape(A, W) for x in parts[:3])
         no_end_h, best_live_h, self.done_host = parts[3].astype(bool), parts[4], parts[5].astype(bool)
