@@ -320,7 +320,8 @@ def test_fused_decoder_equals_its_step_loop_on_cuda(key: str) -> None:
 
 
 # last in the file: a barrier that never opened would hang here, after every other test has run
-@pytest.mark.parametrize("size", [(80, 1000, 20), (5, 48, 9)], ids=["batch 80 hidden 1000", "one program"])
+@pytest.mark.parametrize("size", [(80, 1000, 20), (5, 48, 9), (5, 48, 1)],
+                         ids=["batch 80 hidden 1000", "one program", "one step"])
 def test_atrs_persistent_kernels_equal_its_per_step_kernels(size: tuple[int, int, int],
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """RNMT_ATR_PERSISTENT=1: ATR's recurrence as one kernel launch a direction, its programs waiting for each

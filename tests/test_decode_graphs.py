@@ -55,8 +55,11 @@ def test_every_architecture_searches_alike_through_padded_buffers(key: str) -> N
     assert_same_search(plain, padded)
     if key == "transformer":        # its cache of target keys and values grows a step at a time
         assert "k0 [0, 12] → [1, 12]" in decoder.summary()["off"] and decoder.eager == 0
+        assert not decoder.inputs and not decoder.buckets                # no buffers kept for it
     else:
         assert decoder.eager > 0 and decoder.captured == 0 and not decoder.unsupported
+        # the buffers hold copies: the search's own encoder tensors are gone with it
+        assert all(ref() is None for inputs in decoder.inputs.values() for ref in inputs.copied.values())
 
 
 @pytest.mark.parametrize("greedy_floor", [False, True], ids=["plain", "greedy floor"])

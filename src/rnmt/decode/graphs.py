@@ -69,7 +69,8 @@ class _Inputs:
     rows: int
     prev: Tensor
     state: dict[str, Tensor]
-    copied: dict[str, Tensor] = field(default_factory=dict)   # the caller's tensor each buffer holds now
+    # the caller's tensor each buffer holds now, weakly: the search's encoder tensors are freed with it
+    copied: dict[str, weakref.ref[Tensor]] = field(default_factory=dict)
 
     @classmethod
     def like(cls, prev: Tensor, state: DecoderState, rows: int) -> _Inputs:
@@ -81,11 +82,12 @@ class _Inputs:
         n = prev.numel()
         self.prev[:n].copy_(prev, non_blocking=True)
         for k, v in state.items():
-            if k in constant and self.copied.get(k) is v:
+            held = self.copied.get(k)
+            if k in constant and held is not None and held() is v:
                 continue                      # the same tensor as last time: its buffer holds it
             self.state[k][:n].copy_(v, non_blocking=True)
             if k in constant:
-                self.copied[k] = v
+                self.copied[k] = weakref.ref(v)
 
 
 @dataclass
@@ -128,6 +130,11 @@ class GraphedDecoder:
             raise RuntimeError("the model of these graphs was freed")
         return model
 
+    def _on_device(self) -> contextlib.AbstractContextManager[Any]:
+        """The model's GPU as the current device: a graph captures the current device's stream only, so a
+        model on cuda:1 captured from cuda:0 would record nothing."""
+        return torch.cuda.device(self.device) if self.capture else contextlib.nullcontext()
+
     def start(self, src: Tensor, src_mask: Tensor) -> DecoderState:
         return self.model.start(*pad_source(src, src_mask))
 
@@ -140,17 +147,19 @@ class GraphedDecoder:
         rows = rows_bucket(n)
         bucket = self.buckets.get((shapes, rows))
         if bucket is None and not self.unsupported and (len(self.buckets) < MAX_GRAPHS or not self.capture):
-            bucket = self._bucket(shapes, rows, prev, state)
+            with self._on_device():
+                bucket = self._bucket(shapes, rows, prev, state)
         if bucket is None:
             return self.model.step(prev, state)
         bucket.inputs.load(prev, state, bucket.constant)
-        logp, out = bucket.run(self.model)
+        with self._on_device():
+            logp, out = bucket.run(self.model)
         if bucket.graph is None:
             self.eager += 1
         else:
             self.replays += 1
-        new = DecoderState({k: (state[k] if k in bucket.constant else out[k][:n]) for k in state})
-        new.update({k: v[:n] for k, v in out.items() if k not in state})
+        new = DecoderState({k: state[k] for k in bucket.constant})
+        new.update({k: v[:n] for k, v in out.items()})
         return logp[:n], new
 
     def _bucket(self, shapes: Shapes, rows: int, prev: Tensor, state: DecoderState) -> _Bucket | None:
@@ -179,6 +188,8 @@ class GraphedDecoder:
             self.unsupported = (f"the decoder state changes shape at every step ({', '.join(grown)}), and a graph "
                                 "fixes the shapes it replays")
             log.info("decoder steps run eagerly: %s", self.unsupported)
+            self.inputs.clear()
+            self.buckets.clear()
             return None
         if self.capture:
             key = f"{rows} rows, " + ", ".join(f"{k} {list(s)}" for k, s, _ in shapes)
@@ -219,12 +230,20 @@ class GraphedDecoder:
 _DECODERS: weakref.WeakKeyDictionary[Seq2Seq, GraphedDecoder] = weakref.WeakKeyDictionary()
 
 
+def release(model: Seq2Seq) -> None:
+    """Let go of `model`'s graphs and their buffers (what a decoding that is done calls: a model that
+    trains on between its validations would otherwise keep them on the GPU)."""
+    _DECODERS.pop(model, None)
+
+
 def decoder(model: Seq2Seq, device: torch.device | str) -> GraphedDecoder | None:
-    """The graphed decoder of `model` on `device` (kept with the model, so later searches replay the same
-    graphs), or None where `device` is not CUDA."""
+    """The graphed decoder of `model` on `device` (kept with the model until `release`, so later searches
+    replay the same graphs), or None where `device` is not CUDA."""
     device = torch.device(device)
     if device.type != "cuda":
         return None
+    if device.index is None:            # "cuda" and a tensor's "cuda:0" are one device: one set of graphs
+        device = torch.device("cuda", torch.cuda.current_device())
     found = _DECODERS.get(model)
     if found is None or found.device != device:
         found = _DECODERS[model] = GraphedDecoder(model, device)

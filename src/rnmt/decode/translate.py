@@ -151,5 +151,6 @@ def translate_file(models: Sequence[str], input: str, output: str, device: torch
     graphed = graphs.decoder(model, device) if cuda_graphs else None
     metrics["cuda_graphs"] = graphed.summary() if graphed is not None else {
         "off": f"the device is {device.type}, not CUDA" if cuda_graphs else "the setting cuda_graphs is off"}
+    graphs.release(model)
     metrics["hardware"] = provenance.describe(device)
     return metrics

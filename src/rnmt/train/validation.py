@@ -12,6 +12,7 @@ import torch
 from rnmt.data.batching import ParallelData, make_batch
 from rnmt.data.bpe import undo
 from rnmt.data.vocab import Vocab
+from rnmt.decode import graphs
 from rnmt.decode.translate import translate_ids
 from rnmt.io import InputError, read_lines, with_extra_references
 from rnmt.models import Seq2Seq
@@ -41,6 +42,7 @@ def dev_bleu(model: Seq2Seq, data: ParallelData, tgt_vocab: Vocab, device: torch
     `extra_refs`, the further tokenized references of a multi-reference dev set (NIST MT06: four in
     all), each a line per pair of `data`."""
     hyps = translate_ids(model, data.src, beam=1, batch_size=batch_size, device=device, labels=data.src_labels)
+    graphs.release(model)                  # training goes on: the decoding's graphs leave the GPU
     sys_lines = [undo(tgt_vocab.decode(h)) for h in hyps]
     refs = [undo(tgt_vocab.decode(t)) for t in data.tgt]
     return sacrebleu.corpus_bleu(sys_lines, [refs, *map(list, extra_refs)], tokenize="none", force=True).score

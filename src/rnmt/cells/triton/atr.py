@@ -7,7 +7,9 @@ how the kernels work):
   loops over time: its product h_{t-1} W_h[cols]ᵀ (U's columns stay in L2 across steps, the paper's
   Table 1 point: ATR has one recurrent matrix, GRU three) and its gates, then it waits at a barrier for
   the other programs of its rows to have written h_t. The backward loop keeps ∂L/∂h of its tile in
-  registers and does ∂q W_h the same way. Not yet measured on a GPU, so off by default.
+  registers and does ∂q W_h the same way. Not yet measured on a GPU, so off by default. The programs
+  must all run at once: at most one per multiprocessor, and a GPU shared under MPS with a limit on its
+  multiprocessors, or another persistent kernel beside it, could leave the barrier waiting forever.
 
 `TritonATR` takes the arguments of cells/atr.py's ATRSequence (time-major p [T, B, H], float mask
 m [T, B, 1] or None, h0 [B, H], W_hh, b_hh) and gives the same states [T, B, H].
@@ -120,7 +122,7 @@ def _product(a_ptr, w_ptr, rows, cols, row_ok, col_ok, H, TRANSPOSED: tl.constex
     return acc
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["t0", "t1"])        # a length of 1 stays an argument (triton makes 1s constants)
 def atr_persistent_forward(p_ptr, m_ptr, w_ptr, b_ptr, s_ptr, i_ptr, f_ptr, sync_ptr, t0, t1, B, H,
                            HAS_MASK: tl.constexpr, SYNC: tl.constexpr, BLOCK_B: tl.constexpr,
                            BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
@@ -152,7 +154,7 @@ def atr_persistent_forward(p_ptr, m_ptr, w_ptr, b_ptr, s_ptr, i_ptr, f_ptr, sync
             group_sync(sync_ptr + row_block, (step + 1) * col_blocks)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["t0", "t1"])
 def atr_persistent_backward(grad_ptr, m_ptr, p_ptr, s_ptr, i_ptr, f_ptr, w_ptr, dp_ptr, dq_ptr, c_ptr, sync_ptr,
                             t0, t1, B, H, HAS_MASK: tl.constexpr, SYNC: tl.constexpr, BLOCK_B: tl.constexpr,
                             BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
