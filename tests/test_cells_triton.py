@@ -35,8 +35,7 @@ CASES += ["srnmt-units-float64", "dispatch"]
 # ATR's persistent kernels (RNMT_ATR_PERSISTENT=1): all steps in one launch, which the interpreter runs as one
 # program (its programs run one after another, so a barrier between several would never open); and their
 # tiling, several programs over rows and hidden units launched a step at a time
-CASES += [f"atr-persistent-{dtype}-padded-{direction}" for dtype in ("float64", "float32")
-          for direction in ("forward", "reverse")]
+CASES += ["atr-persistent-float64-padded-forward", "atr-persistent-float32-padded-reverse"]
 CASES += ["atr-persistent-tiles"]
 TOLERANCE = {torch.float64: {"rtol": 1e-10, "atol": 1e-12}, torch.float32: {"rtol": 1e-4, "atol": 1e-5}}
 
@@ -280,9 +279,10 @@ def test_kernels_compile_for_cuda(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
 @needs_triton
 @pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") == "1", reason="compiles the kernels, not interpreted ones")
 def test_atrs_persistent_kernels_compile_with_their_barrier(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """ATR's persistent kernels compile for sm_90 at the tiles a launch picks, float32 and float64, and keep
-    the barrier between their steps: a releasing add and acquiring reads of the counter at GPU scope (a
-    barrier compiled away would let a program read states the others have not written yet)."""
+    """ATR's persistent kernels compile for sm_90 in float32 at the tile a launch picks at the ATR paper's
+    sizes on an H100 (batch 80, hidden 1000: 64 rows x 16 units), and keep the barrier between their steps:
+    a releasing add and acquiring reads of the counter at GPU scope (a barrier compiled away would let a
+    program read states the others have not written yet). Float64 runs through the interpreter only."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -291,7 +291,7 @@ def test_atrs_persistent_kernels_compile_with_their_barrier(monkeypatch: pytest.
     monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")
     atr = triton_cells.load("atr")
     for fn in atr.PERSISTENT:
-        for dtype, has_mask, (block_b, block_n) in (("fp32", True, (64, 16)), ("fp64", False, (128, 64))):
+        for dtype, has_mask, (block_b, block_n) in (("fp32", True, (64, 16)),):
             constants = {"HAS_MASK": has_mask, "SYNC": True, "BLOCK_B": block_b, "BLOCK_N": block_n, "BLOCK_K": 32}
             signature = {arg: ("*i32" if arg == "sync_ptr" else f"*{dtype}") if arg.endswith("_ptr")
                          else "constexpr" if arg in constants else "i32" for arg in fn.arg_names}
