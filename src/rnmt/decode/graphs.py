@@ -132,7 +132,8 @@ class GraphedDecoder:
 
     def _on_device(self) -> contextlib.AbstractContextManager[Any]:
         """The model's GPU as the current device: a graph captures the current device's stream only, so a
-        model on cuda:1 captured from cuda:0 would record nothing."""
+        model on cuda:1 captured from cuda:0 would record nothing (`rnmt translate` makes its device current,
+        hardware.pick_device; a caller of translate_ids need not)."""
         return torch.cuda.device(self.device) if self.capture else contextlib.nullcontext()
 
     def start(self, src: Tensor, src_mask: Tensor) -> DecoderState:

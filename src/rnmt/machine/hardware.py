@@ -11,12 +11,17 @@ import torch
 
 
 def pick_device(requested: str = "auto", local_rank: int = 0) -> torch.device:
-    """CUDA when present (the process's own GPU under torchrun), else the CPU."""
+    """CUDA when present (the process's own GPU under torchrun), else the CPU. A GPU picked becomes the
+    process's current one: CUDA graphs record the current device's stream only, and kernels launch there."""
     if requested == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda", int(os.environ.get("LOCAL_RANK", local_rank)) % torch.cuda.device_count())
-        return torch.device("cpu")
-    return torch.device(requested)
+        if not torch.cuda.is_available():
+            return torch.device("cpu")
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", local_rank)) % torch.cuda.device_count())
+    else:
+        device = torch.device(requested)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    return device
 
 
 def _cpuinfo(key: str) -> str | None:

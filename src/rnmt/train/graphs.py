@@ -173,8 +173,7 @@ class GraphedSteps:
             if len(self.graphs) >= MAX_GRAPHS:
                 return None
             try:
-                with torch.cuda.device(self.device):    # a graph records the current device's stream only
-                    static = self._capture(key, batch, 1.0 / tokens)
+                static = self._capture(key, batch, 1.0 / tokens)
             except Exception as e:       # noqa: BLE001 - any failure to capture: this bucket trains eagerly
                 self.failed[key] = f"{type(e).__name__}: {e}".splitlines()[0][:300]
                 log.warning("CUDA graph of bucket %s (sentences, source, target) not captured, so it trains "
@@ -189,8 +188,7 @@ class GraphedSteps:
         for name in ("src", "src_mask", "tgt_in", "tgt_out"):
             getattr(static.batch, name).copy_(getattr(padded, name), non_blocking=True)
         static.scale.fill_(1.0 / tokens)
-        with torch.cuda.device(self.device):
-            static.graph.replay()
+        static.graph.replay()
         self.replays += 1
         return static.loss
 

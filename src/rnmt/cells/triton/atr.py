@@ -49,6 +49,13 @@ def _step_grads(g, i, f, p, h):
     return di - df, gi + di + df, gf
 
 
+@triton.jit
+def _saved(i_ptr, f_ptr, p_ptr, at, ok):
+    """What backward reads of step t's forward: the gates i and f and the projection p at offsets `at`."""
+    return (tl.load(i_ptr + at, mask=ok, other=0.0), tl.load(f_ptr + at, mask=ok, other=0.0),
+            tl.load(p_ptr + at, mask=ok, other=0.0))
+
+
 @triton.jit(do_not_specialize=["t"])
 def atr_step_forward(p_ptr, q_ptr, h_ptr, m_ptr, hs_ptr, i_ptr, f_ptr, t, N, B, H,
                      HAS_MASK: tl.constexpr, BLOCK: tl.constexpr):
@@ -78,9 +85,7 @@ def atr_step_backward(g_ptr, grad_ptr, m_ptr, p_ptr, h_ptr, i_ptr, f_ptr, dp_ptr
     ok = k < N
     at = t.to(tl.int64) * N + k
     g = tl.load(g_ptr + k, mask=ok, other=0.0) + tl.load(grad_ptr + at, mask=ok, other=0.0)
-    i = tl.load(i_ptr + at, mask=ok, other=0.0)
-    f = tl.load(f_ptr + at, mask=ok, other=0.0)
-    p = tl.load(p_ptr + at, mask=ok, other=0.0)
+    i, f, p = _saved(i_ptr, f_ptr, p_ptr, at, ok)
     h = tl.load(h_ptr + k, mask=ok, other=0.0)
     dq, dp, gf = _step_grads(g, i, f, p, h)
     if HAS_MASK:
@@ -174,9 +179,7 @@ def atr_persistent_backward(grad_ptr, m_ptr, p_ptr, s_ptr, i_ptr, f_ptr, w_ptr, 
         g = carry + _product(dq_ptr + (t + 1) * N, w_ptr, rows, cols, row_ok, col_ok, H, False, BLOCK_B, BLOCK_N,
                              BLOCK_K)
         g += tl.load(grad_ptr + at, mask=ok, other=0.0)
-        i = tl.load(i_ptr + at, mask=ok, other=0.0)
-        f = tl.load(f_ptr + at, mask=ok, other=0.0)
-        p = tl.load(p_ptr + at, mask=ok, other=0.0)
+        i, f, p = _saved(i_ptr, f_ptr, p_ptr, at, ok)
         h = tl.load(s_ptr + at, mask=ok, other=0.0)
         dq, dp, carry = _step_grads(g, i, f, p, h)
         if HAS_MASK:
