@@ -207,7 +207,7 @@ class GatedKernel(StepKernel):
 
     Backward at step t: the chain rule through these lines, δ = [∂(p_j + q_j)…, ∂u] for the recurrent
     product, ∂h = (direct terms) + δ U; after the loop ∂U = Σ_t δ_tᵀ h_{t−1} and ∂b = Σ_t ∂u_t.
-    Dropout draws its noise per step as F.dropout does on the CPU, so a seeded run matches the step loop.
+    Dropout draws its noise per step as F.dropout does, so a seeded run matches the step loop on the CPU and CUDA.
 
     What both kernels hold: U [G·H, H], the candidate's bias b [H], the gates and the dropout rate.
     """
@@ -226,6 +226,7 @@ class GatedKernel(StepKernel):
         self.n = h0.new_empty(B, T, H)                          # tanh(…), before dropout
         self.diff = h0.new_empty(B, T, H)                       # ñ − h
         self.noise = h0.new_empty(B, T, H) if self.dropout else None
+        self.ones: Tensor | None = None
         self.delta = h0.new_empty(B, T, (k + 1) * H)            # ∂L/∂(U h + [0, b])
 
     def _gate_values(self, t: int, p: Tensor | None, q: Tensor) -> Tensor:
@@ -241,9 +242,14 @@ class GatedKernel(StepKernel):
         return tanh(pre, out=self.n[:, t])
 
     def _drop(self, t: int, x: Tensor) -> Tensor:
+        """x times step t's dropout noise, kept for the backward. The noise is F.dropout of ones shaped as x, so it
+        draws from the generator exactly as the step loop's F.dropout(x) does, on the CPU (a Bernoulli draw) and
+        on CUDA (a fused kernel that draws otherwise)."""
         if self.noise is None:
             return x
-        return x * self.noise[:, t].bernoulli_(1 - self.dropout).div_(1 - self.dropout)
+        if self.ones is None or self.ones.shape != x.shape:
+            self.ones = torch.ones_like(x)
+        return x * self.noise[:, t].copy_(F.dropout(self.ones, self.dropout, training=True))
 
     def _candidate_backward(self, t: int, dn: Tensor, dpn: Tensor | None, dr: Tensor) -> None:
         """From ∂L/∂n (before dropout; overwritten): ∂L/∂p_n into dpn, ∂L/∂u into δ, ∂L/∂r into dr."""

@@ -20,6 +20,8 @@ def pick_device(requested: str = "auto", local_rank: int = 0) -> torch.device:
     else:
         device = torch.device(requested)
     if device.type == "cuda":
+        if device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
         torch.cuda.set_device(device)
     return device
 
