@@ -94,7 +94,12 @@ def test_n_best_lists_and_source_lengths_that_come_and_go() -> None:
 
 
 def test_buckets_and_source_padding() -> None:
-    assert [graphs.rows_bucket(n) for n in (1, 2, 3, 9, 16, 17, 640)] == [1, 2, 4, 16, 16, 32, 1024]
+    assert [graphs.rows_bucket(n) for n in (1, 2, 3, 9, 16, 17, 64, 65, 320, 321, 640)] \
+        == [1, 2, 4, 16, 16, 32, 64, 80, 320, 384, 640]
+    # above 64 rows a step pads by less than a quarter, and every row count maps to one bucket at or above it
+    for n in range(1, 2049):
+        b = graphs.rows_bucket(n)
+        assert n <= b and (n <= graphs.POWERS_UP_TO or b < 1.25 * n) and graphs.rows_bucket(b) == b
     src, mask = pad([[5, 6, 7], [8]], eos=True)
     psrc, pmask = graphs.pad_source(src, mask)
     assert psrc.shape == (2, 8) and pmask.shape == (2, 8)

@@ -6,17 +6,17 @@
 #  1. rnmt bench train --size paper --profile: the tables' systems at their papers' sizes (target words/s,
 #     kernels per decoder step forward and backward, GPU-busy fraction, TFLOP/s against the bf16 peak),
 #     first with the engine in BASELINE_SRC (a copy of an older src/ with this checkout's bench/, so both
-#     are measured alike; skipped when not given), then this checkout's with `--graphs` (the same step as
-#     a replayed CUDA graph)
+#     are measured alike, run from its parent folder, which holds that commit's workflow/ and config.yaml;
+#     skipped when not given), then this checkout's with `--graphs` (the same step as a replayed CUDA graph)
 #  2. ATR's recurrence against cuDNN's GRU (forward+backward, batch 80, length 50, hidden 1000), with ATR's
 #     per-step kernels and again with its persistent kernels (RNMT_ATR_PERSISTENT=1)
 #  3. rnmt bench decode --size paper --graphs: beam 1 and 10 at ATR Table 4's sizes, batched and one at a
 #     time with eager steps, and batched again with the search steps replayed as CUDA graphs;
 #     rnmt bench decoder: RNNSearch's decoder, step loop against the fused function, hidden 256/512/1000
-#  4. TABLES (default "atr-table4 srnmt-table4"; "none": no table) at scale mini from the placed Multi30k
-#     files, every row side by side on the GPU, with the config override OVERRIDE (e.g. "{train: {cuda_graphs:
-#     false}}") if given, until the call's 560 s are used up, with `pytest -m cuda` beside it (a correctness
-#     suite: its time is not measured)
+#  4. TABLES (default "atr-table4 srnmt-table4"; "none": no table, `pytest -m cuda` alone; "skip": neither)
+#     at scale mini from the placed Multi30k files, every row side by side on the GPU, with the config
+#     override OVERRIDE (e.g. "{train: {cuda_graphs: false}}") if given, until the call's 560 s are used up,
+#     with `pytest -m cuda` beside it (a correctness suite: its time is not measured)
 #
 # OUT receives run.log, env.txt, bench.tgz (the CSVs and logs of 1-3), cuda-tests.log and cuda-tests.jsonl
 # (every error the CUDA tests measured), table.tgz (the run's tables, metrics JSON, translations, training
@@ -31,18 +31,27 @@ mkdir -p bench-cuda
 source "$(dirname "$0")/common.sh"
 gpu_start "$out"
 quiet() { grep -v "USDT\|profiler_st" "$1" | tail -n "$2"; }
+# CHECKS (environment; default all three) picks the benchmarks of steps 1-3, so that a 15-minute lease can
+# split them over two calls of under 10 minutes: e.g. CHECKS=train, then CHECKS="cells decode"
+checks=" ${CHECKS:-train cells decode} "
+wants() { [[ "$checks" == *" $1 "* ]]; }
 
-if [ -n "$baseline" ]; then
+if wants train && [ -n "$baseline" ]; then
     stamp "1a. bench train --size paper --profile, engine of $baseline"
-    PYTHONPATH="$baseline:${PYTHONPATH:-}" timeout 150 python3 -m rnmt bench train --size paper --profile \
-        --device cuda --out bench-cuda/before > bench-cuda/train-paper-before.log 2>&1
+    # from the baseline's own tree (its src/'s parent, with its workflow/ and config.yaml): the rows are its
+    # tables' systems, read through its own config schema
+    (cd "$baseline/.." && PYTHONPATH="$PWD/src:${PYTHONPATH:-}" timeout 150 python3 -m rnmt bench train --size paper \
+        --profile --device cuda --out "$OLDPWD/bench-cuda/before") > bench-cuda/train-paper-before.log 2>&1
     echo "exit $?"; quiet bench-cuda/train-paper-before.log 16
 fi
+if wants train; then
 stamp "1b. bench train --size paper --profile --graphs, this checkout's engine"
-timeout 170 python3 -m rnmt bench train --size paper --profile --graphs --device cuda --out bench-cuda/after \
+timeout 240 python3 -m rnmt bench train --size paper --profile --graphs --device cuda --out bench-cuda/after \
     > bench-cuda/train-paper-after.log 2>&1
-echo "exit $?"; quiet bench-cuda/train-paper-after.log 16
+echo "exit $?"; quiet bench-cuda/train-paper-after.log 24
+fi
 
+if wants cells; then
 stamp "2. ATR's recurrence against cuDNN's GRU at hidden 1000, per-step kernels and persistent"
 timeout 90 python3 - > bench-cuda/cells-1000.log 2>&1 <<'EOF'
 import os
@@ -58,15 +67,22 @@ for persistent, cells, name in (("0", ["atr", "gru", "sru", "srnmt"], "cells-100
     print(format_table(rows, ("cell", "path", "hidden", "tokens_per_s", "ratio_to_nn_gru", "gflops")), flush=True)
 EOF
 echo "exit $?"; tail -n 20 bench-cuda/cells-1000.log
+fi
 
+if wants decode; then
 stamp "3. rnmt bench decode --size paper --graphs --device cuda"
 timeout 150 python3 -m rnmt bench decode --size paper --graphs --device cuda --out bench-cuda \
     > bench-cuda/decode-paper.log 2>&1
 echo "exit $?"; tail -n 12 bench-cuda/decode-paper.log
 timeout 40 python3 -m rnmt bench decoder --device cuda --out bench-cuda > bench-cuda/decoder.log 2>&1
 echo "exit $?"; tail -n 8 bench-cuda/decoder.log
+fi
 tar czf "$out/bench.tgz" bench-cuda
 
+if [ "$tables" = skip ]; then
+    stamp "done"
+    exit 0
+fi
 if [ "$tables" = none ]; then
     stamp "4. pytest -m cuda"
     RNMT_CUDA_REPORT="$out/cuda-tests.jsonl" timeout $(( 580 - ($(date +%s) - t0) )) python3 -m pytest -m cuda \

@@ -33,6 +33,7 @@ import logging
 import multiprocessing
 import random
 import statistics
+import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -330,12 +331,11 @@ def bench(device: torch.device, quick: bool = False, systems: tuple[str, ...] | 
                 t.call("step")
             peak.sample(quick=True)
             log.info("round %d of %d done", i + 1, reps)
-        if profile:
-            for t in trainees:
-                t.call("profile")
-        if graphs and device.type == "cuda":
-            for t in trainees:
-                t.call("graph")
+        for wanted_phase, phase in ((profile, "profile"), (graphs and device.type == "cuda", "graph")):
+            for t in trainees if wanted_phase else ():
+                start = time.perf_counter()
+                t.call(phase)
+                log.info("%s of %s: %.1f s", phase, t.row.system, time.perf_counter() - start)
         results = [t.call("result") for t in trainees]
     finally:
         for t in trainees:

@@ -10,7 +10,8 @@ since its shapes depend on the data.
 A graph fixes every shape, so:
   - the source is padded to a multiple of `EDGE` positions (masked, so no attention weight reaches them;
     `start`), which lets batches of similar length share their graphs;
-  - the hypotheses (rows) go up to the next power of two. A search's rows shrink as its sentences finish
+  - the hypotheses (rows) go up to the next power of two, and above `POWERS_UP_TO` rows to the next quarter
+    octave (`rows_bucket`: 320 rows stay 320, 321 go to 384). A search's rows shrink as its sentences finish
     and leave; the rows above the live ones hold earlier hypotheses' values and their results are not read.
 Every graph of one set of state shapes (one padded source length) reads the same input buffers, sized for
 the most rows seen, and a tensor the step passes through unchanged (encoder memory, attention keys, the
@@ -45,13 +46,20 @@ log = logging.getLogger(__name__)
 EDGE = 8               # source lengths are padded up to a multiple of this
 KEEP = 2               # state shapes (padded source lengths) whose graphs are kept
 MAX_GRAPHS = 64        # buckets beyond this many run eagerly
+POWERS_UP_TO = 64      # row buckets are powers of two up to this many rows, quarter octaves above
 
 Shapes = tuple[tuple[str, tuple[int, ...], torch.dtype], ...]
 
 
 def rows_bucket(n: int) -> int:
-    """The rows a step of `n` hypotheses runs with: the next power of two."""
-    return 1 << max(n - 1, 0).bit_length()
+    """The rows a step of `n` hypotheses runs with: the next power of two up to `POWERS_UP_TO`, above it the
+    next quarter octave (a multiple of a quarter of the power of two below `n`). Padding a large step to a
+    power of two could nearly double its output layer, the step's largest product; on an H100 at beam 10,
+    320 rows padded to 512 made the graphed search slower than the eager one (benchmarks/gpu/README.md)."""
+    if n <= POWERS_UP_TO:
+        return 1 << max(n - 1, 0).bit_length()
+    quarter = 1 << ((n - 1).bit_length() - 3)
+    return -(-n // quarter) * quarter
 
 
 def pad_source(src: Tensor, mask: Tensor, edge: int = EDGE) -> tuple[Tensor, Tensor]:
