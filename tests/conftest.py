@@ -18,8 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("RNMT_FASTPATH", "default")
 # Whatever a test does measure is kept in a file of the test session's, never in the user's ~/.cache/rnmt.
 os.environ["RNMT_FASTPATH_CACHE"] = str(Path(tempfile.mkdtemp(prefix="rnmt-fastpath-")) / "fastpath.json")
+os.environ["RNMT_MODEL_CATALOG"] = tempfile.mkdtemp(prefix="rnmt-models-")
 # What a process that a test starts with an environment of its own must still get.
-SESSION_ENV = {k: os.environ[k] for k in ("RNMT_FASTPATH", "RNMT_FASTPATH_CACHE")}
+SESSION_ENV = {k: os.environ[k] for k in ("RNMT_FASTPATH", "RNMT_FASTPATH_CACHE", "RNMT_MODEL_CATALOG")}
 
 
 # The files that take minutes (a Snakemake build, a cluster, a retrained demo), longest first. Handed out

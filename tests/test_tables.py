@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -237,9 +238,12 @@ def test_a_run_cut_short_by_the_time_cap_is_named_under_its_table(built: Path, t
 
 
 @pytest.mark.parametrize("scale", ["demo", "mini", "small", "paper"])
-def test_every_row_builds_its_model_at_every_scale(scale: str) -> None:
+def test_every_row_builds_its_model_at_every_scale(scale: str, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Each trained row's settings at each scale make a model (on the meta device: shapes, no memory)."""
     from rnmt.planning.plan import Plan
+
+    monkeypatch.setenv("RNMT_MODEL_CATALOG", str(tmp_path))     # built here, whatever an earlier test built
 
     config = yaml.safe_load((ROOT / "config.yaml").read_text())
     plan = Plan({**config, "scale": scale}, ROOT)
@@ -251,6 +255,41 @@ def test_every_row_builds_its_model_at_every_scale(scale: str) -> None:
         assert transformer.model["d_model"] == 512 and transformer.model["layers"] == 4
         gru = plan.variants[("atr-wmt14-en-de", "atr-rnnsearch-gru")]
         assert (gru.model["emb"], gru.model["hidden"], gru.train["lr"]) == (620, 1000, 0.0005)
+
+
+PLAN_RUN = """
+import sys, yaml
+from pathlib import Path
+from rnmt.planning.plan import Plan
+config = yaml.safe_load(Path("config.yaml").read_text())
+config.update(scale="demo", **yaml.safe_load(sys.argv[1]))
+Plan(config, Path(".")).check_models()
+print("torch imported" if "torch" in sys.modules else "torch not imported")
+"""
+
+
+def test_planning_imports_torch_only_when_the_code_or_the_models_settings_are_new(tmp_path: Path) -> None:
+    """Every `snakemake` command plans the run: rows checked against each architecture's settings, every
+    model built on the meta device. What the architectures take, and settings that built, are kept per rnmt
+    source and torch version (rnmt.models.catalog), so planning the same run again imports no torch."""
+    env = {**os.environ, "RNMT_MODEL_CATALOG": str(tmp_path / "catalog"), "PYTHONPATH": str(ROOT / "src")}
+
+    def plan(override: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", PLAN_RUN, override], cwd=ROOT, env=env, capture_output=True,
+                              text=True, timeout=300)
+
+    assert plan("{}").stdout.strip() == "torch imported"
+    assert plan("{}").stdout.strip() == "torch not imported"
+    assert plan("{model: {hidden: 48}}").stdout.strip() == "torch imported"        # new settings: built
+    assert plan("{model: {hidden: 48}}").stdout.strip() == "torch not imported"
+    # settings that do not build stop planning every time: never noted as built
+    for _ in range(2):
+        bad = plan("{model: {heads: 7}}")          # the schema takes it; no 64-wide attention splits in 7
+        assert bad.returncode != 0 and "variant" in bad.stderr, bad.stderr[-2000:]
+    (folder,) = (tmp_path / "catalog").iterdir()          # one rnmt source, one torch
+    assert len(list((folder / "built").iterdir())) == 2
+    kept = json.loads((folder / "architectures.json").read_text())
+    assert "emb" not in kept["transformer"] and {"emb", "hidden", "cell"} <= set(kept["rnnsearch"])
 
 
 @pytest.mark.parametrize("scale", ["demo", "mini", "small", "paper"])

@@ -4,6 +4,7 @@ back; and the machine and the computation paths a run took (`describe`, every me
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import subprocess
@@ -33,6 +34,17 @@ def provenance() -> dict[str, Any]:
         status = git("status", "--porcelain", "--untracked-files=no")
         dirty = bool(status) if status is not None and commit else None
     return {"rnmt_version": __version__, "git_commit": commit, "git_dirty": dirty}
+
+
+@lru_cache(maxsize=1)
+def source_digest() -> str:
+    """sha256 of rnmt's own source files (every .py under the package, by path and content): what a result
+    that depends on the code alone can be keyed by, checkout or installed package alike."""
+    root = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
 
 
 def describe(device: Any) -> dict[str, Any]:

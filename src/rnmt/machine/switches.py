@@ -31,6 +31,9 @@ class Switches:
                             "computation's own default, no timing)", ("measure", "default"))
     fastpath_cache: Path | None = _switch(None, "the machine's file of measured choices (default "
                                           "~/.cache/rnmt/fastpath.json)")
+    model_catalog: Path | None = _switch(None, "the folder where planning keeps each architecture's model "
+                                         "settings and the settings that built, per rnmt source and torch version "
+                                         "(default ~/.cache/rnmt/models; rnmt.models.catalog)")
     fastpath_run: Path | None = _switch(None, "the run's file of choices (results/<run>/fast_paths.json, set "
                                         "by the Snakefile): every job of the run takes the paths it holds")
     matmul: str = _switch("auto", "the CPU's route for float32 products: auto (oneDNN where it is faster), "

@@ -1,15 +1,23 @@
-"""Architectures, one file each, buildable by name through the registry.
+"""Architectures, one file each, buildable by name through the registry (rnmt.models.registry).
 
-Every module of this package is imported here, so a new architecture's file registers itself
-(`@register_model`) without a list to keep."""
+The registry imports every module of this package when it is first imported, so a new architecture's file
+registers itself (`@register_model`) without a list to keep. The package itself imports nothing: planning
+(every `snakemake` command) reads its model settings (rnmt.models.settings) and its catalog of
+architectures (rnmt.models.catalog) without importing torch."""
 
-import importlib
-import pkgutil
+from __future__ import annotations
 
-from rnmt.models.base import DecoderState, Seq2Seq
-from rnmt.models.registry import MODELS, build_model, register_model
-
-for _module in pkgutil.iter_modules(__path__):
-    importlib.import_module(f"{__name__}.{_module.name}")
+from typing import Any
 
 __all__ = ["MODELS", "DecoderState", "Seq2Seq", "build_model", "register_model"]
+
+
+def __getattr__(name: str) -> Any:
+    """The package's names, imported where first asked for."""
+    if name in ("DecoderState", "Seq2Seq"):
+        from rnmt.models import base
+        return getattr(base, name)
+    if name in ("MODELS", "build_model", "register_model"):
+        from rnmt.models import registry
+        return getattr(registry, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

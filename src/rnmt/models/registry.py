@@ -1,4 +1,5 @@
-"""Architecture registry: `@register_model("name")` on a Seq2Seq subclass makes it buildable by name."""
+"""Architecture registry: `@register_model("name")` on a Seq2Seq subclass makes it buildable by name. Importing
+this module imports every module of rnmt.models (at its end), so each architecture's file registers itself."""
 
 from __future__ import annotations
 
@@ -90,3 +91,17 @@ def accepted_settings(arch: str) -> set[str] | None:
         if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
             return names
     return None
+
+
+def _register_all() -> None:
+    """Import every module of rnmt.models: each architecture's file registers itself, without a list to keep."""
+    import importlib
+    import pkgutil
+
+    import rnmt.models
+
+    for module in pkgutil.iter_modules(rnmt.models.__path__):
+        importlib.import_module(f"rnmt.models.{module.name}")
+
+
+_register_all()

@@ -64,10 +64,9 @@ def takes(arch: str) -> Callable[[str], bool]:
     all its rows, override) reach a row only where its architecture takes them (the transformer has no
     `emb`, most recurrent ones no `tie_output`). A row's own settings are never dropped, so a typo there
     still stops the run."""
-    import rnmt.models  # noqa: F401  (fills the registry)
-    from rnmt.models.registry import accepted_settings
+    from rnmt.models.catalog import architectures
 
-    names = accepted_settings(arch)
+    names = architectures().get(arch)
     return lambda key: names is None or key in names
 
 
@@ -85,15 +84,15 @@ def check_row_models(exp: dict[str, Any], path: Path) -> None:
 def check_definition(definition: dict[str, Any], where: str) -> None:
     """A system's architecture exists and its model settings (also those of its `scales:`) are ones the
     architecture takes; `where` names the definition in the error."""
-    import rnmt.models  # noqa: F401  (fills the registry)
-    from rnmt.models.registry import MODELS, accepted_settings
+    from rnmt.models.catalog import architectures
 
+    known = architectures()
     arch = definition["arch"]
-    if arch not in MODELS:
-        hint = closest(arch, sorted(MODELS))
+    if arch not in known:
+        hint = closest(arch, sorted(known))
         raise ConfigError(f"{where}: unknown architecture {arch!r}" + (f" (did you mean {hint[0]!r}?)" if hint
-                          else "") + f"; valid architectures: {', '.join(sorted(MODELS))}")
-    names = accepted_settings(arch)
+                          else "") + f"; valid architectures: {', '.join(sorted(known))}")
+    names = known[arch]
     if names is None:
         return
     blocks = [("model", definition.get("model"))] + [(f"scales.{sc}.model", (v or {}).get("model"))

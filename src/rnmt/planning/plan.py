@@ -25,6 +25,7 @@ from rnmt.config import ConfigError, load_yaml, validate
 from rnmt.data.registry import check_corpora, registry_corpus_ids
 from rnmt.decode.settings import DecodeSettings
 from rnmt.io import InputError
+from rnmt.models.catalog import check_built
 from rnmt.planning.experiments import check_experiment, check_row_models, takes
 from rnmt.planning.layers import Layer, rel, resolve, setting_layers
 from rnmt.planning.systems import load_systems
@@ -293,18 +294,28 @@ class Plan:
 
     def check_models(self) -> None:
         """Build every variant's model on PyTorch's meta device (no memory, no weights): an unknown cell or
-        architecture, or incompatible settings, stops `rnmt check-config` before any job runs."""
-        from rnmt.models.registry import check_model
-
-        for (corpus, name), v in self.variants.items():
+        architecture, or incompatible settings, stops `rnmt check-config` and `snakemake` before any job runs.
+        Settings that built before with this rnmt source and torch version are not built again
+        (rnmt.models.catalog)."""
+        cfgs = {}
+        for key, v in self.variants.items():
             cfg = dict(v.model)
             if isinstance(cfg.get("factors"), dict) and "vocab_sizes" not in cfg["factors"]:
                 # the label vocabulary's size is only known from its file; any size checks the shapes
                 cfg["factors"] = {**cfg["factors"], "vocab_sizes": [64] * len(cfg["factors"].get("dims", []))}
-            try:
-                check_model(cfg.pop("arch"), **cfg)
-            except InputError as e:
-                raise ConfigError(f"{self.defined_in[(corpus, name)]}: variant {name!r}: {e}") from None
+            cfgs[key] = cfg
+
+        def build_each() -> None:
+            from rnmt.models.registry import check_model
+
+            for (corpus, name), cfg in cfgs.items():
+                settings = dict(cfg)
+                try:
+                    check_model(settings.pop("arch"), **settings)
+                except InputError as e:
+                    raise ConfigError(f"{self.defined_in[(corpus, name)]}: variant {name!r}: {e}") from None
+
+        check_built(list(cfgs.values()), build_each)
 
     # ---- paths, all under results/<run>/ -------------------------------------------------------
     @property
