@@ -76,6 +76,12 @@ def test_a_batch_whose_sentences_leave_step_by_step_searches_alike(greedy_floor:
     plain, padded = search_both(model, src, mask, 4, decoder, greedy_floor=greedy_floor, penalty="gnmt")
     assert_same_search(plain, padded)
     assert len({rows for _, rows in decoder.buckets}) >= 3
+    # the searches' state lived in the decoder's buffers, one set per number of sentences left; the next
+    # batch of as many sentences starts afresh in the same buffers
+    sizes = {key[1] for key in decoder.kept if key[0] == "search" and key[2] == 4}
+    assert 12 in sizes and len(sizes) >= 3, sizes
+    src, mask = pad(sentences(12, 2, 13, seed=1), eos=True)
+    assert_same_search(*search_both(model, src, mask, 4, decoder, greedy_floor=greedy_floor, penalty="gnmt"))
 
 
 def test_n_best_lists_and_source_lengths_that_come_and_go() -> None:

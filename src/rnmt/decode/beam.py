@@ -27,7 +27,8 @@ What keeps a batch fast (`rnmt bench decode`):
   - The per-sentence stopping test is one tensor expression per step, not a Python loop.
   - What only the host reads (finished hypotheses, token histories, which sentences are done) comes over
     in one copy a step: on a GPU a step waits for the device once, not at every test.
-  - On CUDA the model's step is replayed as a CUDA graph (`cuda_graphs`, rnmt.decode.graphs).
+  - On CUDA the model's step is replayed as a CUDA graph (`cuda_graphs`, rnmt.decode.graphs), and so is the
+    search's own step on the device (`select`).
 """
 
 from __future__ import annotations
@@ -44,14 +45,19 @@ from rnmt.models.base import DecoderState, Seq2Seq
 Finished = tuple[float, float, list[int]]          # (normalised score, log p, tokens without </s>)
 
 
-def normalise(score: float | Tensor, length: int, penalty: str, alpha: float) -> float | Tensor:
+def denominator(length: int, penalty: str, alpha: float) -> float:
+    """What `normalise` divides a score of `length` tokens by."""
     if penalty == "average":
-        return score / length
+        return float(length)
     if penalty == "gnmt":
-        return score / (((5 + length) / 6) ** alpha)
+        return ((5 + length) / 6) ** alpha
     if penalty == "none":
-        return score
+        return 1.0
     raise ValueError(f"unknown length penalty {penalty!r}; valid: average, gnmt, none")
+
+
+def normalise(score: float | Tensor, length: int, penalty: str, alpha: float) -> float | Tensor:
+    return score / denominator(length, penalty, alpha)
 
 
 def reorder(state: DecoderState, index: Tensor, constant: set[str]) -> DecoderState:
@@ -59,27 +65,88 @@ def reorder(state: DecoderState, index: Tensor, constant: set[str]) -> DecoderSt
     return DecoderState({k: v if k in constant else v.index_select(0, index) for k, v in state.items()})
 
 
+SearchState = dict[str, Tensor]
+"""A search's tensors on the model's device, A sentences of `width` rows: scores [A, width] (float32, -inf
+for no hypothesis), best_finished [A] (float64, the best normalised score finished), n_finished [A],
+done [A] (bool), limit [A] (the length limit), and two scalars for the step: length (t + 1) and denom
+(float64, `denominator` of length)."""
+
+
+def select(logp: Tensor, st: SearchState, width: int) -> tuple[Tensor, Tensor, Tensor]:
+    """One step of the search on the device, from the step's log-probabilities [A·width, V]: updates `st` in
+    place and returns (the row each new hypothesis continues [A·width], its token [A·width], what the host
+    reads, as one float32 tensor). Every shape is fixed by A, width and V, and nothing waits for the host,
+    so on CUDA it is replayed as a graph (GraphedDecoder.select)."""
+    scores, done, denom = st["scores"], st["done"], st["denom"]
+    A, W, V = scores.size(0), width, logp.size(-1)
+    cand = (scores.unsqueeze(-1) + logp.view(A, W, V)).view(A, -1)
+    top_scores, top_idx = cand.topk(2 * W, dim=-1)
+    origin, token = top_idx // V, top_idx % V
+    is_eos = token == EOS_ID
+    # finished: </s> among the first `width` candidates of a sentence that is still searching (done
+    # sentences have only -inf candidates); each has length t + 1 with its </s>
+    ends = is_eos[:, :W] & torch.isfinite(top_scores[:, :W])
+    end_norm = top_scores[:, :W].double() / denom
+    best = torch.maximum(st["best_finished"], end_norm.masked_fill(~ends, float("-inf")).amax(1))
+    n_finished = st["n_finished"] + ends.sum(1)
+    # live: the best `width` candidates that are not </s>
+    rank = torch.where(is_eos, torch.full_like(top_scores, float("-inf")), top_scores)
+    keep_scores, keep = rank.topk(W, dim=-1)
+    sel_token = token.gather(1, keep).view(-1)
+    flat = (torch.arange(A, device=logp.device).unsqueeze(1) * W + origin.gather(1, keep)).view(-1)
+    at_limit = (st["limit"] <= st["length"]) & ~done
+    no_end = at_limit & (n_finished == 0)               # at the limit without </s>: its best live one
+    ahead = best >= keep_scores[:, 0].double() / denom
+    done = done | at_limit | ((n_finished >= W) & ahead)
+    # the host's part, in one copy: torch.cat makes it float32, which holds the scores exactly, and the
+    # token ids and row numbers too (below 2^24)
+    host = torch.cat([ends.view(-1), top_scores[:, :W].reshape(-1), origin[:, :W].reshape(-1), no_end,
+                      keep_scores[:, 0], done, flat, sel_token])
+    st["scores"].copy_(keep_scores.masked_fill(done.unsqueeze(1), float("-inf")))
+    st["best_finished"].copy_(best)
+    st["n_finished"].copy_(n_finished)
+    st["done"].copy_(done)
+    return flat, sel_token, host
+
+
+def new_state(A: int, width: int, device: torch.device) -> SearchState:
+    return {"scores": torch.empty(A, width, device=device), "limit": torch.empty(A, dtype=torch.long, device=device),
+            "n_finished": torch.empty(A, dtype=torch.long, device=device),
+            "best_finished": torch.empty(A, dtype=torch.float64, device=device),
+            "done": torch.empty(A, dtype=torch.bool, device=device),
+            "length": torch.zeros((), dtype=torch.long, device=device),
+            "denom": torch.ones((), dtype=torch.float64, device=device)}
+
+
 class _Search:
     """One beam width's bookkeeping over the sentences still in it: `width` rows per sentence, in the
     order of `ids` (each sentence's index in the batch).
 
-    The tensors the next step needs (scores, the rows to continue, their tokens, the stopping test) stay on
-    the model's device; what only the host reads (finished hypotheses, the token histories, which
-    sentences are done) comes over in one copy a step, so a step on a GPU waits for it once."""
+    The tensors the next step needs (`SearchState`) stay on the model's device; what only the host reads
+    (finished hypotheses, the token histories, which sentences are done) comes over in one copy a step, so
+    a step on a GPU waits for it once. With a GraphedDecoder the state lives in its buffers for A sentences
+    (kept across batches) and the device's part of a step is one graph replay."""
 
-    def __init__(self, width: int, limit: Tensor, penalty: str, alpha: float) -> None:
-        B, device = limit.numel(), limit.device
-        self.width, self.penalty, self.alpha = width, penalty, alpha
+    def __init__(self, width: int, limit: Tensor, penalty: str, alpha: float,
+                 decoder: graphs.GraphedDecoder | None = None) -> None:
+        B = limit.numel()
+        self.width, self.penalty, self.alpha, self.decoder = width, penalty, alpha, decoder
         self.ids = np.arange(B)
-        self.limit = limit
-        self.n_finished = torch.zeros(B, dtype=torch.long, device=device)
-        self.best_finished = torch.full((B,), float("-inf"), dtype=torch.float64, device=device)
-        self.done = torch.zeros(B, dtype=torch.bool, device=device)
+        st = self.st = self._state(B, limit.device)
+        st["limit"].copy_(limit)
+        st["n_finished"].zero_()
+        st["best_finished"].fill_(float("-inf"))
+        st["done"].zero_()
+        st["scores"].fill_(float("-inf"))
+        st["scores"][:, 0] = 0.0                         # one live hypothesis per sentence at first
         self.done_host = np.zeros(B, dtype=bool)
-        self.scores = torch.full((B, width), float("-inf"), device=device)
-        self.scores[:, 0] = 0.0                          # one live hypothesis per sentence at first
         self.history = np.zeros((B * width, 0), dtype=np.int64)
         self.finished: list[list[Finished]] = [[] for _ in range(B)]
+
+    def _state(self, A: int, device: torch.device) -> SearchState:
+        if self.decoder is None:
+            return new_state(A, self.width, device)
+        return self.decoder.buffers(("search", A, self.width), lambda: new_state(A, self.width, device))
 
     @property
     def rows(self) -> int:
@@ -92,34 +159,16 @@ class _Search:
     def advance(self, logp: Tensor, t: int) -> tuple[Tensor, Tensor]:
         """Take step t's log-probabilities [rows, V] → (the row each new hypothesis continues, in this
         search's rows, [rows]; its token [rows])."""
-        A, W, device = self.ids.size, self.width, logp.device
+        A, W = self.ids.size, self.width
         if A == 0:                                       # every sentence of this search has left
-            return (torch.zeros(0, dtype=torch.long, device=device),) * 2
-        V = logp.size(-1)
-        cand = (self.scores.unsqueeze(-1) + logp.view(A, W, V)).view(A, -1)
-        top_scores, top_idx = cand.topk(2 * W, dim=-1)
-        origin, token = top_idx // V, top_idx % V
-        is_eos = token == EOS_ID
-        # finished: </s> among the first `width` candidates of a sentence that is still searching (done
-        # sentences have only -inf candidates); each has length t + 1 with its </s>
-        ends = is_eos[:, :W] & torch.isfinite(top_scores[:, :W])
-        end_norm = normalise(top_scores[:, :W].double(), t + 1, self.penalty, self.alpha)
-        self.best_finished = torch.maximum(self.best_finished, end_norm.masked_fill(~ends, float("-inf")).amax(1))
-        self.n_finished = self.n_finished + ends.sum(1)
-        # live: the best `width` candidates that are not </s>
-        rank = torch.where(is_eos, torch.full_like(top_scores, float("-inf")), top_scores)
-        keep_scores, keep = rank.topk(W, dim=-1)
-        sel_token = token.gather(1, keep)
-        flat = (torch.arange(A, device=device).unsqueeze(1) * W + origin.gather(1, keep)).view(-1)
-        at_limit = (t + 1 >= self.limit) & ~self.done
-        no_end = at_limit & (self.n_finished == 0)      # at the limit without </s>: its best live one
-        ahead = self.best_finished >= normalise(keep_scores[:, 0].double(), t + 1, self.penalty, self.alpha)
-        self.done = self.done | at_limit | ((self.n_finished >= W) & ahead)
-        self.scores = keep_scores.masked_fill(self.done.unsqueeze(1), float("-inf"))
-        # the host's part, in one copy: torch.cat makes it float32, which holds the scores exactly, and the
-        # token ids and row numbers too (below 2^24)
-        host = torch.cat([ends.view(-1), top_scores[:, :W].reshape(-1), origin[:, :W].reshape(-1), no_end,
-                          keep_scores[:, 0], self.done, flat, sel_token.view(-1)]).cpu().numpy()
+            return (torch.zeros(0, dtype=torch.long, device=logp.device),) * 2
+        self.st["length"].fill_(t + 1)
+        self.st["denom"].fill_(denominator(t + 1, self.penalty, self.alpha))
+        if self.decoder is None:
+            flat, sel_token, host_d = select(logp, self.st, W)
+        else:
+            flat, sel_token, host_d = self.decoder.select(select, logp, self.st, W)
+        host = host_d.cpu().numpy()
         parts = np.split(host, np.cumsum([A * W, A * W, A * W, A, A, A, A * W]))
         ends_h, raw_h, origin_h = (x.reshape(A, W) for x in parts[:3])
         no_end_h, best_live_h, self.done_host = parts[3].astype(bool), parts[4], parts[5].astype(bool)
@@ -133,7 +182,7 @@ class _Search:
             raw = float(best_live_h[a])
             self.finished[int(self.ids[a])].append((normalise(raw, t + 1, self.penalty, self.alpha), raw,
                                                     self.history[a * W].tolist()))
-        return flat, sel_token.view(-1)
+        return flat, sel_token
 
     def settle(self) -> Tensor | None:
         """Drop the done sentences once they are at least an eighth of those left (all of them at the end);
@@ -144,11 +193,13 @@ class _Search:
         live_h = np.nonzero(~self.done_host)[0]
         rows_h = (live_h[:, None] * self.width + np.arange(self.width)).reshape(-1)
         self.history, self.ids, self.done_host = self.history[rows_h], self.ids[live_h], self.done_host[live_h]
-        live = torch.as_tensor(live_h, device=self.scores.device)
-        self.scores, self.limit = (x.index_select(0, live) for x in (self.scores, self.limit))
-        self.n_finished, self.best_finished, self.done = (
-            x.index_select(0, live) for x in (self.n_finished, self.best_finished, self.done))
-        return torch.as_tensor(rows_h, device=self.scores.device)
+        device = self.st["scores"].device
+        live = torch.as_tensor(live_h, device=device)
+        kept = self._state(live_h.size, device)
+        for k in ("scores", "limit", "n_finished", "best_finished", "done"):
+            kept[k].copy_(self.st[k].index_select(0, live))
+        self.st = kept
+        return torch.as_tensor(rows_h, device=device)
 
     def best(self, b: int) -> tuple[list[int], float]:
         score, _, tokens = max(self.finished[b], key=lambda f: f[0])
@@ -211,11 +262,12 @@ def _search(model: Seq2Seq, src: Tensor, src_mask: Tensor, beam: int, max_len: i
         max_len = torch.full((B,), max_len, device=device)
     limit = max_len.to(device=device, dtype=torch.long)
     widths = (beam, 1) if beam > 1 and greedy_floor else (beam,)
-    searches = [_Search(w, limit, penalty, alpha) for w in widths]
+    graphed = (cuda_graphs if isinstance(cuda_graphs, graphs.GraphedDecoder) else
+               graphs.decoder(model, device) if cuda_graphs else None)
+    decoder = graphed or model
+    searches = [_Search(w, limit, penalty, alpha, graphed) for w in widths]
     # the rows of every search, one after the other: searches[0]'s sentences × beam, then searches[1]'s × 1
     start = torch.cat([torch.arange(B, device=device).repeat_interleave(w) for w in widths])
-    decoder = (cuda_graphs if isinstance(cuda_graphs, graphs.GraphedDecoder) else
-               graphs.decoder(model, device) if cuda_graphs else None) or model
     state = decoder.start(src, src_mask).select(start)
     constant = set(state)                                # names no step has changed yet
     prev = torch.full((start.numel(),), BOS_ID, dtype=torch.long, device=device)

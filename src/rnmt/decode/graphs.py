@@ -4,8 +4,10 @@ A search step of a recurrent model is dozens of small kernels for one token per 
 the host's time to launch them bounds the search (benchmarks/gpu/README.md: at the ATR paper's sizes, 32
 sentences decoded together at beam 10 went only 18x as fast as one at a time, with 32x the hypotheses in
 each step). `GraphedDecoder` records one model step (`Seq2Seq.step`) once per bucket of shapes and replays
-it with one launch; the search's own bookkeeping (top-k, finished hypotheses, reordering) stays eager,
-since its shapes depend on the data.
+it with one launch. The search's own step on the device (top-k, finished hypotheses, the stopping test:
+decode/beam.py `select`, some 50 small kernels) is a second graph per bucket and number of sentences
+(`select`), its state kept in buffers of the decoder's (`buffers`) so the graph outlives a batch; the
+reorder of the states, whose rows depend on the data, stays eager.
 
 A graph fixes every shape, so:
   - the source is padded to a multiple of `EDGE` positions (masked, so no attention weight reaches them;
@@ -31,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,6 +109,9 @@ class _Bucket:
     constant: frozenset[str]               # state names the step passes through unchanged
     logp: Tensor | None = None             # a graph's outputs, rewritten by each replay
     out: dict[str, Tensor] = field(default_factory=dict)
+    # the search's graphs that read this bucket's log-probabilities (GraphedDecoder.select), by the slice
+    # read and the search's buffers; None: that capture failed and the search steps eagerly there
+    selects: dict[tuple[Any, ...], tuple[torch.cuda.CUDAGraph, Any] | None] = field(default_factory=dict)
 
     def run(self, model: Seq2Seq) -> tuple[Tensor, dict[str, Tensor]]:
         if self.graph is None:
@@ -130,6 +136,9 @@ class GraphedDecoder:
         self.pool: Any = None
         self.unsupported = ""                 # why this model's steps cannot be replayed, once found
         self.captured = self.replays = self.eager = 0
+        self.search_captured = self.search_replays = 0
+        self.last: _Bucket | None = None      # the bucket of the last step, whose outputs a search reads
+        self.kept: dict[Any, dict[str, Tensor]] = {}
 
     @property
     def model(self) -> Seq2Seq:
@@ -158,6 +167,7 @@ class GraphedDecoder:
         if bucket is None and not self.unsupported and (len(self.buckets) < MAX_GRAPHS or not self.capture):
             with self._on_device():
                 bucket = self._bucket(shapes, rows, prev, state)
+        self.last = bucket
         if bucket is None:
             return self.model.step(prev, state)
         bucket.inputs.load(prev, state, bucket.constant)
@@ -170,6 +180,44 @@ class GraphedDecoder:
         new = DecoderState({k: state[k] for k in bucket.constant})
         new.update({k: v[:n] for k, v in out.items()})
         return logp[:n], new
+
+    def buffers(self, key: Any, make: Callable[[], dict[str, Tensor]]) -> dict[str, Tensor]:
+        """Tensors kept under `key` for as long as this decoder (made by `make` the first time): a search's
+        state lives in them, so the graphs that read and write it stay valid from one batch to the next."""
+        if key not in self.kept:
+            self.kept[key] = make()
+        return self.kept[key]
+
+    def select(self, fn: Callable[..., Any], logp: Tensor, st: dict[str, Tensor], *args: Any) -> Any:
+        """`fn(logp, st, *args)`: the search's own step on the last step's log-probabilities `logp` (a
+        slice of them) and its buffers `st` (from `buffers`), replayed as a CUDA graph where that step was
+        one. `fn` must work in place on `st` and return tensors only; its outputs are valid until the next
+        replay of the same graph."""
+        bucket = self.last
+        if bucket is None or bucket.graph is None or not self.capture:
+            return fn(logp, st, *args)
+        key = (logp.data_ptr(), tuple(logp.shape), id(st), *args)
+        if key not in bucket.selects:
+            graph = torch.cuda.CUDAGraph()
+            try:
+                with self._on_device(), torch.cuda.graph(graph, pool=self.pool):
+                    out = fn(logp, st, *args)
+                bucket.selects[key] = (graph, out)
+                self.search_captured += 1
+            except Exception as e:   # noqa: BLE001 - any failure to capture: this search steps eagerly
+                what = f"search step, {logp.size(0)} rows"
+                self.failed[what] = f"{type(e).__name__}: {e}".splitlines()[0][:300]
+                log.warning("%s not captured, so it runs eagerly: %s", what, self.failed[what])
+                bucket.selects[key] = None
+                torch.cuda.synchronize(self.device)
+        found = bucket.selects[key]
+        if found is None:
+            return fn(logp, st, *args)
+        graph, out = found
+        with self._on_device():
+            graph.replay()
+        self.search_replays += 1
+        return out
 
     def _bucket(self, shapes: Shapes, rows: int, prev: Tensor, state: DecoderState) -> _Bucket | None:
         """A new bucket for these shapes, or None where the model's steps cannot be replayed (`unsupported`)."""
@@ -233,6 +281,7 @@ class GraphedDecoder:
 
     def summary(self) -> dict[str, Any]:
         return {"graphs": self.captured, "replays": self.replays, "eager_steps": self.eager,
+                "search_graphs": self.search_captured, "search_replays": self.search_replays,
                 "failed": dict(self.failed), **({"off": self.unsupported} if self.unsupported else {})}
 
 
