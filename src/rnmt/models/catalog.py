@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Callable
 from functools import cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from rnmt.io import InputError, atomic_writer
 from rnmt.machine.switches import switch
 from rnmt.provenance import source_digest
 
@@ -32,14 +31,13 @@ def _folder() -> Path:
 
 
 def _write(path: Path, text: str) -> None:
-    """`text` to `path` atomically (jobs of one run plan at once); a folder that cannot be written is left."""
+    """`text` to `path` atomically (jobs of one run plan at once); where it cannot be written (a read-only or
+    full disk), nothing is kept and the next command asks the registry again."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with atomic_writer(path) as f:
             f.write(text)
-        os.replace(tmp, path)
-    except OSError:
+    except (OSError, InputError):
         pass
 
 
