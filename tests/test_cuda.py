@@ -309,7 +309,7 @@ def test_sigterm_and_rerun_on_cuda_end_with_the_uninterrupted_weights(corpus: di
 @pytest.mark.parametrize("requested", ["cuda", "auto", "cuda:0"])
 def test_a_gpu_asked_for_without_an_index_is_the_current_one(requested: str) -> None:
     """`--device cuda` (the benchmarks' and the training's flag) names no index: the device picked is the
-    current GPU with its index, and stays the current one."""
+    process's own GPU with its index (GPU 0 outside torchrun), and becomes the current one."""
     device = hardware.pick_device(requested)
     assert device.type == "cuda" and device.index == torch.cuda.current_device() == 0
 

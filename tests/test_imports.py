@@ -127,3 +127,30 @@ def test_the_floor_check_finds_an_import_that_runs_up() -> None:
 def test_no_package_imports_from_a_higher_floor() -> None:
     found = upward(graph())
     assert not found, "imports that run up the floors (move the shared names down): " + "; ".join(found)
+
+
+FIRST_IMPORT = """
+import importlib, pkgutil, sys
+import rnmt.models
+failed = []
+for info in pkgutil.iter_modules(rnmt.models.__path__):
+    for name in [k for k in sys.modules if k.startswith("rnmt.models.")]:
+        del sys.modules[name]
+    try:
+        importlib.import_module(f"rnmt.models.{info.name}")
+    except Exception as e:  # noqa: BLE001
+        failed.append(f"{info.name}: {e!r}")
+print("\\n".join(failed))
+"""
+
+
+def test_every_architecture_module_imports_as_the_first_of_its_package() -> None:
+    """Importing the registry imports every module of rnmt.models, so a module imported first (a script's
+    `from rnmt.models.rnnsearch import ...`) is only half-made while the others import: none may take a
+    name from another at import time that the other defines below its own import of the registry."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", FIRST_IMPORT], capture_output=True, text=True, timeout=300,
+                       env={"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0 and r.stdout.strip() == "", r.stdout + r.stderr[-2000:]

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Every GPU check of the engine in one call of under 10 minutes on one GPU, the benchmarks first, on a quiet GPU:
+# Every GPU check of the engine, the benchmarks first, on a quiet GPU, in calls of under 10 minutes (all of steps
+# 1-3 at their limits take 670 s: split them with CHECKS below):
 #
 #   benchmarks/gpu/engine-checks.sh OUT [BASELINE_SRC] [TABLES] [OVERRIDE]
 #
@@ -34,13 +35,19 @@ quiet() { grep -v "USDT\|profiler_st" "$1" | tail -n "$2"; }
 # CHECKS (environment; default all three) picks the benchmarks of steps 1-3, so that a 15-minute lease can
 # split them over two calls of under 10 minutes: e.g. CHECKS=train, then CHECKS="cells decode"
 checks=" ${CHECKS:-train cells decode} "
+for c in $checks; do
+    case $c in train|cells|decode) ;; *) echo "CHECKS: unknown check '$c' (train, cells, decode)"; exit 2 ;; esac
+done
 wants() { [[ "$checks" == *" $1 "* ]]; }
+# seconds left of the call's 580, at least 1 (timeout 0 would mean no limit)
+left() { local n=$(( 580 - ($(date +%s) - t0) )); echo $(( n > 0 ? n : 1 )); }
 
 if wants train && [ -n "$baseline" ]; then
     stamp "1a. bench train --size paper --profile, engine of $baseline"
     # from the baseline's own tree (its src/'s parent, with its workflow/ and config.yaml): the rows are its
     # tables' systems, read through its own config schema
-    (cd "$baseline/.." && PYTHONPATH="$PWD/src:${PYTHONPATH:-}" timeout 150 python3 -m rnmt bench train --size paper \
+    base_src=$(cd "$baseline" && pwd)
+    (cd "$baseline/.." && PYTHONPATH="$base_src:${PYTHONPATH:-}" timeout 150 python3 -m rnmt bench train --size paper \
         --profile --device cuda --out "$OLDPWD/bench-cuda/before") > bench-cuda/train-paper-before.log 2>&1
     echo "exit $?"; quiet bench-cuda/train-paper-before.log 16
 fi
@@ -85,14 +92,14 @@ if [ "$tables" = skip ]; then
 fi
 if [ "$tables" = none ]; then
     stamp "4. pytest -m cuda"
-    RNMT_CUDA_REPORT="$out/cuda-tests.jsonl" timeout $(( 580 - ($(date +%s) - t0) )) python3 -m pytest -m cuda \
+    RNMT_CUDA_REPORT="$out/cuda-tests.jsonl" timeout "$(left)" python3 -m pytest -m cuda \
         tests/test_cuda.py -q -p no:cacheprovider -rs > "$out/cuda-tests.log" 2>&1
     echo "pytest exit $?"; tail -n 30 "$out/cuda-tests.log"
     stamp "done"
     exit 0
 fi
 run=mini-gpu
-cap=$(( 560 - ($(date +%s) - t0) ))
+cap=$(( $(left) > 20 ? $(left) - 20 : 1 ))
 targets=""
 jobs=0
 for t in $tables; do

@@ -50,6 +50,7 @@ EDGE = 8               # source lengths are padded up to a multiple of this
 KEEP = 2               # state shapes (padded source lengths) whose graphs are kept
 MAX_GRAPHS = 64        # buckets beyond this many run eagerly
 POWERS_UP_TO = 64      # row buckets are powers of two up to this many rows, quarter octaves above
+SELECTS_PER_BUCKET = 8 # the search's graphs on one bucket's outputs (numbers of sentences); beyond, eager
 
 Shapes = tuple[tuple[str, tuple[int, ...], torch.dtype], ...]
 
@@ -188,18 +189,30 @@ class GraphedDecoder:
             self.kept[key] = make()
         return self.kept[key]
 
-    def select(self, fn: Callable[..., Any], logp: Tensor, st: dict[str, Tensor], *args: Any) -> Any:
+    def select(self, fn: Callable[..., tuple[Tensor, ...]], logp: Tensor, st: dict[str, Tensor],
+               *args: Any) -> tuple[Tensor, ...]:
         """`fn(logp, st, *args)`: the search's own step on the last step's log-probabilities `logp` (a
         slice of them) and its buffers `st` (from `buffers`), replayed as a CUDA graph where that step was
-        one. `fn` must work in place on `st` and return tensors only; its outputs are valid until the next
-        replay of the same graph."""
+        one. `fn` must work in place on `st` and return a tuple of tensors. A replay's outputs are copied
+        out: the graphs share one memory pool, so a graph captured later may keep its temporaries where an
+        earlier one keeps its outputs (the greedy floor's search replays between the beam's and the use of
+        the beam's tokens)."""
         bucket = self.last
         if bucket is None or bucket.graph is None or not self.capture:
             return fn(logp, st, *args)
         key = (logp.data_ptr(), tuple(logp.shape), id(st), *args)
+        if key not in bucket.selects and len(bucket.selects) >= SELECTS_PER_BUCKET:
+            return fn(logp, st, *args)
         if key not in bucket.selects:
             graph = torch.cuda.CUDAGraph()
             try:
+                # one eager run first, on a side stream and a copy of the state (the step changes its state
+                # in place), as torch asks before a capture: kernels load, workspaces are made
+                side = torch.cuda.Stream(self.device)
+                side.wait_stream(torch.cuda.current_stream(self.device))
+                with self._on_device(), torch.cuda.stream(side):
+                    fn(logp, {k: v.clone() for k, v in st.items()}, *args)
+                torch.cuda.current_stream(self.device).wait_stream(side)
                 with self._on_device(), torch.cuda.graph(graph, pool=self.pool):
                     out = fn(logp, st, *args)
                 bucket.selects[key] = (graph, out)
@@ -216,8 +229,9 @@ class GraphedDecoder:
         graph, out = found
         with self._on_device():
             graph.replay()
+            copied = tuple(t.clone() for t in out)
         self.search_replays += 1
-        return out
+        return copied
 
     def _bucket(self, shapes: Shapes, rows: int, prev: Tensor, state: DecoderState) -> _Bucket | None:
         """A new bucket for these shapes, or None where the model's steps cannot be replayed (`unsupported`)."""

@@ -16,12 +16,11 @@ def pick_device(requested: str = "auto", local_rank: int = 0) -> torch.device:
     if requested == "auto":
         if not torch.cuda.is_available():
             return torch.device("cpu")
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", local_rank)) % torch.cuda.device_count())
-    else:
-        device = torch.device(requested)
+        requested = "cuda"
+    device = torch.device(requested)
     if device.type == "cuda":
-        if device.index is None:
-            device = torch.device("cuda", torch.cuda.current_device())
+        if device.index is None:         # "cuda": the process's own GPU, as for "auto"
+            device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", local_rank)) % torch.cuda.device_count())
         torch.cuda.set_device(device)
     return device
 

@@ -22,12 +22,12 @@ from rnmt.cells import build_cell, run
 from rnmt.data.vocab import PAD_ID
 from rnmt.io import InputError
 from rnmt.machine.matmul import Linear
+from rnmt.models import rnnsearch
 from rnmt.models.attention import AdditiveAttention
 from rnmt.models.base import DecoderState, Seq2Seq
 from rnmt.models.embedding import FactoredEmbedding
 from rnmt.models.readout import Readout
 from rnmt.models.registry import register_model
-from rnmt.models.rnnsearch import last_real
 
 
 @register_model("gnmt")
@@ -70,7 +70,7 @@ class GNMT(Seq2Seq):
             h = self.drop(out + h if i >= 1 else out)        # residuals from encoder layer 3 on
         B = src.size(0)
         if self.init == "bridge":
-            states = torch.tanh(self.bridge(last_real(h, src_mask))).view(B, self.layers, self.state_size)
+            states = torch.tanh(self.bridge(rnnsearch.last_real(h, src_mask))).view(B, self.layers, self.state_size)
         else:
             states = h.new_zeros(B, self.layers, self.state_size)
         return DecoderState(states=states, memory=h, keys=self.attention.keys(h), mask=src_mask)
