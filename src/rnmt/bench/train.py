@@ -331,8 +331,10 @@ def bench(device: torch.device, quick: bool = False, systems: tuple[str, ...] | 
                 t.call("step")
             peak.sample(quick=True)
             log.info("round %d of %d done", i + 1, reps)
-        for wanted_phase, phase in ((profile, "profile"), (graphs and device.type == "cuda", "graph")):
-            for t in trainees if wanted_phase else ():
+        phases = [phase for phase, wanted in (("profile", profile), ("graph", graphs and device.type == "cuda"))
+                  if wanted]
+        for phase in phases:
+            for t in trainees:
                 start = time.perf_counter()
                 t.call(phase)
                 log.info("%s of %s: %.1f s", phase, t.row.system, time.perf_counter() - start)

@@ -33,7 +33,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -154,6 +154,20 @@ class GraphedDecoder:
         hardware.pick_device; a caller of translate_ids need not)."""
         return torch.cuda.device(self.device) if self.capture else contextlib.nullcontext()
 
+    @contextlib.contextmanager
+    def _warm_up(self) -> Iterator[None]:
+        """Where a run before a capture goes: a side stream that waits for the current one and is waited for
+        after it, as torch asks before a capture (kernels load, workspaces are made); the current stream
+        where nothing is captured."""
+        if not self.capture:
+            yield
+            return
+        side = torch.cuda.Stream(self.device)
+        side.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(side):
+            yield
+        torch.cuda.current_stream(self.device).wait_stream(side)
+
     def start(self, src: Tensor, src_mask: Tensor) -> DecoderState:
         return self.model.start(*pad_source(src, src_mask))
 
@@ -206,13 +220,9 @@ class GraphedDecoder:
         if key not in bucket.selects:
             graph = torch.cuda.CUDAGraph()
             try:
-                # one eager run first, on a side stream and a copy of the state (the step changes its state
-                # in place), as torch asks before a capture: kernels load, workspaces are made
-                side = torch.cuda.Stream(self.device)
-                side.wait_stream(torch.cuda.current_stream(self.device))
-                with self._on_device(), torch.cuda.stream(side):
+                # one eager run first, on a copy of the state (the step changes its state in place)
+                with self._on_device(), self._warm_up():
                     fn(logp, {k: v.clone() for k, v in st.items()}, *args)
-                torch.cuda.current_stream(self.device).wait_stream(side)
                 with self._on_device(), torch.cuda.graph(graph, pool=self.pool):
                     out = fn(logp, st, *args)
                 bucket.selects[key] = (graph, out)
@@ -242,16 +252,10 @@ class GraphedDecoder:
         inputs.load(prev, state, frozenset())
         bucket = _Bucket(inputs, rows, None, frozenset())
         views = DecoderState({k: v[:rows] for k, v in inputs.state.items()})
-        # one eager step on the padded inputs (on a side stream before a capture, as torch asks): kernels
-        # compile, paths get chosen, and the names the step passes through show
-        side = torch.cuda.Stream(self.device) if self.capture else None
-        if side is not None:
-            side.wait_stream(torch.cuda.current_stream(self.device))
-        on_side = torch.cuda.stream(side) if side is not None else contextlib.nullcontext()
-        with on_side, torch.no_grad(), graph_safe():
+        # one eager step on the padded inputs: kernels compile, paths get chosen, and the names the step
+        # passes through show
+        with self._warm_up(), torch.no_grad(), graph_safe():
             _, new = self.model.step(inputs.prev[:rows], views)
-        if side is not None:
-            torch.cuda.current_stream(self.device).wait_stream(side)
         bucket.constant = frozenset(k for k in state if new.get(k) is views[k])
         grown = [f"{k} {list(views[k].shape[1:])} → {list(v.shape[1:])}" for k, v in new.items()
                  if k not in views or v.shape != views[k].shape]

@@ -34,7 +34,6 @@ def _write(path: Path, text: str) -> None:
     """`text` to `path` atomically (jobs of one run plan at once); where it cannot be written (a read-only or
     full disk), nothing is kept and the next command asks the registry again."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_writer(path) as f:
             f.write(text)
     except (OSError, InputError):
