@@ -41,3 +41,17 @@ def test_a_scale_with_seeds_trains_that_many_a_row_and_ensembles_keep_theirs() -
     assert row_seeds({"seeds": [1, 2], "ensemble": True}, seeds=3) == (1, 2)
     assert row_seeds({}, max_seeds=2, seeds=3) == (1, 2)                  # a cap still caps
     assert row_seeds({"seeds": [7]}) == (7,)                              # no setting: the papers' one run
+
+
+def test_an_ensemble_row_of_one_seed_is_left_empty_with_the_reason() -> None:
+    from rnmt.planning.plan import table_from_experiment
+
+    exp = {"table": "t", "title": "T", "metrics": ["bleu"],
+           "rows": [{"system": "ATR", "variant": "atr", "paper": {"bleu": 20.0}},
+                    {"system": "ATR ens", "variant": "atr", "ensemble": True, "seeds": [1, 2, 3],
+                     "paper": {"bleu": 22.0}}]}
+    one = table_from_experiment(exp, Path("t.yaml"), "c", max_seeds=1)
+    assert [r.trained for r in one.rows] == [True, False]
+    assert one.rows[1].paper == {"bleu": 22.0} and "max_seeds" in one.rows[1].why_not
+    two = table_from_experiment(exp, Path("t.yaml"), "c", max_seeds=2)
+    assert two.rows[1].trained and two.rows[1].members() == ["ens1-2"]

@@ -147,9 +147,14 @@ def table_from_experiment(exp: dict[str, Any], path: Path, corpus: str | None = 
     rows = []
     for r in exp["rows"]:
         trained = "variant" in r and exp.get("kind", "translation") == "translation"
+        own = row_seeds(r, max_seeds, seeds)
+        why_not = r.get("why_not", "")
+        if trained and r.get("ensemble") and len(own) < 2:
+            # one model is not an ensemble: the row keeps the paper's number and says why it is empty
+            trained, why_not = False, (f"an ensemble needs 2 or more seeds' models, and this run trains at most "
+                                       f"{max_seeds} a row (the scale's max_seeds)")
         rows.append(Row(r["system"], r.get("variant") if trained else None, r.get("paper") or {},
-                        row_seeds(r, max_seeds, seeds), bool(r.get("ensemble", False)), r.get("why_not", ""),
-                        r.get("cell"), r.get("labels")))
+                        own, bool(r.get("ensemble", False)), why_not, r.get("cell"), r.get("labels")))
     return Table(exp["table"], path, exp["title"], corpus or exp.get("corpus"), exp.get("testset", "test"),
                  exp["metrics"], rows, exp.get("paper", ""), exp.get("kind", "translation"), exp.get("baseline"),
                  exp.get("figure"), exp.get("notes", ""), exp.get("claims") or [])
@@ -208,7 +213,7 @@ class Plan:
             corpus = self._table_corpus(exp, path) if exp.get("kind", "translation") == "translation" else None
             table = table_from_experiment(exp, path, corpus, self.max_seeds, self.seeds)
             for i, row in enumerate(exp["rows"]):
-                if "arch" not in row or table.kind != "translation":
+                if "arch" not in row or not table.rows[i].trained:
                     continue
                 paper = raw.get("systems")
                 layers = setting_layers(
