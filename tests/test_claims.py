@@ -205,3 +205,23 @@ def test_a_table_of_set_averages_is_tested_on_the_whole_split_and_says_so(tmp_pa
                   [Row("Shallow", "s", {}, (1,)), Row("Deep", "d", {}, (1,))], baseline="Shallow")
     assert tested(table) == ("tok_bleu", "tok_bleu_avg")
     assert "tok BLEU of the whole test split (all its sets together), marked in the tok Avg column" in note(table)
+
+
+def test_a_decoding_given_twice_or_a_seed_listed_twice_is_refused(tmp_path: Path) -> None:
+    """Two metrics files of one (variant, member), e.g. an old run's beside the new one, would leave the
+    table with whichever came last; a row listing a seed twice would count one model twice."""
+    from rnmt.config import validate
+    from rnmt.io import InputError
+
+    refs = corpus(40)
+    files = scored_run(tmp_path, {("good", "seed1"): damage(refs, 0.1, 1)}, refs)
+    copy = tmp_path / "old" / "test.json"
+    copy.parent.mkdir()
+    copy.write_text(files[0].read_text())
+    table = Table("t", tmp_path / "t.yaml", "T", "c", "test", ["bleu"], [Row("Good", "good", {}, (1,))])
+    with pytest.raises(InputError, match=r"old/test.json are both the metrics of good seed1; pass one file"):
+        build(table, [*files, copy], "r", "mini", tmp_path / "t.csv", tmp_path / "t.md")
+    exp = yaml.safe_load((ROOT / "workflow/experiments/atr-table4.yaml").read_text())
+    exp["rows"][0]["seeds"] = [1, 1]
+    with pytest.raises(ConfigError, match="non-unique elements"):
+        validate(exp, ROOT / "workflow/schemas/experiment.schema.yaml", "atr-table4.yaml")

@@ -498,3 +498,33 @@ def test_a_published_number_has_one_metric_in_every_table_that_quotes_it() -> No
     assert named[("nist-mt03", 39.35)] == {"tok_bleu@nist-mt03"}
     assert [k for k, metrics in named.items() if len(metrics) > 1] == []
 
+
+
+@pytest.mark.workflow
+def test_a_partial_table_shows_the_finished_rows_and_says_which_are_missing(built: Path, tmp_path: Path,
+                                                                             capsys: pytest.CaptureFixture) -> None:
+    """A run that ended early (a GPU loan's time cap, a killed session) still gives the table of what it
+    finished, with `--partial`; without it a missing metrics file is refused by name."""
+    from rnmt.cli import main
+
+    files = sorted((built / "results/tiny/metrics/synthetic-demo").glob("*/seed*/test.json"))
+    left = ("atr-rnnsearch-lstm", "atr-transformer")
+    planned = [str(tmp_path / "unfinished" / f.parts[-3] / "seed1/test.json") if f.parts[-3] in left else str(f)
+               for f in files]
+    args = ["table", "--experiment", str(EXPERIMENTS / "atr-table4.yaml"), "--run", "tiny", "--scale", "demo",
+            "--max-seeds", "1", "--csv", str(tmp_path / "t.csv"), "--md", str(tmp_path / "t.md")]
+    assert main([*args, "--", *planned]) == 2
+    assert "unfinished/atr-rnnsearch-lstm/seed1/test.json" in capsys.readouterr().err
+    assert main([*args, "--partial", "--", *planned]) == 0
+    df = pd.read_csv(tmp_path / "t.csv").set_index(["system", "metric"])
+    whole = pd.read_csv(built / "results/tiny/tables/atr-table4.csv").set_index(["system", "metric"])
+    lstm = df.loc["RNNSearch+LSTM"]
+    assert lstm.ours.isna().all() and lstm.paper.notna().all()
+    assert (lstm.why_empty == "not finished in run tiny: no metrics of atr-rnnsearch-lstm seed1").all()
+    # the finished rows' numbers are the whole table's, ratios to the baseline included
+    done = [k for k in whole.index if k[0] not in ("RNNSearch+LSTM", "Transformer")]
+    assert df.loc[done].ours.tolist() == pytest.approx(whole.loc[done].ours.tolist(), nan_ok=True)
+    assert df.loc[("RNNSearch+ATR", "train_tgt_words_per_s_ratio"), "ours"] > 0
+    md = (tmp_path / "t.md").read_text()
+    assert "Partial table: 5 of the 7 rows this run trains had finished" in md
+    assert "RNNSearch+LSTM, Transformer have no numbers yet" in md

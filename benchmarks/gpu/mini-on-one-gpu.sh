@@ -59,7 +59,20 @@ rc=$?
 kill "$dmon" 2>/dev/null
 stamp "snakemake exit $rc"
 tail -n 15 "results/$run.snakemake.log"
-for t in $(echo "$tables" | tr ',' ' '); do cat "results/$run/tables/$t.md" 2>/dev/null; done
+for t in $(echo "$tables" | tr ',' ' '); do
+    if [ ! -f "results/$run/tables/$t.md" ]; then
+        # cut short: the table of the rows that finished, the others marked (it trains nothing)
+        stamp "partial table $t"
+        python3 -m snakemake --unlock --config scale=mini run=$run "tables=[$tables]" > /dev/null 2>&1
+        # shellcheck disable=SC2086
+        python3 -m snakemake "results/$run/tables/partial/$t.md" --cores 16 --config scale=mini run=$run \
+            "tables=[$tables]" ${override:+"$override"} "scales={mini: {seeds: $seeds, max_seeds: $seeds}}" \
+            >> "results/$run.snakemake.log" 2>&1
+        cat "results/$run/tables/partial/$t.md" 2>/dev/null
+    else
+        cat "results/$run/tables/$t.md"
+    fi
+done
 tar czf "$out/mini.tgz" --exclude='*.pt' --exclude='*.keep' --exclude='results/*/data' \
     "results/$run" "results/$run.snakemake.log" "results/$run.dmon.txt" 2>/dev/null
 stamp "collected"

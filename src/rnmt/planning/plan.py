@@ -78,6 +78,7 @@ class Row:
     why_not: str = ""
     cell: str | None = None
     labels: str | None = None
+    unfinished: bool = False                 # trained by the run, which ended before it (a partial table)
 
     @property
     def trained(self) -> bool:

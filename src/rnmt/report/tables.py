@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import re
 import statistics
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +94,27 @@ def _row_runs(table: Table, row: Row, metrics: dict[tuple[str, str], dict[str, A
         raise InputError(f"table {table.name}: row {row.system!r} needs metrics of {', '.join(row.members())} "
                          f"of variant {row.variant!r}, found {len(runs)}")
     return runs
+
+
+def finished_rows(table: Table, found: set[tuple[str, str]], run: str) -> Table:
+    """`table` with each trained row whose decodings have no metrics among `found` ((variant, member)s)
+    turned into a row without numbers that says so, for a table of a run that ended early (`rnmt table
+    --partial`); the table's notes say how many rows it holds. A row with some of its seeds keeps them
+    only if all are there: a mean over fewer seeds than the row's would read as the row's."""
+    rows, left = [], []
+    for row in table.rows:
+        missing = [m for m in row.members() if (row.variant, m) not in found] if row.trained else []
+        if missing:
+            left.append(row.system)
+            row = replace(row, variant=None, unfinished=True, why_not=f"not finished in run {run}: no metrics of "
+                                                     f"{row.variant} {', '.join(missing)}")
+        rows.append(row)
+    if not left:
+        return table
+    done = len(table.trained_rows) - len(left)
+    note = (f"Partial table: {done} of the {len(table.trained_rows)} rows this run trains had finished when it "
+            f"was built; {', '.join(left)} have no numbers yet.")
+    return replace(table, rows=rows, notes="\n\n".join(n for n in (note, table.notes.strip()) if n))
 
 
 def cut_short(table: Table, metrics: dict[tuple[str, str], dict[str, Any]]) -> list[str]:
@@ -287,15 +309,20 @@ def build(table: Table, metrics_files: list[str | Path], run: str, scale: str, o
           out_md: str | Path, out_tex: str | Path | None = None,
           gates_files: list[str | Path] | None = None, out_html: str | Path | None = None,
           cell_files: list[str | Path] | None = None, data_reports: list[str | Path] | None = None,
-          out_claims: str | Path | None = None) -> pd.DataFrame:
+          out_claims: str | Path | None = None, partial: bool = False) -> pd.DataFrame:
     """The table from its rows' metrics files (and a gates table's gate statistics, a cells table's
     counts); `data_reports` (the corpus' prepare.json) bring the data's warnings into its notes; the
-    paper's claims, checked, go into the renderings and `out_claims` (a tidy CSV)."""
+    paper's claims, checked, go into the renderings and `out_claims` (a tidy CSV). `partial`: rows
+    without their metrics files are shown without numbers, saying so (`finished_rows`), instead of
+    refused."""
     claimed = claims.parse(table)
-    metrics, scored = {}, {}
+    metrics, scored, where = {}, {}, {}
     for path in metrics_files:
         m = read_json(path)
         key = (m["variant"], m["member"])
+        if where.setdefault(key, Path(path)) != Path(path):     # one decoding, one number: never the last file's
+            raise InputError(f"table {table.name}: {where[key]} and {path} are both the metrics of {key[0]} "
+                             f"{key[1]}; pass one file for each of a row's decodings")
         metrics[key] = m
         if "files" in m:                # a translation's scores: the files scored must still be those (checked
             scored[key] = scored_file(Path(path), m)    # once here; the significance test and claims read them)
@@ -305,9 +332,14 @@ def build(table: Table, metrics_files: list[str | Path], run: str, scale: str, o
         if key in metrics:
             metrics[key] = {**metrics[key], "gates": read_json(p)}
     cells = {c["cell"]: c for c in map(read_json, cell_files or [])}
+    if partial:
+        table = finished_rows(table, set(metrics), run)
     tested = significance.p_values(table, scored)
     df = tidy(table, metrics, run, scale, cells, {s: t["p_value"] for s, t in tested.items()})
-    df.attrs["significance"] = [significance.note(table)] if tested else []
+    base = next((r for r in table.rows if r.system == table.baseline), None)
+    df.attrs["significance"] = ([significance.note(table)] if tested else
+                                [f"No significance marks: the reference row {base.system!r} has no numbers yet."]
+                                if base is not None and base.unfinished else [])
     evidence = claims.Evidence(table, metrics, scored, metric_value) if table.kind == "translation" else None
     df.attrs["claims"] = checked = claims.check(table, claimed, df, evidence)
     df.attrs["cut_short"] = cut_short(table, metrics)
