@@ -526,5 +526,6 @@ def test_a_partial_table_shows_the_finished_rows_and_says_which_are_missing(buil
     assert df.loc[done].ours.tolist() == pytest.approx(whole.loc[done].ours.tolist(), nan_ok=True)
     assert df.loc[("RNNSearch+ATR", "train_tgt_words_per_s_ratio"), "ours"] > 0
     md = (tmp_path / "t.md").read_text()
+    assert md.splitlines()[0].endswith("(WMT14 En-De, beam 1) (partial: 5 of 7 rows)")
     assert "Partial table: 5 of the 7 rows this run trains had finished" in md
     assert "RNNSearch+LSTM, Transformer have no numbers yet" in md

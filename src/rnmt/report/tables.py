@@ -114,7 +114,8 @@ def finished_rows(table: Table, found: set[tuple[str, str]], run: str) -> Table:
     done = len(table.trained_rows) - len(left)
     note = (f"Partial table: {done} of the {len(table.trained_rows)} rows this run trains had finished when it "
             f"was built; {', '.join(left)} have no numbers yet.")
-    return replace(table, rows=rows, notes="\n\n".join(n for n in (note, table.notes.strip()) if n))
+    return replace(table, rows=rows, title=f"{table.title} (partial: {done} of {len(table.trained_rows)} rows)",
+                   notes="\n\n".join(n for n in (note, table.notes.strip()) if n))
 
 
 def cut_short(table: Table, metrics: dict[tuple[str, str], dict[str, Any]]) -> list[str]:
