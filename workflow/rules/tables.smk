@@ -46,7 +46,8 @@ def finished(paths):
 
 rule partial_table:
     """A table of the rows whose models and decodings have finished, the others marked (a run cut short
-    by a GPU loan or a session ending): results/<run>/tables/partial/<table>.md. It trains nothing."""
+    by a GPU loan or a session ending): results/<run>/tables/partial/<table>.md. It asks only for the
+    files that exist, so it starts no row that has not finished."""
     input:
         experiment=EXPERIMENTS / "{table}.yaml",
         metrics=lambda wc: finished(PLAN.metrics_paths(wc.table)),
