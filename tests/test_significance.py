@@ -55,3 +55,17 @@ def test_an_ensemble_row_of_one_seed_is_left_empty_with_the_reason() -> None:
     assert one.rows[1].paper == {"bleu": 22.0} and "max_seeds" in one.rows[1].why_not
     two = table_from_experiment(exp, Path("t.yaml"), "c", max_seeds=2)
     assert two.rows[1].trained and two.rows[1].members() == ["ens1-2"]
+
+
+def test_a_tables_notes_say_how_many_seeds_its_rows_trained_in_this_run() -> None:
+    """The scale's note does not say it: a run may set the seeds otherwise (`scales={mini: {seeds: 1}}`)."""
+    from rnmt.report.layout import seeds_ran
+
+    def table(*rows: Row) -> Table:
+        return Table("t", Path("t.yaml"), "T", "c", "test", ["bleu"], list(rows))
+
+    assert seeds_ran(table(row("GRU", (1,)), row("ATR", (1,)))) == "; 1 seed a row"
+    assert seeds_ran(table(row("GRU", (1, 2, 3)), row("ATR ens", (1, 2, 3), ensemble=True))) == \
+        "; 3 seeds a row (mean ± std), ensembles of 3 models"
+    assert seeds_ran(table(row("GRU", (1,)), row("ATR", (1, 2)))) == "; 1 or 2 seeds a row (mean ± std)"
+    assert seeds_ran(table(Row("Buck et al.", None, {"bleu": 20.7}))) == ""

@@ -528,4 +528,5 @@ def test_a_partial_table_shows_the_finished_rows_and_says_which_are_missing(buil
     md = (tmp_path / "t.md").read_text()
     assert md.splitlines()[0].endswith("(WMT14 En-De, beam 1) (partial: 5 of 7 rows)")
     assert "Partial table: 5 of the 7 rows this run trains had finished" in md
+    assert "; 1 seed a row." in md                                    # as this run trained them
     assert "RNNSearch+LSTM, Transformer have no numbers yet" in md

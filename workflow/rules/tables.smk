@@ -2,6 +2,21 @@
 # HTML (what `snakemake --report` shows); a PNG and a PDF where the paper had a figure; runs.csv with
 # every run's metrics and settings; learning curves.
 
+# what a table's command is told of the run (the full table's and the partial table's)
+TABLE_PARAMS = dict(
+    corpus=lambda wc: PLAN.table(wc.table).corpus or "",
+    max_seeds=PLAN.max_seeds or 0,
+    seeds=PLAN.seeds or 0,
+    run=PLAN.run,
+    scale=PLAN.scale,
+    scale_note=PLAN.scale_settings.get("note", ""),
+)
+
+
+def finished(paths):
+    """The files of `paths` that exist: a partial table reads what its run has finished and starts nothing."""
+    return [p for p in paths if Path(p).is_file()]
+
 
 rule table:
     input:
@@ -20,34 +35,24 @@ rule table:
         claims=run_path("tables/{table}.claims.csv"),
     params:
         caption=lambda wc: report_caption(PLAN.table(wc.table)),
-        corpus=lambda wc: PLAN.table(wc.table).corpus or "",
-        max_seeds=PLAN.max_seeds or 0,
-        seeds=PLAN.seeds or 0,
-        run=PLAN.run,
-        scale=PLAN.scale,
-        scale_note=PLAN.scale_settings.get("note", ""),
+        partial="",
+        **TABLE_PARAMS,
     conda:
         "../../envs/data.yaml"
     log:
         run_path("logs/table/{table}.log"),
     shell:
-        "rnmt table --experiment {input.experiment:q} --run {params.run:q} --scale {params.scale:q} "
+        "rnmt table {params.partial}--experiment {input.experiment:q} --run {params.run:q} --scale {params.scale:q} "
         "--corpus={params.corpus:q} --max-seeds {params.max_seeds:q} --seeds {params.seeds:q} --scale-note={params.scale_note:q} --csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} "
         "--html {output.html:q} --claims {output.claims:q} "
         "--gates {input.gates:q} --cells {input.cells:q} --data-reports {input.data_reports:q} "
         "-- {input.metrics:q} 2> {log:q}"
 
 
-
-def finished(paths):
-    """The files of `paths` that exist: a partial table reads what its run has finished and starts nothing."""
-    return [p for p in paths if Path(p).is_file()]
-
-
-rule partial_table:
-    """A table of the rows whose models and decodings have finished, the others marked (a run cut short
-    by a GPU loan or a session ending): results/<run>/tables/partial/<table>.md. It asks only for the
-    files that exist, so it starts no row that has not finished."""
+use rule table as partial_table with:
+    # A table of the rows whose models and decodings have finished, the others marked (a run cut short by a
+    # GPU loan or a session ending): results/<run>/tables/partial/<table>.md. It asks only for the files
+    # that exist, so it starts no row that has not finished.
     input:
         experiment=EXPERIMENTS / "{table}.yaml",
         metrics=lambda wc: finished(PLAN.metrics_paths(wc.table)),
@@ -55,28 +60,17 @@ rule partial_table:
         cells=lambda wc: PLAN.cell_count_paths(wc.table),
         data_reports=lambda wc: finished(PLAN.data_report_paths(wc.table)),
     output:
+        html=run_path("tables/partial/{table}.html"),
         csv=run_path("tables/partial/{table}.csv"),
         md=run_path("tables/partial/{table}.md"),
         tex=run_path("tables/partial/{table}.tex"),
-        html=run_path("tables/partial/{table}.html"),
         claims=run_path("tables/partial/{table}.claims.csv"),
     params:
-        corpus=lambda wc: PLAN.table(wc.table).corpus or "",
-        max_seeds=PLAN.max_seeds or 0,
-        seeds=PLAN.seeds or 0,
-        run=PLAN.run,
-        scale=PLAN.scale,
-        scale_note=PLAN.scale_settings.get("note", ""),
-    conda:
-        "../../envs/data.yaml"
+        partial="--partial ",
+        **TABLE_PARAMS,
     log:
         run_path("logs/partial_table/{table}.log"),
-    shell:
-        "rnmt table --partial --experiment {input.experiment:q} --run {params.run:q} --scale {params.scale:q} "
-        "--corpus={params.corpus:q} --max-seeds {params.max_seeds:q} --seeds {params.seeds:q} --scale-note={params.scale_note:q} --csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} "
-        "--html {output.html:q} --claims {output.claims:q} "
-        "--gates {input.gates:q} --cells {input.cells:q} --data-reports {input.data_reports:q} "
-        "-- {input.metrics:q} 2> {log:q}"
+
 
 rule figure:
     """ATR Figure 3 (gates by position), DTMT Figure 3 (BLEU by source length), UD Figure 2 (cost),

@@ -74,10 +74,26 @@ def fmt_count(x: float, std: float = math.nan) -> str:
     return fmt(x, std) if math.isnan(x) or x != int(x) else str(int(x))
 
 
+def seeds_ran(table: Table) -> str:
+    """How many seeds the table's rows trained, from the rows as this run planned them (a run may set
+    the scale's seeds otherwise): `; 3 seeds a row (mean ± std), ensembles of 3`."""
+    single = sorted({len(r.seeds) for r in table.trained_rows if not r.ensemble})
+    ensembles = sorted({len(r.seeds) for r in table.trained_rows if r.ensemble})
+    if not single and not ensembles:
+        return ""
+    out = []
+    if single:
+        n = " or ".join(map(str, single))
+        out.append(f"{n} seed{'s' if single != [1] else ''} a row" + (" (mean ± std)" if max(single) > 1 else ""))
+    if ensembles:
+        out.append(f"ensembles of {' or '.join(map(str, ensembles))} models")
+    return "; " + ", ".join(out)
+
+
 def footer(table: Table, df: pd.DataFrame, with_signatures: bool = True) -> list[str]:
     scale, run = df.scale.iloc[0], df.run.iloc[0]
     out = [f"Run `{run}` at scale `{scale}`" + (f" on corpus `{table.corpus}`" if table.corpus else "")
-           + "; mean ± std over seeds where a row has several."]
+           + seeds_ran(table) + "."]
     out += [line for line in df.attrs.get("ran", []) if line]       # what the rows ran with, from their metrics
     empty = df[df.ours.isna() & (df.why_empty != "")]
     for reason in sorted(set(empty.why_empty) - {r.why_not for r in table.rows}):
