@@ -504,7 +504,7 @@ def test_a_published_number_has_one_metric_in_every_table_that_quotes_it() -> No
 def test_a_partial_table_shows_the_finished_rows_and_says_which_are_missing(built: Path, tmp_path: Path,
                                                                              capsys: pytest.CaptureFixture) -> None:
     """A run that ended early (a GPU loan's time cap, a killed session) still gives the table of what it
-    finished, with `--partial`; without it a missing metrics file is refused by name."""
+    finished, with `--rows finished`; without it a missing metrics file is refused by name."""
     from rnmt.cli import main
 
     files = sorted((built / "results/tiny/metrics/synthetic-demo").glob("*/seed*/test.json"))
@@ -515,7 +515,7 @@ def test_a_partial_table_shows_the_finished_rows_and_says_which_are_missing(buil
             "--max-seeds", "1", "--csv", str(tmp_path / "t.csv"), "--md", str(tmp_path / "t.md")]
     assert main([*args, "--", *planned]) == 2
     assert "unfinished/atr-rnnsearch-lstm/seed1/test.json" in capsys.readouterr().err
-    assert main([*args, "--partial", "--", *planned]) == 0
+    assert main([*args, "--rows", "finished", "--", *planned]) == 0
     df = pd.read_csv(tmp_path / "t.csv").set_index(["system", "metric"])
     whole = pd.read_csv(built / "results/tiny/tables/atr-table4.csv").set_index(["system", "metric"])
     lstm = df.loc["RNNSearch+LSTM"]

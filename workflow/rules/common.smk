@@ -307,3 +307,19 @@ def rst_text(text):
 def report_caption(table):
     """A table's or figure's caption in the report: its title and where the paper's numbers are from."""
     return rst_text(table.title + (f". Paper: {table.paper.strip()}" if table.paper else ""))
+
+
+# what a table's command is told of the run (the full table's and the partial table's)
+TABLE_PARAMS = dict(
+    corpus=lambda wc: PLAN.table(wc.table).corpus or "",
+    max_seeds=PLAN.max_seeds or 0,
+    seeds=PLAN.seeds or 0,
+    run=PLAN.run,
+    scale=PLAN.scale,
+    scale_note=PLAN.scale_settings.get("note", ""),
+)
+
+
+def finished(paths):
+    """The files of `paths` that exist: a partial table reads what its run has finished and starts nothing."""
+    return [p for p in paths if Path(p).is_file()]

@@ -2,21 +2,6 @@
 # HTML (what `snakemake --report` shows); a PNG and a PDF where the paper had a figure; runs.csv with
 # every run's metrics and settings; learning curves.
 
-# what a table's command is told of the run (the full table's and the partial table's)
-TABLE_PARAMS = dict(
-    corpus=lambda wc: PLAN.table(wc.table).corpus or "",
-    max_seeds=PLAN.max_seeds or 0,
-    seeds=PLAN.seeds or 0,
-    run=PLAN.run,
-    scale=PLAN.scale,
-    scale_note=PLAN.scale_settings.get("note", ""),
-)
-
-
-def finished(paths):
-    """The files of `paths` that exist: a partial table reads what its run has finished and starts nothing."""
-    return [p for p in paths if Path(p).is_file()]
-
 
 rule table:
     input:
@@ -35,14 +20,14 @@ rule table:
         claims=run_path("tables/{table}.claims.csv"),
     params:
         caption=lambda wc: report_caption(PLAN.table(wc.table)),
-        partial="",
+        rows="all",
         **TABLE_PARAMS,
     conda:
         "../../envs/data.yaml"
     log:
         run_path("logs/table/{table}.log"),
     shell:
-        "rnmt table {params.partial}--experiment {input.experiment:q} --run {params.run:q} --scale {params.scale:q} "
+        "rnmt table --rows {params.rows:q} --experiment {input.experiment:q} --run {params.run:q} --scale {params.scale:q} "
         "--corpus={params.corpus:q} --max-seeds {params.max_seeds:q} --seeds {params.seeds:q} --scale-note={params.scale_note:q} --csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} "
         "--html {output.html:q} --claims {output.claims:q} "
         "--gates {input.gates:q} --cells {input.cells:q} --data-reports {input.data_reports:q} "
@@ -66,7 +51,7 @@ use rule table as partial_table with:
         tex=run_path("tables/partial/{table}.tex"),
         claims=run_path("tables/partial/{table}.claims.csv"),
     params:
-        partial="--partial ",
+        rows="finished",
         **TABLE_PARAMS,
     log:
         run_path("logs/partial_table/{table}.log"),

@@ -19,10 +19,11 @@ def cmd_table(a: argparse.Namespace) -> None:
 
     table = load_table(a.experiment, a.corpus or None, a.max_seeds or None, a.scale_note, a.seeds or None)
     metrics, gates = a.metrics, a.gates
-    if a.partial:                   # the files of the rows that finished; build() marks the others
+    partial = a.rows == "finished"
+    if partial:                     # the files of the rows that finished; build() marks the others
         metrics, gates = [p for p in metrics if Path(p).is_file()], [p for p in gates if Path(p).is_file()]
     df = build(table, metrics, a.run, a.scale, a.csv, a.md, a.tex, gates, a.html, a.cells, a.data_reports,
-               a.claims, a.partial)
+               a.claims, partial)
     log.info("table %s: %d cells → %s, %s", table.name, len(df), a.csv, a.md)
 
 
@@ -100,9 +101,9 @@ def add_parsers(sub: Any) -> None:
     s.add_argument("--cells", nargs="*", default=[], help="cell counts (rnmt cell-counts) of a table of kind cells")
     s.add_argument("--data-reports", nargs="*", default=[],
                    help="the corpus' prepare.json: its warnings go into the table's notes")
-    s.add_argument("--partial", action="store_true",
-                   help="build the table of a run that ended early: metrics and gates files that do not exist "
-                        "are left out, and their rows say they have not finished")
+    s.add_argument("--rows", choices=["all", "finished"], default="all",
+                   help="all: every row's metrics files must exist; finished: the table of a run that ended early, "
+                        "from the files that exist, the other rows saying they have not finished")
     s.add_argument("metrics", nargs="*", help="the rows' metrics files (rnmt score)")
     s.set_defaults(func=cmd_table)
 

@@ -99,7 +99,7 @@ def _row_runs(table: Table, row: Row, metrics: dict[tuple[str, str], dict[str, A
 def finished_rows(table: Table, found: set[tuple[str, str]], run: str) -> Table:
     """`table` with each trained row whose decodings have no metrics among `found` ((variant, member)s)
     turned into a row without numbers that says so, for a table of a run that ended early (`rnmt table
-    --partial`); the table's notes say how many rows it holds. A row with some of its seeds keeps them
+    --rows finished`); the table's notes say how many rows it holds. A row with some of its seeds keeps them
     only if all are there: a mean over fewer seeds than the row's would read as the row's."""
     rows, left = [], []
     for row in table.rows:
