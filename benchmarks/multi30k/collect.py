@@ -73,7 +73,7 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool) -> None:
                      "train_minutes": train["train_seconds"] / 60, "kept_step": train["best_step"],
                      "greedy_dev_bleu": train.get("best_dev_bleu_greedy"), "dev_bleu": d["scores"]["bleu"],
                      "test_bleu": t["scores"]["bleu"],
-                     **{f"test_{k.split('@', 1)[1]}": v for k, v in t["scores"].items() if k.startswith("bleu@")},
+                     **{f"test_{k}": v for k, v in (t["scores"].get("bleu_by_part") or {}).items()},
                      "beam": d["decode"].get("beam"), "device": train["hardware"]["device"],
                      "cpu": train["hardware"]["cpu"], "threads": train["hardware"]["torch_threads"]})
     out = pd.DataFrame(rows).round(3)
