@@ -61,7 +61,7 @@ stamp "snakemake exit $rc"
 tail -n 15 "results/$run.snakemake.log"
 for t in $(echo "$tables" | tr ',' ' '); do
     if [ ! -f "results/$run/tables/$t.md" ]; then
-        # cut short: the table of the rows that finished, the others marked (it trains nothing)
+        # cut short: the table of the rows that finished, the others marked (it starts no unfinished row)
         stamp "partial table $t"
         python3 -m snakemake --unlock --config scale=mini run=$run "tables=[$tables]" > /dev/null 2>&1
         # shellcheck disable=SC2086

@@ -99,8 +99,8 @@ def _row_runs(table: Table, row: Row, metrics: dict[tuple[str, str], dict[str, A
 def finished_rows(table: Table, found: set[tuple[str, str]], run: str) -> Table:
     """`table` with each trained row whose decodings have no metrics among `found` ((variant, member)s)
     turned into a row without numbers that says so, for a table of a run that ended early (`rnmt table
-    --rows finished`); the table's notes say how many rows it holds. A row with some of its seeds keeps them
-    only if all are there: a mean over fewer seeds than the row's would read as the row's."""
+    --rows finished`); the table's notes say how many rows it holds. A row missing any of its seeds shows
+    none: a mean over fewer seeds than the row's would read as the row's."""
     rows, left = [], []
     for row in table.rows:
         missing = [m for m in row.members() if (row.variant, m) not in found] if row.trained else []
@@ -335,12 +335,13 @@ def build(table: Table, metrics_files: list[str | Path], run: str, scale: str, o
     cells = {c["cell"]: c for c in map(read_json, cell_files or [])}
     if partial:
         table = finished_rows(table, set(metrics), run)
-    tested = significance.p_values(table, scored)
-    df = tidy(table, metrics, run, scale, cells, {s: t["p_value"] for s, t in tested.items()})
     base = next((r for r in table.rows if r.system == table.baseline), None)
+    no_base = base is not None and base.unfinished      # a partial table without its reference row
+    tested = {} if no_base else significance.p_values(table, scored)
+    df = tidy(table, metrics, run, scale, cells, {s: t["p_value"] for s, t in tested.items()})
     df.attrs["significance"] = ([significance.note(table)] if tested else
                                 [f"No significance marks: the reference row {base.system!r} has no numbers yet."]
-                                if base is not None and base.unfinished else [])
+                                if no_base else [])
     evidence = claims.Evidence(table, metrics, scored, metric_value) if table.kind == "translation" else None
     df.attrs["claims"] = checked = claims.check(table, claimed, df, evidence)
     df.attrs["cut_short"] = cut_short(table, metrics)
