@@ -46,6 +46,18 @@ def test_explain_names_where_lr_batch_size_and_max_steps_come_from(checkout: Pat
     assert "over config.yaml train: 0.002" in paper
 
 
+def test_a_rows_cell_is_named_with_the_system_that_sets_it(checkout: Path) -> None:
+    """A system names its cell beside its architecture: the explanation gives that cell and its file, not
+    the architecture's default cell (RNNSearch's GRU for the ATR + CA row)."""
+    got = rnmt("explain", "mini", "atr-rnnsearch-atr-ca", "cell", "--corpus", "multi30k-en-de", cwd=checkout)
+    assert got.returncode == 0, got.stderr
+    assert "cell = 'atr'       from workflow/systems/atr.yaml systems.atr-rnnsearch-atr-ca.cell" in got.stdout
+    assert "over default: 'gru'" in got.stdout
+    every = rnmt("explain", "mini", "srnmt-sru-3l", "--corpus", "multi30k-en-de", "--all", cwd=checkout).stdout
+    cells = [line for line in every.splitlines() if line.strip().startswith("cell ")]
+    assert len(cells) == 1 and "'sru'" in cells[0], every
+
+
 def test_a_built_run_is_explained_from_its_record_and_its_override_wins(checkout: Path) -> None:
     config = yaml.safe_load((checkout / "config.yaml").read_text())
     record = {**config, "run": "r1", "override": {"train": {"lr": 0.01}, "model": {"emb": 64}}}

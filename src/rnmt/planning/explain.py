@@ -6,12 +6,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from rnmt.config import ConfigError, closest, load_yaml
 from rnmt.decode.settings import DecodeSettings
 from rnmt.models.registry import model_defaults
 from rnmt.planning.experiments import takes
-from rnmt.planning.layers import explain, rel, render
+from rnmt.planning.layers import SECTIONS, Layer, explain, rel, render
 from rnmt.planning.plan import Plan
 from rnmt.planning.runconfig import load_record, record_path
 from rnmt.train.settings import TrainSettings
@@ -52,9 +53,24 @@ def explain_run(root: Path, run: str, variant: str, settings: Sequence[str] = ()
                     "decode": ("DecodeSettings in rnmt.decode.settings", asdict(DecodeSettings()))}
         resolved = {"model": {k: x for k, x in v.model.items() if k not in ("arch", "cell")}, "train": v.train,
                     "decode": v.decode}
-        records = explain(plan.layers[key], takes(v.model["arch"]), resolved, defaults)
+        records = with_cell(explain(plan.layers[key], takes(v.model["arch"]), resolved, defaults),
+                            plan.layers[key], v.model, defaults["model"][1])
         out.append(f"variant {variant} on corpus {key[0]}, run {plan.run} at scale {plan.scale} (config: {said}); "
                    f"architecture {v.model['arch']}{', cell ' + v.model['cell'] if 'cell' in v.model else ''}; "
                    f"trained by {rel(plan.owner[key], root)}; seeds {', '.join(map(str, v.seeds))}")
         out.append(render(records, list(settings), show_all))
     return "\n".join(out)
+
+
+def with_cell(records: list[dict[str, Any]], layers: list[Layer], model: dict[str, Any],
+              default: dict[str, Any]) -> list[dict[str, Any]]:
+    """`records` with the row's cell: a system names it beside its architecture, outside the layers'
+    sections, so without this the cell would read as the architecture's default (RNNSearch's 'gru' for an
+    ATR row)."""
+    if "cell" not in model:
+        return records
+    own = next(layer for layer in layers if layer.own)
+    cell = {"section": "model", "key": "cell", "value": model["cell"], "from": own.where.format(s="cell"),
+            "over": [f"default: {default['cell']!r}"] if "cell" in default else [], "dropped": False}
+    rest = [r for r in records if not (r["section"] == "model" and r["key"] == "cell" and not r["dropped"])]
+    return sorted(rest + [cell], key=lambda r: (SECTIONS.index(r["section"]), r["dropped"], r["key"]))
