@@ -112,3 +112,24 @@ def test_label_rules_in_the_dag(tmp_path: Path) -> None:
     # the demo trains its stanza models offline on the generator's gold trees
     assert "parse train-models --lang en --train results/demo/data/synthetic-demo/raw/train.src.conllu" in r.stdout
 
+
+
+@pytest.mark.workflow
+def test_a_treebank_given_by_file_trains_the_parser(tmp_path: Path) -> None:
+    """parse.train_trees: a UD treebank's CoNLL-U files train the stanza models (a cluster that reaches no
+    model hub), at the size train_hidden gives; a file that is not there is named before any job runs."""
+    from conftest import run_snakemake
+
+    (tmp_path / "tb").mkdir()
+    for split in ("train", "dev"):
+        (tmp_path / f"tb/{split}.conllu").write_text(CONLLU_MWT, encoding="utf-8")
+    target = "results/demo/data/synthetic-demo/labels/stanza/vocab.lab"
+    trees = "parse={models: train, train_trees: {train: tb/train.conllu, dev: tb/dev.conllu}, train_hidden: 200}"
+    r = run_snakemake(["-n", "-p", target, "--config", trees], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "parse train-models --lang en --train tb/train.conllu --dev tb/dev.conllu" in r.stdout
+    assert "--hidden 200" in r.stdout
+    r = run_snakemake(["-n", target, "--config", trees.replace("tb/dev", "tb/missing")], tmp_path)
+    assert r.returncode != 0
+    assert "config parse.train_trees.dev: tb/missing.conllu: no such file" in r.stdout + r.stderr
+    assert "Traceback" not in r.stdout + r.stderr

@@ -200,6 +200,27 @@ PARSE = ParseSettings.from_dict(
 PARSE["model_dir"] = PARSE["model_dir"] or run_path("stanza")      # null: results/<run>/stanza
 
 
+def treebank_files(trees):
+    """parse.train_trees' train and dev files, each checked to exist (a missing one would otherwise stop
+    Snakemake with no word of the setting that named it)."""
+    missing = [k for k in ("train", "dev") if not trees.get(k)]
+    unknown = sorted(set(trees) - {"train", "dev"})
+    if missing or unknown:
+        raise InputError(f"config parse.train_trees: {trees!r} must give exactly train and dev, the CoNLL-U files "
+                         "of a treebank (e.g. {train: en_ewt-ud-train.conllu, dev: en_ewt-ud-dev.conllu})")
+    for k in ("train", "dev"):
+        if not Path(trees[k]).is_file():
+            raise InputError(f"config parse.train_trees.{k}: {trees[k]}: no such file; give a CoNLL-U treebank "
+                             "file (a UD treebank of the source language), relative to the checkout or absolute")
+    return {"train": [trees["train"]], "dev": [trees["dev"]]}
+
+
+try:                            # checked when the config is read: a missing file is named before any job runs
+    TREEBANK = treebank_files(PARSE["train_trees"]) if PARSE["models"] == "train" and PARSE["train_trees"] else {}
+except InputError as e:
+    sys.exit(f"rnmt: error: {e}")
+
+
 def parse_lang(corpus):
     return PARSE["lang"] or CORPORA[corpus].src_lang
 
@@ -229,11 +250,14 @@ def parse_models(wc):
 
 
 def stanza_models_inputs(wc):
-    """The gold trees that train the models (parse.models: train); nothing to download from."""
+    """The gold trees that train the models (parse.models: train): a treebank's files, else a corpus'."""
     if PARSE["models"] != "train":
         return {}
+    if PARSE["train_trees"]:
+        return TREEBANK
     if not PARSE["train_corpus"]:
-        raise InputError("config parse.models: train needs parse.train_corpus, a corpus of this config with gold trees")
+        raise InputError("config parse.models: train needs parse.train_corpus, a corpus of this config with gold "
+                         "trees, or parse.train_trees: {train: FILE, dev: FILE}, a treebank's CoNLL-U files")
     return {
         "train": gold_conllu(PARSE["train_corpus"], "train"),
         "dev": gold_conllu(PARSE["train_corpus"], "dev"),
@@ -249,7 +273,7 @@ def stanza_models_command(wc, input):
     return [
         "parse", "train-models", "--lang", wc.lang, "--train", input.train[0], "--dev", input.dev[0],
         "--model-dir", d, "--steps-pos", str(PARSE["train_steps_pos"]),
-        "--steps-depparse", str(PARSE["train_steps_depparse"]),
+        "--steps-depparse", str(PARSE["train_steps_depparse"]), "--hidden", str(PARSE["train_hidden"]),
     ]
 
 

@@ -22,7 +22,7 @@ def cmd_download(a: argparse.Namespace) -> None:
 def cmd_train_models(a: argparse.Namespace) -> None:
     from rnmt.parse.train import TinySettings, train_models
 
-    s = TinySettings(steps_pos=a.steps_pos, steps_depparse=a.steps_depparse, hidden=a.hidden, seed=a.seed)
+    s = TinySettings.sized(a.hidden, steps_pos=a.steps_pos, steps_depparse=a.steps_depparse, seed=a.seed)
     m = train_models(a.train, a.dev, a.model_dir, a.lang, s, a.word_vectors)
     log.info("stanza tagger and parser trained on %s → %s", a.train, m)
 
@@ -96,7 +96,8 @@ def add_parsers(sub: Any) -> None:
                    help="training steps of the tagger")
     p.add_argument("--steps-depparse", type=count(0), default=ParseSettings.train_steps_depparse,
                    help="training steps of the parser")
-    p.add_argument("--hidden", type=count(0), default=32, help="the models' hidden size")
+    p.add_argument("--hidden", type=count(1), default=ParseSettings.train_hidden,
+                   help="the models' hidden size")
     p.add_argument("--seed", type=count(0), default=1, help="stanza's training seed")
     p.set_defaults(func=cmd_train_models)
 

@@ -29,6 +29,12 @@ class ParseSettings:
     subtypes: bool = setting(False, "keep relation subtypes (acl:relcl) instead of the universal relation (acl)")
     train_corpus: str | None = setting(None, "models: train: the corpus of this config whose gold trees train "
                                              "the models")
+    train_trees: dict | None = setting(None, "models: train: CoNLL-U treebank files {train: FILE, dev: FILE} "
+                                             "whose gold trees train the models (a UD treebank of the source "
+                                             "language, where no model hub can be reached), instead of "
+                                             "train_corpus' trees")
+    train_hidden: int = setting(32, "models: train: the tagger's and parser's hidden size (32 learns the "
+                                    "synthetic grammar; a real treebank needs more, e.g. 200)", minimum=1)
     train_steps_pos: int = setting(100, "models: train: the tagger's training steps", minimum=1)
     train_steps_depparse: int = setting(80, "models: train: the parser's training steps", minimum=1)
 

@@ -38,6 +38,14 @@ class TinySettings:
     seed: int = 1
     vector_dim: int = 16           # the random pretrain, when no word vectors are given
 
+    @classmethod
+    def sized(cls, hidden: int, **kw: int | float) -> TinySettings:
+        """Settings whose word, character and vector sizes grow with `hidden` (a real treebank's words need
+        more than the synthetic grammar's); at the default hidden 32 they are the defaults above."""
+        word = max(16, hidden // 2)
+        return cls(hidden=hidden, word_dim=word, vector_dim=word, char_dim=max(8, hidden // 4),
+                   char_hidden=max(16, hidden // 2), **kw)  # type: ignore[arg-type]
+
 
 def random_vectors(conllu: str | Path, out: str | Path, dim: int, seed: int) -> int:
     """A word2vec text file with a fixed random vector for each training form (and its lower case)."""
