@@ -32,7 +32,8 @@ class TinySettings:
     word_dim: int = 16
     char_dim: int = 8
     char_hidden: int = 16
-    batch_size: int = 1000         # tokens (parser) / words (tagger) per batch
+    batch_size: int = 1000         # words a parser batch
+    pos_batch_size: int = 1000     # sentences a tagger batch (stanza's tagger counts sentences)
     lr: float = 0.01
     dropout: float = 0.1
     seed: int = 1
@@ -43,8 +44,10 @@ class TinySettings:
         """Settings whose word, character and vector sizes grow with `hidden` (a real treebank's words need
         more than the synthetic grammar's); at the default hidden 32 they are the defaults above."""
         word = max(16, hidden // 2)
+        # the tagger's memory grows with sentences x hidden size: 1,000 sentences at 200 wide took over 22 GB
         return cls(hidden=hidden, word_dim=word, vector_dim=word, char_dim=max(8, hidden // 4),
-                   char_hidden=max(16, hidden // 2), **kw)  # type: ignore[arg-type]
+                   char_hidden=max(16, hidden // 2), pos_batch_size=max(50, 32_000 // hidden),
+                   **kw)  # type: ignore[arg-type]
 
 
 def random_vectors(conllu: str | Path, out: str | Path, dim: int, seed: int) -> int:
@@ -66,7 +69,7 @@ def _common(s: TinySettings, lang: str, train: Path, dev: Path, pred: Path, pret
             "--char_hidden_dim", str(s.char_hidden), "--char_emb_dim", str(s.char_dim),
             "--word_emb_dim", str(s.word_dim), "--tag_emb_dim", str(s.char_dim),
             "--deep_biaff_hidden_dim", str(s.hidden), "--transformed_dim", str(s.word_dim), "--num_layers", "1",
-            "--batch_size", str(s.batch_size), "--seed", str(s.seed), "--dropout", str(s.dropout),
+            "--seed", str(s.seed), "--dropout", str(s.dropout),
             "--word_dropout", "0", "--lr", str(s.lr), "--no_second_optim"]
 
 
@@ -95,13 +98,15 @@ def train_models(train: str | Path, dev: str | Path, model_dir: str | Path, lang
             raise InputError(f"{vec}: word-vector file not found (word2vec text format)")
         pretrain.unlink(missing_ok=True)             # stanza builds it from the vectors when it is absent
         pos_args = _common(s, lang, train, dev, Path(tmp) / "pos.conllu", pretrain, pos_dir, "rnmt.pt")
-        pos_args += ["--wordvec_file", str(vec), "--max_steps", str(s.steps_pos), "--eval_interval",
-                     str(max(s.steps_pos // 2, 1)), "--composite_deep_biaff_hidden_dim", str(s.word_dim)]
+        pos_args += ["--batch_size", str(s.pos_batch_size), "--wordvec_file", str(vec), "--max_steps",
+                     str(s.steps_pos), "--eval_interval", str(max(s.steps_pos // 2, 1)),
+                     "--composite_deep_biaff_hidden_dim", str(s.word_dim)]
         log.info("training the stanza POS tagger (%d steps)", s.steps_pos)
         stanza_tagger.main(pos_args)
         dep_args = _common(s, lang, train, dev, Path(tmp) / "dep.conllu", pretrain, dep_dir, "rnmt.pt")
-        dep_args += ["--max_steps", str(s.steps_depparse), "--eval_interval", str(max(s.steps_depparse // 2, 1)),
-                     "--deep_biaff_output_dim", str(s.word_dim), "--optim", "adam", "--no_checkpoint"]
+        dep_args += ["--batch_size", str(s.batch_size), "--max_steps", str(s.steps_depparse), "--eval_interval",
+                     str(max(s.steps_depparse // 2, 1)), "--deep_biaff_output_dim", str(s.word_dim), "--optim", "adam",
+                     "--no_checkpoint"]
         log.info("training the stanza dependency parser (%d steps)", s.steps_depparse)
         stanza_parser.main(dep_args)
     for p in (pos_dir / "rnmt.pt", dep_dir / "rnmt.pt", pretrain):
