@@ -6,11 +6,12 @@
 The table's rows are decoded a second time, on the 1,014 validation pairs with the row's own beam search
 (Snakemake makes `results/mini/metrics/<corpus>/<variant>/<member>/dev.json`; the script asks for them),
 and the script writes `benchmarks/multi30k/<table>.csv` (the table's tidy CSV), `<table>.md` (its
-Markdown), `<table>.claims.csv` (the paper's claims, checked) and `<table>-bleu.csv`: per row, training
-steps, why training stopped, the kept step, greedy dev BLEU at that step, and detokenized BLEU with
-beam search on the validation set and on each test set. `--seeds N` is the run's seeds a row (its
-`scales={mini: {seeds: N, max_seeds: N}}`); `--partial` collects a run that ended early: the rows that
-finished, from Snakemake's partial table (results/<run>/tables/partial/), the others marked.
+Markdown), `<table>.claims.csv` (the paper's claims, checked), `<table>.png` (a figure's plot) and
+`<table>-bleu.csv`: per row, training steps, why training stopped, the kept step, greedy dev BLEU at that
+step, and detokenized BLEU with beam search on the validation set and on each test set. `--seeds N` is
+the run's seeds a row (its `scales={mini: {seeds: N, max_seeds: N}}`); `--partial` collects a run that
+ended early: the rows that finished, from Snakemake's partial table (results/<run>/tables/partial/), the
+others marked.
 """
 
 from __future__ import annotations
@@ -61,6 +62,9 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool) -> None:
     config_args = ["--config", "scale=mini", f"run={run}", *override]
     targets = [f"{metrics}/{r.variant}/{m}/dev.json" for r, m in members]
     targets.append(str((tables / f"{name}.md").relative_to(ROOT)))
+    figure = results / "figures" / f"{name}.png" if table.figure and not partial else None
+    if figure:                                  # ATR Figure 3's gates, UD Figure 2's cost, ...
+        targets.append(str(figure.relative_to(ROOT)))
     subprocess.run([sys.executable, "-m", "snakemake", "--cores", cores, *targets, *config_args], cwd=ROOT,
                    check=True)
     rows = []
@@ -80,6 +84,8 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool) -> None:
     out.to_csv(HERE / f"{name}-bleu.csv", index=False)
     for ext in ("csv", "md", "claims.csv"):
         shutil.copy(tables / f"{name}.{ext}", HERE / f"{name}.{ext}")
+    if figure:
+        shutil.copy(figure, HERE / figure.name)
     print(out.to_string(index=False))
 
 
