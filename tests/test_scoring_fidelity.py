@@ -162,6 +162,24 @@ def test_the_table_shows_each_columns_own_signature(tmp_path: Path) -> None:
     assert f"Signature of tok BLEU (compounds split): `{scores['tok_bleu_compound_signature']}`" in md
 
 
+def test_an_average_over_other_test_sets_says_which_it_averages(tmp_path: Path) -> None:
+    """At a scale whose test split is other test sets than the paper's (mini: Multi30k's three), the paper's
+    per-set columns are empty and its average column holds the mean over the split's own sets: the note
+    says so and names them, instead of calling it the BLEU of one test set."""
+    parts = [("multi30k-2016", 1, 2), ("multi30k-2017", 3, 2)]
+    scores = score(HYPS_TOK, REFS_TOK_STREAMS, HYPS_TOK, REFS_TOK_STREAMS, lowercase=True, parts=parts)
+    table = Table("t", tmp_path / "t.yaml", "T", "nist", "test", ["tok_bleu@nist-mt02", "tok_bleu_avg"],
+                  [Row("Ours", "v", {"tok_bleu_avg": 45.04})])
+    df = build(table, [_run(tmp_path, scores)], "r", "mini", tmp_path / "t.csv", tmp_path / "t.md")
+    avg = df.set_index("metric").ours["tok_bleu_avg"]
+    assert avg == pytest.approx(sum(scores["tok_bleu_by_part"].values()) / 2)
+    assert avg != pytest.approx(scores["tok_bleu"])
+    md = (tmp_path / "t.md").read_text()
+    assert ("tok Avg (ours): the mean of the BLEU on the 2 test sets of scale `mini` (multi30k-2016, "
+            "multi30k-2017), not the paper's.") in md
+    assert "BLEU of the one test set" not in md
+
+
 def _write(path: Path, lines: list[str]) -> Path:
     path.write_text("".join(f"{x}\n" for x in lines))
     return path

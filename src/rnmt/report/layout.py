@@ -102,7 +102,10 @@ def footer(table: Table, df: pd.DataFrame, with_signatures: bool = True) -> list
     for avg in [m for m in table.metrics if tokenized(m)[1] == "bleu_avg"]:
         per_set = df[df.metric.str.startswith(avg.removesuffix("_avg") + "@")]
         if (per_set.empty or per_set.ours.isna().all()) and df[df.metric == avg].ours.notna().any():
-            out.append(f"{label(avg)} (ours): BLEU of the one test set of scale `{scale}` (the paper averages its "
+            sets = df.attrs.get("test_sets") or []
+            out.append(f"{label(avg)} (ours): the mean of the BLEU on the {len(sets)} test sets of scale `{scale}` "
+                       f"({', '.join(sets)}), not the paper's." if len(sets) > 1 else
+                       f"{label(avg)} (ours): BLEU of the one test set of scale `{scale}` (the paper averages its "
                        "test sets).")
     if with_signatures:
         out += signatures(table, df)

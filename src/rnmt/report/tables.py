@@ -349,6 +349,8 @@ def build(table: Table, metrics_files: list[str | Path], run: str, scale: str, o
         df.attrs["ran"] = [ran.summary(metrics.values()), ran.override(metrics.values()),
                            ran.paths(metrics.values(), table.metrics)]
         df.attrs["warnings"] = ran.warnings(metrics.values(), map(read_json, data_reports or []))
+        parts = {p for m in metrics.values() for p in m.get("scores", {}).get("bleu_by_part") or {}}
+        df.attrs["test_sets"] = sorted(parts)            # what a *_avg column averages
     with atomic_writer(out_csv) as f:
         df.to_csv(f, index=False)
     if out_claims:
