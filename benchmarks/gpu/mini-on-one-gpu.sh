@@ -12,6 +12,8 @@
 # 1 times one model a row, as the committed benchmarks/multi30k/ table did). TABLES: comma-separated
 # experiment names (default atr-table4; the four headline tables: atr-table2,srnmt-table2,dtmt-table1,atr-table4).
 # BENCH: "no" leaves out the benchmarks after the tables (default yes; they take up to 160 s).
+# UD_TREES=TRAIN.conllu:DEV.conllu (environment): UD treebank files that train the stanza models the
+# UD tables' labels come from (parse.train_trees; the machine reaches no model hub), on the GPU.
 set -u
 out=${1:?usage: $0 OUT [MAX_STEPS] [SECONDS] [SEEDS] [TABLES] [BENCH]}
 steps=${2:-}
@@ -40,6 +42,11 @@ PY
 targets=$(echo "$tables" | tr ',' '\n' | sed "s|.*|results/mini-gpu/tables/&.csv|" | tr '\n' ' ')
 
 run=mini-gpu
+scale_config="seeds: $seeds, max_seeds: $seeds"
+if [ -n "${UD_TREES:-}" ]; then
+    scale_config="$scale_config, parse: {models: train, train_trees: {train: ${UD_TREES%%:*}, dev: ${UD_TREES#*:}},
+        train_hidden: 200, train_steps_pos: 300, train_steps_depparse: 1500, device: cuda}"
+fi
 override=""
 if [ -n "$steps" ]; then
     valid=$(( steps / 2 ))
@@ -53,7 +60,7 @@ export RNMT_JOBS_PER_GPU=$jobs
 # shellcheck disable=SC2086
 timeout "$cap" python3 -m snakemake $targets --cores 16 --keep-going \
     --resources gpu=$RNMT_JOBS_PER_GPU --config scale=mini run=$run "tables=[$tables]" ${override:+"$override"} \
-    "scales={mini: {seeds: $seeds, max_seeds: $seeds}}" \
+    "scales={mini: {$scale_config}}" \
     > "results/$run.snakemake.log" 2>&1
 rc=$?
 kill "$dmon" 2>/dev/null
@@ -66,7 +73,7 @@ for t in $(echo "$tables" | tr ',' ' '); do
         python3 -m snakemake --unlock --config scale=mini run=$run "tables=[$tables]" > /dev/null 2>&1
         # shellcheck disable=SC2086
         python3 -m snakemake "results/$run/tables/partial/$t.md" --cores 16 --config scale=mini run=$run \
-            "tables=[$tables]" ${override:+"$override"} "scales={mini: {seeds: $seeds, max_seeds: $seeds}}" \
+            "tables=[$tables]" ${override:+"$override"} "scales={mini: {$scale_config}}" \
             >> "results/$run.snakemake.log" 2>&1
         cat "results/$run/tables/partial/$t.md" 2>/dev/null
     else
