@@ -147,3 +147,24 @@ def test_plot_cost_draws_several_runs(corpus: dict[str, Path], tmp_path: Path) -
     png = tmp_path / "figure2.png"
     assert main(["-q", "plot-cost", "--output", str(png), "--smooth", "2", *logs]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+
+
+@pytest.mark.parametrize("scale", ["mini", "small", "paper"])
+def test_the_ud_rows_keep_the_papers_equal_inputs_and_gru_to_lstm_ratio(scale: str) -> None:
+    """Section 3: labels take 50 of the input's dimensions (150-d words + 50-d labels = the unlabelled 200),
+    and the LSTMs are 150 wide against the GRUs' 200. At every scale that trains on real text the labelled
+    rows' input is as wide as the unlabelled rows', and each LSTM is 3/4 as wide as its GRU, so the BLEU the
+    labels add is not extra width, and the GRU-LSTM comparison is the paper's."""
+    import yaml
+
+    from rnmt.planning.plan import Plan
+
+    root = Path(__file__).resolve().parents[1]
+    config = yaml.safe_load((root / "config.yaml").read_text())
+    plan = Plan({**config, "scale": scale, "run": "x", "tables": ["ud-figure2"]}, root)
+    model = {v: s.model for (_, v), s in plan.variants.items()}
+    for cell in ("gru", "lstm"):
+        plain, labelled = model[f"ud-{cell}"], model[f"ud-{cell}-labels"]
+        assert labelled["emb"] + sum(labelled["factors"]["dims"]) == plain["emb"], (cell, labelled, plain)
+        assert labelled["hidden"] == plain["hidden"]
+    assert model["ud-lstm"]["hidden"] * 200 == model["ud-gru"]["hidden"] * 150
