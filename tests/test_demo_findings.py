@@ -95,9 +95,10 @@ def test_the_rows_give_the_committed_demo_record(findings: tuple[pd.DataFrame, P
 
     df, out = findings
     made, here = json.loads(record.machine_path(RECORD).read_text()), record.machine(out)
-    if (made["cpu"], made["torch"]) != (here["cpu"], here["torch"]):
-        pytest.skip(f"the demo record was made on {made['cpu']} with torch {made['torch']}; this machine is "
-                    f"{here['cpu']} with torch {here['torch']}, whose products round differently")
+    if not record.same_machine(made, here):
+        pytest.skip(f"the demo record was made on {made['cpu']} ({made.get('cpu_isa')}) with torch {made['torch']}; "
+                    f"this machine is {here['cpu']} ({here.get('cpu_isa')}) with torch {here['torch']}, whose "
+                    "products round differently")
     want = pd.read_csv(RECORD).groupby(["variant", "members", "metric"]).ours.first()
     compared = 0
     for r in df.reset_index().itertuples():

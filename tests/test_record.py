@@ -24,7 +24,8 @@ def finished_run(d: Path, bleu: float = 61.23456, speed: float = 1000.0) -> Path
     df.to_csv(d / "tables/t.csv", index=False)
     m = d / "metrics/c/gru/seed1/test.json"
     m.parent.mkdir(parents=True)
-    m.write_text(json.dumps({"git_commit": "abc", "train": {"hardware": {"cpu": "CPU X", "torch": "2.13.0"}}}))
+    m.write_text(json.dumps({"git_commit": "abc", "train": {"hardware": {"cpu": "CPU X", "cpu_isa": "avx2",
+                                                                                  "torch": "2.13.0"}}}))
     return d
 
 
@@ -50,6 +51,13 @@ def test_a_changed_or_missing_number_is_named_with_what_it_means(tmp_path: Path)
     same, message = record.report(other, rec)
     assert not same and "t / ATR / params_m: recorded 0.123, now nan" in message
     assert "t / ATR / chrf: recorded nan, now 0.123" in message and "made on CPU X" in message
+    # one CPU name, other vector instructions (a VM's "AMD EPYC" with and without AVX-512): not the same machine
+    wider = finished_run(tmp_path / "d", bleu=60.0)
+    hardware = {"cpu": "CPU X", "cpu_isa": "avx512", "torch": "2.13.0"}
+    (wider / "metrics/c/gru/seed1/test.json").write_text(json.dumps({"train": {"hardware": hardware}}))
+    same, message = record.report(wider, rec)
+    assert not same and "made on CPU X (avx2)" in message and "this run on CPU X (avx512)" in message
+    assert "report this as a defect" not in message
 
 
 def test_record_check_exits_1_with_the_differences_and_names_a_run_without_tables(

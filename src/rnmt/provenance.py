@@ -57,6 +57,7 @@ def describe(device: Any) -> dict[str, Any]:
     info: dict[str, Any] = {
         "device": str(device),
         "cpu": hardware.cpu_model(),
+        "cpu_isa": hardware.cpu_isa(),
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "torch": torch.__version__,

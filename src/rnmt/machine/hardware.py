@@ -47,6 +47,13 @@ def cpu_flags() -> frozenset[str]:
     return frozenset((_cpuinfo("flags") or "").split())
 
 
+def cpu_isa() -> str:
+    """The widest vector instructions the CPU has (avx512, avx2, or other): the kernels oneDNN runs, and so
+    how a CPU's products round, follow it (two "AMD EPYC" VMs, one with AVX-512, train different numbers)."""
+    flags = cpu_flags()
+    return "avx512" if "avx512f" in flags else "avx2" if "avx2" in flags else "other"
+
+
 def native_bf16(device: torch.device) -> bool:
     """Whether `device` multiplies bfloat16 in hardware: a CUDA GPU that supports it, or a CPU with
     AVX512-BF16 or AMX (elsewhere torch emulates bfloat16 on the CPU, slower than float32)."""

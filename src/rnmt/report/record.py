@@ -55,9 +55,16 @@ def machine(run_dir: str | Path) -> dict[str, Any]:
         m = read_json(path)
         hw = (m.get("train") or {}).get("hardware") or {}
         return {"git_commit": m.get("git_commit"), "git_dirty": m.get("git_dirty"), "cpu": hw.get("cpu"),
-                "torch": hw.get("torch"), "torch_threads": hw.get("torch_threads"), "device": hw.get("device"),
-                "fast_path_mode": hw.get("fast_path_mode"), "matmul": hw.get("matmul")}
+                "cpu_isa": hw.get("cpu_isa"), "torch": hw.get("torch"), "torch_threads": hw.get("torch_threads"),
+                "device": hw.get("device"), "fast_path_mode": hw.get("fast_path_mode"), "matmul": hw.get("matmul")}
     return {}
+
+
+def same_machine(made: dict[str, Any], here: dict[str, Any]) -> bool:
+    """Whether two runs' products round alike: the same CPU model name, vector instructions and torch (a
+    record without `cpu_isa` was made before it was kept, and matches no machine)."""
+    keys = ("cpu", "cpu_isa", "torch")
+    return all(made.get(k) is not None and made.get(k) == here.get(k) for k in keys)
 
 
 def write(run_dir: str | Path, record: str | Path) -> pd.DataFrame:
@@ -92,15 +99,16 @@ def report(run_dir: str | Path, record: str | Path) -> tuple[bool, str]:
     here = machine(run_dir)
     if diff.empty:
         return True, f"{run_dir}: all {n} numbers equal the record {record} (made on {recorded.get('cpu', '?')})"
-    same_cpu = recorded.get("cpu") == here.get("cpu") and recorded.get("torch") == here.get("torch")
+    same_cpu = same_machine(recorded, here)
     lines = [f"{run_dir}: {len(diff)} of {n} numbers differ from the record {record}:"]
     lines += [f"  {r.table} / {r.system} / {r.metric}: recorded {r.recorded}, now {r.now}" for r in diff.itertuples()]
     if same_cpu:
         lines.append(f"The record was made on this CPU type ({here.get('cpu')}) and torch {here.get('torch')}, so "
                      "every number should be the same: if the code is unchanged, please report this as a defect.")
     else:
-        lines.append(f"The record was made on {recorded.get('cpu', '?')} with torch {recorded.get('torch', '?')}; "
-                     f"this run on {here.get('cpu', '?')} with torch {here.get('torch', '?')}. Another CPU type or "
+        lines.append(f"The record was made on {recorded.get('cpu', '?')} ({recorded.get('cpu_isa', '?')}) with torch "
+                     f"{recorded.get('torch', '?')}; this run on {here.get('cpu', '?')} ({here.get('cpu_isa', '?')}) "
+                     f"with torch {here.get('torch', '?')}. Another CPU type, vector instruction set or "
                      "torch version rounds products differently, so the numbers may move; the findings the README "
                      "states should still hold.")
     return False, "\n".join(lines)
