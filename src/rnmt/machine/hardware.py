@@ -49,7 +49,7 @@ def cpu_flags() -> frozenset[str]:
 
 def cpu_isa() -> str:
     """The widest vector instructions the CPU has (avx512, avx2, or other): the kernels oneDNN runs, and so
-    how a CPU's products round, follow it (two "AMD EPYC" VMs, one with AVX-512, train different numbers)."""
+    how a CPU's products round, follow it, whatever the CPU's model name says."""
     flags = cpu_flags()
     return "avx512" if "avx512f" in flags else "avx2" if "avx2" in flags else "other"
 

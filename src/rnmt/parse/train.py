@@ -44,7 +44,7 @@ class TinySettings:
         """Settings whose word, character and vector sizes grow with `hidden` (a real treebank's words need
         more than the synthetic grammar's); at the default hidden 32 they are the defaults above."""
         word = max(16, hidden // 2)
-        # the tagger's memory grows with sentences x hidden size: 1,000 sentences at 200 wide took over 22 GB
+        # the tagger's memory grows with sentences x hidden size (measured: benchmarks/README.md, UD Figure 2)
         return cls(hidden=hidden, word_dim=word, vector_dim=word, char_dim=max(8, hidden // 4),
                    char_hidden=max(16, hidden // 2), pos_batch_size=max(50, 32_000 // hidden),
                    **kw)  # type: ignore[arg-type]
