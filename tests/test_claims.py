@@ -225,3 +225,18 @@ def test_a_decoding_given_twice_or_a_seed_listed_twice_is_refused(tmp_path: Path
     exp["rows"][0]["seeds"] = [1, 1]
     with pytest.raises(ConfigError, match="non-unique elements"):
         validate(exp, ROOT / "workflow/schemas/experiment.schema.yaml", "atr-table4.yaml")
+
+
+def test_an_interval_is_written_at_its_differences_precision() -> None:
+    """A reader compares the interval's ends with the difference: +0.47 [+0.01, +0.95], not
+    +0.47 [+0.00912, +0.953]; a small difference keeps its significant figures and so does its interval."""
+    frame = pd.DataFrame([
+        {"claim": 1, "says": "a", "kind": "higher", "margin": math.nan, "row": "A", "than": "B", "metric": "bleu",
+         "paper_diff": math.nan, "paper_verdict": claims.NO_NUMBERS, "diff": 0.4699906955318731,
+         "low": 0.009120171427059998, "high": 0.9533800447976446, "verdict": claims.HOLDS,
+         "claim_verdict": claims.HOLDS},
+        {"claim": 2, "says": "b", "kind": "higher", "margin": math.nan, "row": "A", "than": "B",
+         "metric": "gate_pearson_r", "paper_diff": math.nan, "paper_verdict": claims.NO_NUMBERS, "diff": -0.0123,
+         "low": -0.01861, "high": -0.004, "verdict": claims.HOLDS, "claim_verdict": claims.HOLDS}])
+    got = [line[4] for line in claims.lines(frame)]
+    assert got == ["+0.47 [+0.01, +0.95]", "−0.0123 [−0.0186, −0.0040]"]

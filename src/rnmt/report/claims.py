@@ -35,7 +35,7 @@ from rnmt.evaluate.bootstrap import LEVEL, SAMPLES, paired_interval, sentence_st
 from rnmt.evaluate.metrics import Scored
 from rnmt.planning.experiments import check_claims
 from rnmt.planning.plan import Row, Table
-from rnmt.report.layout import label, number, signed, tokenized
+from rnmt.report.layout import decimals_of, label, number, signed, tokenized
 from rnmt.report.significance import WHOLE_SPLIT, pairs
 
 HOLDS, FAILS, UNSURE, NO_NUMBERS = "holds", "does not hold", "not separable", "no numbers"
@@ -195,7 +195,10 @@ def lines(claims: pd.DataFrame) -> list[tuple[str, str, str, str, str, str]]:
         claim = f"{r.claim}. {r.says} ({r.claim_verdict})" if first else ""
         paper = "–" if math.isnan(r.paper_diff) else f"{signed(r.paper_diff)} ({r.paper_verdict})"
         spread = not math.isnan(r.low) and r.low != r.high
-        ours = signed(r.diff) + (f" [{signed(r.low)}, {signed(r.high)}]" if spread else "")
+        ours = signed(r.diff)
+        if spread:                                  # the interval at the difference's precision
+            places = decimals_of(ours)
+            ours += f" [{signed(r.low, places)}, {signed(r.high, places)}]"
         out.append((claim, f"{r.row} {what} {r.than}", label(r.metric), paper, ours, r.verdict))
     return out
 

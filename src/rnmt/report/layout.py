@@ -49,11 +49,18 @@ def number(v: float, sign: str = "") -> str:
     return f"{v:{sign}.2f}" if abs(v) >= 1 or v == 0 else f"{v:{sign}.3g}"   # 0.0054 s/sentence stays readable
 
 
-def signed(x: float | None) -> str:
-    """A difference with its sign (+0.31, −1.20), a dash where there is none."""
+def signed(x: float | None, decimals: int | None = None) -> str:
+    """A difference with its sign (+0.31, −1.20), at `decimals` places where given (an interval at its
+    difference's precision), a dash where there is none."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "–"
-    return number(x, "+").replace("-", "−")
+    shown = number(x, "+") if decimals is None else f"{x:+,.{decimals}f}"
+    return shown.replace("-", "−")
+
+
+def decimals_of(shown: str) -> int:
+    """The decimal places of a number as written (0 for 1,234 and for 1.2e-05)."""
+    return len(shown.split(".")[1]) if "." in shown and "e" not in shown else 0
 
 
 def fmt(x: float, std: float = math.nan) -> str:
@@ -63,8 +70,7 @@ def fmt(x: float, std: float = math.nan) -> str:
     shown = number(x)
     if math.isnan(std):
         return shown
-    decimals = len(shown.split(".")[1]) if "." in shown and "e" not in shown else 0
-    return f"{shown} ± {std:,.{decimals}f}"
+    return f"{shown} ± {std:,.{decimals_of(shown)}f}"
 
 
 COUNTS = {"weight_matrices", "matrix_transformations"}
