@@ -8,10 +8,13 @@ The table's rows are decoded a second time, on the 1,014 validation pairs with t
 and the script writes `benchmarks/multi30k/<table>.csv` (the table's tidy CSV), `<table>.md` (its
 Markdown), `<table>.claims.csv` (the paper's claims, checked), `<table>.png` (a figure's plot) and
 `<table>-bleu.csv`: per row, training steps, why training stopped, the kept step, greedy dev BLEU at that
-step, and detokenized BLEU with beam search on the validation set and on each test set. `--seeds N` is
-the run's seeds a row (its `scales={mini: {seeds: N, max_seeds: N}}`); `--partial` collects a run that
-ended early: the rows that finished, from Snakemake's partial table (results/<run>/tables/partial/), the
-others marked.
+step, detokenized BLEU with beam search on the validation set and on each test set, and the machine it
+trained on. `--seeds N` is the run's seeds a row (its `scales={mini: {seeds: N, max_seeds: N}}`);
+`--partial` collects a run that ended early: the rows that finished, from Snakemake's partial table
+(results/<run>/tables/partial/), the others marked. After collecting, the index of this folder,
+`benchmarks/multi30k/README.md` (every table of the four papers: rows with numbers, seeds, machine,
+training time, the claims' verdicts, and the command for what is missing), is written again from the
+folder's files; `--index` writes only the index.
 """
 
 from __future__ import annotations
@@ -36,9 +39,12 @@ def main() -> None:
     ap.add_argument("--cores", default="2")
     ap.add_argument("--seeds", type=int, default=0, help="the run's seeds a row (default: the scale's)")
     ap.add_argument("--partial", action="store_true", help="the rows that finished, the others marked")
+    ap.add_argument("--index", action="store_true", help="only write the index README.md from this folder")
     a = ap.parse_args()
-    for table in a.table or ["atr-table4"]:
-        collect(table, a.run, a.cores, a.seeds, a.partial)
+    if not a.index:
+        for table in a.table or ["atr-table4"]:
+            collect(table, a.run, a.cores, a.seeds, a.partial)
+    (HERE / "README.md").write_text(index())
 
 
 def collect(name: str, run: str, cores: str, seeds: int, partial: bool) -> None:
@@ -78,15 +84,101 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool) -> None:
                      "greedy_dev_bleu": train.get("best_dev_bleu_greedy"), "dev_bleu": d["scores"]["bleu"],
                      "test_bleu": t["scores"]["bleu"],
                      **{f"test_{k}": v for k, v in (t["scores"].get("bleu_by_part") or {}).items()},
-                     "beam": d["decode"].get("beam"), "device": train["hardware"]["device"],
-                     "cpu": train["hardware"]["cpu"], "threads": train["hardware"]["torch_threads"]})
+                     "beam": d["decode"].get("beam"), **machine(train["hardware"])})
     out = pd.DataFrame(rows).round(3)
-    out.to_csv(HERE / f"{name}-bleu.csv", index=False)
+    if rows:                                    # a table counted from the cells (ATR Table 1) trains nothing
+        out.to_csv(HERE / f"{name}-bleu.csv", index=False)
     for ext in ("csv", "md", "claims.csv"):
-        shutil.copy(tables / f"{name}.{ext}", HERE / f"{name}.{ext}")
+        if (tables / f"{name}.{ext}").is_file() or ext != "claims.csv":
+            shutil.copy(tables / f"{name}.{ext}", HERE / f"{name}.{ext}")
     if figure:
         shutil.copy(figure, HERE / figure.name)
-    print(out.to_string(index=False))
+    if rows:
+        print(out.to_string(index=False))
+
+
+def machine(hardware: dict) -> dict:
+    """Where a model trained: device, GPU or CPU name, the CPU's vector instructions and number format where
+    the run recorded them (older runs did not), threads."""
+    return {"device": hardware["device"], "gpu": hardware.get("gpu"), "cpu": hardware["cpu"],
+            "cpu_isa": hardware.get("cpu_isa"), "bf16": hardware.get("bf16_autocast"),
+            "threads": hardware["torch_threads"]}
+
+
+def _machines(bleu: pd.DataFrame) -> str:
+    names = set()
+    for r in bleu.to_dict("records"):
+        if isinstance(r.get("gpu"), str):
+            names.add(r["gpu"])
+        else:
+            isa = r.get("cpu_isa")
+            extra = [x for x in (isa if isinstance(isa, str) else None, "bf16" if r.get("bf16") is True else None) if x]
+            names.add(f"{r['cpu']} CPU" + (f" ({', '.join(extra)})" if extra else ""))
+    return "; ".join(sorted(names))
+
+
+def index() -> str:
+    """The folder's index: for every table of the four papers (workflow/experiments, the demo's aside), what
+    was trained at `mini` on real text, from the committed `<table>.csv`, `-bleu.csv` and `.claims.csv`
+    alone, so it says no more than those files do."""
+    sys.path.insert(0, str(ROOT / "src"))
+    import yaml
+
+    from rnmt.planning.plan import Plan
+
+    config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    names = sorted(p.stem for p in (ROOT / "workflow/experiments").glob("*.yaml") if not p.stem.startswith("demo"))
+    plan = Plan({**config, "scale": "mini", "run": "mini", "tables": names}, ROOT)
+    summary, claims_lines, missing = [], [], []
+    for name in names:
+        table = plan.table(name)
+        planned = [r.system for r in table.trained_rows]
+        path = HERE / f"{name}.csv"
+        if not path.is_file():
+            missing.append(f"- {table.title} (`{name}`): {len(planned)} rows to train")
+            continue
+        df = pd.read_csv(path)
+        done = df[df.system.isin(planned)].groupby("system", sort=False).ours.count()
+        rows_done = int((done > 0).sum())
+        seeds = df[df.system.isin(done[done > 0].index)].n_seeds.max()
+        bleu_path = HERE / f"{name}-bleu.csv"
+        bleu = pd.read_csv(bleu_path) if bleu_path.is_file() else pd.DataFrame()
+        hours = f"{bleu.train_minutes.sum() / 60:.1f} h" if len(bleu) else "–"
+        claims_path = HERE / f"{name}.claims.csv"
+        if not table.claims:
+            verdicts = "the paper states none to check"
+        elif not claims_path.is_file():
+            verdicts = "not checked: committed before tables had a claims section"
+        else:
+            claims = pd.read_csv(claims_path).groupby("claim", sort=True).first()
+            verdicts = ", ".join(f"{n} {v}" for v, n in claims.claim_verdict.value_counts(sort=False).items())
+            for c in claims.itertuples():
+                claims_lines.append(f"| `{name}` | {c.says} | {c.claim_verdict} |")
+        status = "whole" if rows_done == len(planned) else "partial"
+        if not planned:
+            status = "counted from the cells, nothing to train"
+        done_cell = f"{rows_done} of {len(planned)} ({status})" if planned else status
+        summary.append(f"| {table.title} (`{name}`) | {done_cell} | "
+                       f"{int(seeds) if seeds == seeds else '–'} | {_machines(bleu) if len(bleu) else '–'} | "
+                       f"{hours} | {verdicts} |")
+    out = ["# The papers' tables at `mini`, on real text (Multi30k)", "",
+           "Written by `python benchmarks/multi30k/collect.py --index` from this folder's files (a test checks it "
+           "matches them). Each table's `<table>.md` gives its numbers, notes and claims; `<table>-bleu.csv` its "
+           "rows' training and decoding; `benchmarks/README.md` the sessions that ran them, with their commands.",
+           "", f"## Built ({len(summary)} of {len(names)} tables)", "",
+           "| Table | Trained rows with numbers | Seeds a row | Trained on | Training time (sum over rows) "
+           "| Claims' verdicts |", "|---|---|---:|---|---:|---|", *summary, "",
+           "## The papers' claims, checked at `mini`", "",
+           "Verdicts from the paired bootstrap intervals of each table's claims section (holds: the whole 95% "
+           "interval on the claim's side; not separable: it straddles zero; no numbers: a row is not trained).",
+           "", "| Table | Claim | Verdict |", "|---|---|---|", *claims_lines, "",
+           f"## Not trained yet ({len(missing)} tables)", "", *missing, "",
+           "Each is made by `snakemake --cores 2 results/mini/tables/<table>.csv --config scale=mini run=mini` "
+           "(add `\"scales={mini: {seeds: 1, max_seeds: 1}}\"` for one seed a row), then "
+           "`python benchmarks/multi30k/collect.py --table <table>` (with `--seeds 1`); on a GPU, "
+           "`benchmarks/gpu/mini-on-one-gpu.sh` (benchmarks/gpu/README.md). The UD tables need a parser: "
+           "`parse:` in benchmarks/README.md's UD section.", ""]
+    return "\n".join(out)
 
 
 if __name__ == "__main__":
