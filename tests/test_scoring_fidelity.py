@@ -86,6 +86,7 @@ def test_tokenized_multi_reference_bleu_is_multi_bleu_perl_per_test_set_and_leng
     expected = {lo: multi_bleu_perl([HYPS_TOK[i] for i in idx], [[r[i] for i in idx] for r in REFS_TOK_STREAMS],
                                     True) for lo, idx in longer.items()}
     assert s["tok_bleu_longer_than"] == pytest.approx(expected, abs=1e-9)
+    assert s["sentences_longer_than"] == {lo: len(idx) for lo, idx in longer.items()}    # what each rests on
     # the detokenized (13a) numbers stay beside them
     assert set(s["bleu_by_part"]) == set(by_part) and "0" in s["bleu_longer_than"] and "bleu_avg" in s
 

@@ -530,3 +530,41 @@ def test_a_partial_table_shows_the_finished_rows_and_says_which_are_missing(buil
     assert "Partial table: 5 of the 7 rows this run trains had finished" in md
     assert "; 1 seed a row." in md                                    # as this run trained them
     assert "RNNSearch+LSTM, Transformer have no numbers yet" in md
+
+
+def test_a_length_table_and_figure_say_how_many_sentences_each_column_rests_on(tmp_path: Path) -> None:
+    """DTMT Figure 3 on a test split of short sentences: the 'longer than 30 words' point is a BLEU over a
+    handful of sentences, and the table and the figure must say so rather than draw it as a trend."""
+    from rnmt.evaluate.metrics import write_metrics
+    from rnmt.planning.plan import table_from_experiment
+    from rnmt.report.figures import length
+    from rnmt.report.tables import build
+
+    words = ["a", "cat", "sat", "on", "the", "mat", "and", "dog", "ran", "in", "park", "with", "red", "ball"]
+    src = [" ".join(words[:5])] * 25 + [" ".join(words * 2)[:60]] * 4 + [" ".join(words * 3)] * 1
+    lengths = [len(s.split()) for s in src]
+    refs = [" ".join(words[i % 7: i % 7 + 6]) for i in range(len(src))]
+    (tmp_path / "src.txt").write_text("\n".join(src) + "\n")
+    for name in ("ref.txt", "ref.tok"):
+        (tmp_path / name).write_text("\n".join(refs) + "\n")
+    files = []
+    for k, variant in enumerate(("dtmt-4", "dtmt-1", "dtmt-shallow-gru")):
+        hyps = [r if i % 3 != k else " ".join(r.split()[:3]) for i, r in enumerate(refs)]
+        d = tmp_path / variant / "seed1"                 # metrics/<corpus>/<variant>/<member>/, as the workflow's
+        d.mkdir(parents=True)
+        for ext in ("txt", "tok"):
+            (d / f"test.{ext}").write_text("\n".join(hyps) + "\n")
+        write_metrics(str(d / "test.json"), str(d / "test.txt"), [str(tmp_path / "ref.txt")], str(d / "test.tok"),
+                      [str(tmp_path / "ref.tok")], src=str(tmp_path / "src.txt"),
+                      meta={"variant": variant, "member": "seed1"})
+        files.append(d / "test.json")
+    path = ROOT / "workflow/experiments/dtmt-figure3.yaml"
+    table = table_from_experiment(yaml.safe_load(path.read_text()), path)
+    build(table, files, "r", "mini", tmp_path / "t.csv", tmp_path / "t.md")
+    longer = {t: sum(n > t for n in lengths) for t in (0, 10, 20, 30, 40, 50, 60)}
+    md = (tmp_path / "t.md").read_text()
+    counts = "; ".join(f"tok len >{t}: {n:,}" for t, n in longer.items() if n)      # >50 and >60: none
+    assert f"Test sentences in each length column: {counts}." in md
+    assert "fewer than 100 sentences, too few for a BLEU to mean much" in md
+    length(table, files, tmp_path / "f.png")
+    assert (tmp_path / "f.png").stat().st_size > 0

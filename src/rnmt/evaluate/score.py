@@ -20,7 +20,8 @@ Each score comes with the sacrebleu signature of the scorer that computed it (`<
   case-sensitive multi-bleu.perl (for comparison with GNMT and ConvS2S);
 - `chrf`: sacrebleu chrF;
 - per test set of a merged split (NIST MT02..MT08) and their mean, `bleu_by_part` / `bleu_avg`, and
-  per source length, `bleu_by_length` (buckets) / `bleu_longer_than` (DTMT Figure 3's thresholds),
+  per source length, `bleu_by_length` (buckets, with their sentences) / `bleu_longer_than` (DTMT Figure 3's
+  thresholds; `sentences_longer_than` their sentences),
   each computed twice: detokenized (the keys as written) and tokenized (`tok_` before the key), since
   DTMT's NIST tables and Figure 3 report case-insensitive multi-bleu.perl on tokenized text against the
   4 references.
@@ -198,6 +199,9 @@ def score(hyps: Sequence[str], refs: Sequence[Sequence[str]], hyps_tok: Sequence
                                                          [[split_compounds(x) for x in r] for r in refs_t]).score
         out["tok_bleu_compound_signature"] = f"{compound.get_signature()}|{COMPOUND_SIGNATURE}"
         sides.append((TOKENIZED, hyps_t, refs_t, tok))
+    if src_lengths is not None:                     # how many sentences each threshold's BLEU rests on
+        out["sentences_longer_than"] = {str(lo): n for lo in LONGER_THAN
+                                        if (n := sum(1 for x in src_lengths if x > lo))}
     for prefix, h, r, scorer in sides:
         if src_lengths is not None:
             out[f"{prefix}bleu_by_length"] = bleu_by_length(h, r, src_lengths, scorer)

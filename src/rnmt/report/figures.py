@@ -67,23 +67,28 @@ def length(table: Table, metrics_files: Sequence[str | Path], out_png: str | Pat
     """BLEU against source length over the table's bleu_len@ (or tokenized tok_bleu_len@) metrics, one
     line per system."""
     from rnmt.report.layout import label, tokenized
-    from rnmt.report.tables import metric_value
+    from rnmt.report.tables import length_sentences, metric_value
 
     lengths = [m for m in table.metrics if tokenized(m)[1].startswith("bleu_len@")]
     if not lengths:
         raise InputError(f"{table.path}: a length figure needs bleu_len@<a>-<b> or tok_bleu_len@<a>-<b> metrics")
     fig, ax = _axes(table.title, ours)
-    plotted = 0
+    plotted, sentences = 0, [None] * len(lengths)
     for system, files in _systems(table, metrics_files, 2).items():
         m = read_json(files[0])
         points = [(i, v) for i, v in enumerate(metric_value(m, name) for name in lengths) if v is not None]
         if points:
             ax.plot([i for i, _ in points], [v for _, v in points], "o-", label=system)
             plotted += 1
+            sentences = [length_sentences(m, name) for name in lengths]    # one test split: every row's
     if not plotted:
         raise InputError(f"{table.name}: the metrics have no BLEU by source length (score with --src)")
-    ax.set_xticks(range(len(lengths)), [label(tokenized(m)[1]).replace("len ", "") for m in lengths])
-    ax.set_xlabel("source length (words)")
+    ticks = [label(tokenized(m)[1]).replace("len ", "") for m in lengths]
+    if any(n is not None for n in sentences):       # a point over 2 sentences must not read as a trend
+        ticks = [f"{t}\n({n:,})" if n is not None else t for t, n in zip(ticks, sentences, strict=True)]
+    ax.set_xticks(range(len(lengths)), ticks)
+    ax.set_xlabel("source length (words); in brackets, the test sentences a point rests on"
+                  if any(n is not None for n in sentences) else "source length (words)")
     ax.set_ylabel("BLEU (tokenized, multi-bleu)" if all(tokenized(m)[0] for m in lengths) else "BLEU")
     ax.legend(fontsize=7)
     save(fig, out_png)

@@ -113,6 +113,8 @@ def footer(table: Table, df: pd.DataFrame, with_signatures: bool = True) -> list
                        f"({', '.join(sets)}), not the paper's." if len(sets) > 1 else
                        f"{label(avg)} (ours): BLEU of the one test set of scale `{scale}` (the paper averages its "
                        "test sets).")
+    if df.attrs.get("lengths"):
+        out.append(df.attrs["lengths"])
     if with_signatures:
         out += signatures(table, df)
     if df.attrs.get("cut_short"):

@@ -34,6 +34,7 @@ COLUMNS = ["table", "row", "system", "variant", "members", "metric", "paper", "o
 
 
 
+FEW_SENTENCES = 100     # a source-length column over fewer test sentences is flagged as noise
 RECURRENT_UNIT = "dec_lower"    # ATR eq. 13's unit that recurs over target positions (evaluate/gates.py)
 
 
@@ -75,6 +76,31 @@ def metric_value(metrics: dict[str, Any], name: str) -> float | None:
     if name in decode:
         return decode[name]
     return None
+
+
+def length_sentences(metrics: dict[str, Any], name: str) -> int | None:
+    """How many test sentences a bleu_len@ metric's BLEU rests on (None where the run did not record it)."""
+    scores = metrics.get("scores", {})
+    lo, hi = tokenized(name)[1][9:].split("-")
+    if hi == "inf":
+        return (scores.get("sentences_longer_than") or {}).get(lo)
+    bucket = (scores.get(f"{tokenized(name)[0]}bleu_by_length") or {}).get(bucket_name(int(lo), int(hi)))
+    return bucket["sentences"] if bucket else None
+
+
+def length_note(table: Table, metrics: dict[tuple[str, str], dict[str, Any]]) -> str:
+    """The footer line that says how many test sentences each source-length column rests on (the same for
+    every row, one test split): a column over a handful of sentences is noise, not a trend."""
+    lengths = [m for m in table.metrics if tokenized(m)[1].startswith("bleu_len@")]
+    run = next(iter(metrics.values()), None)
+    counts = [(label(m), length_sentences(run, m)) for m in lengths] if run else []
+    known = [(name, n) for name, n in counts if n is not None]
+    if not known:
+        return ""
+    few = [name for name, n in known if n < FEW_SENTENCES]
+    return ("Test sentences in each length column: " + "; ".join(f"{name}: {n:,}" for name, n in known) + "."
+            + (f" {', '.join(few)}: fewer than {FEW_SENTENCES} sentences, too few for a BLEU to mean much."
+               if few else ""))
 
 
 def why_empty(metric: str, scale: str) -> str:
@@ -351,6 +377,7 @@ def build(table: Table, metrics_files: list[str | Path], run: str, scale: str, o
         df.attrs["warnings"] = ran.warnings(metrics.values(), map(read_json, data_reports or []))
         parts = {p for m in metrics.values() for p in m.get("scores", {}).get("bleu_by_part") or {}}
         df.attrs["test_sets"] = sorted(parts)            # what a *_avg column averages
+        df.attrs["lengths"] = length_note(table, metrics)
     with atomic_writer(out_csv) as f:
         df.to_csv(f, index=False)
     if out_claims:
