@@ -47,18 +47,23 @@ def main() -> None:
     (HERE / "README.md").write_text(index())
 
 
-def collect(name: str, run: str, cores: str, seeds: int, partial: bool) -> None:
+def _plan(run: str, seeds: int = 0, tables: list[str] | None = None):  # -> rnmt.planning.plan.Plan
+    """The project's plan of `run` at scale mini from config.yaml (its `tables:`, every paper's, unless
+    `tables` names some), with `seeds` a row where given."""
     sys.path.insert(0, str(ROOT / "src"))
     import yaml
 
     from rnmt.planning.plan import Plan
 
     config = yaml.safe_load((ROOT / "config.yaml").read_text())
-    override = []
     if seeds:
         config["scales"]["mini"] = {**config["scales"]["mini"], "seeds": seeds, "max_seeds": seeds}
-        override = [f"scales={{mini: {{seeds: {seeds}, max_seeds: {seeds}}}}}"]
-    plan = Plan({**config, "scale": "mini", "run": run, "tables": [name]}, ROOT)
+    return Plan({**config, "scale": "mini", "run": run, **({"tables": tables} if tables else {})}, ROOT)
+
+
+def collect(name: str, run: str, cores: str, seeds: int, partial: bool) -> None:
+    override = [f"scales={{mini: {{seeds: {seeds}, max_seeds: {seeds}}}}}"] if seeds else []
+    plan = _plan(run, seeds, [name])
     table = plan.table(name)
     results = ROOT / plan.results
     tables = results / "tables" / ("partial" if partial else "")
@@ -118,17 +123,11 @@ def _machines(bleu: pd.DataFrame) -> str:
 
 
 def index() -> str:
-    """The folder's index: for every table of the four papers (workflow/experiments, the demo's aside), what
+    """The folder's index: for every table of the four papers (config.yaml's `tables:`), what
     was trained at `mini` on real text, from the committed `<table>.csv`, `-bleu.csv` and `.claims.csv`
     alone, so it says no more than those files do."""
-    sys.path.insert(0, str(ROOT / "src"))
-    import yaml
-
-    from rnmt.planning.plan import Plan
-
-    config = yaml.safe_load((ROOT / "config.yaml").read_text())
-    names = sorted(p.stem for p in (ROOT / "workflow/experiments").glob("*.yaml") if not p.stem.startswith("demo"))
-    plan = Plan({**config, "scale": "mini", "run": "mini", "tables": names}, ROOT)
+    plan = _plan("mini")
+    names = sorted(plan.tables)
     summary, claims_lines, missing = [], [], []
     for name in names:
         table = plan.table(name)

@@ -79,16 +79,18 @@ def length(table: Table, metrics_files: Sequence[str | Path], out_png: str | Pat
         points = [(i, v) for i, v in enumerate(metric_value(m, name) for name in lengths) if v is not None]
         if points:
             ax.plot([i for i, _ in points], [v for _, v in points], "o-", label=system)
+            if not plotted:                         # one test split: the first row's counts are every row's
+                sentences = length_sentences(m, lengths)
             plotted += 1
-            sentences = [length_sentences(m, name) for name in lengths]    # one test split: every row's
     if not plotted:
         raise InputError(f"{table.name}: the metrics have no BLEU by source length (score with --src)")
     ticks = [label(tokenized(m)[1]).replace("len ", "") for m in lengths]
-    if any(n is not None for n in sentences):       # a point over 2 sentences must not read as a trend
+    counted = any(n is not None for n in sentences)     # a point over 2 sentences must not read as a trend
+    if counted:
         ticks = [f"{t}\n({n:,})" if n is not None else t for t, n in zip(ticks, sentences, strict=True)]
     ax.set_xticks(range(len(lengths)), ticks)
-    ax.set_xlabel("source length (words); in brackets, the test sentences a point rests on"
-                  if any(n is not None for n in sentences) else "source length (words)")
+    ax.set_xlabel("source length (words); in brackets, the test sentences a point rests on" if counted
+                  else "source length (words)")
     ax.set_ylabel("BLEU (tokenized, multi-bleu)" if all(tokenized(m)[0] for m in lengths) else "BLEU")
     ax.legend(fontsize=7)
     save(fig, out_png)

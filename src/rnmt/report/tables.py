@@ -54,12 +54,8 @@ def metric_value(metrics: dict[str, Any], name: str) -> float | None:
     tok, base = tokenized(name)                     # tok_: the same score on tokenized text (multi-bleu)
     if base.startswith("bleu@"):
         return (scores.get(f"{tok}bleu_by_part") or {}).get(base[5:])
-    if base.startswith("bleu_len@"):                # a-b: sources of a+1..b words; a-inf: longer than a
-        lo, hi = base[9:].split("-")
-        if hi == "inf":
-            return (scores.get(f"{tok}bleu_longer_than") or {}).get(lo)
-        bucket = (scores.get(f"{tok}bleu_by_length") or {}).get(bucket_name(int(lo), int(hi)))
-        return bucket["bleu"] if bucket else None
+    if base.startswith("bleu_len@"):
+        return _length_score(scores, name, "bleu")
     if name == "gate_pearson_r":
         gates = metrics.get("gates") or {}
         return reported_unit(gates)[1]["pearson_r"] if gates else None
@@ -78,14 +74,21 @@ def metric_value(metrics: dict[str, Any], name: str) -> float | None:
     return None
 
 
-def length_sentences(metrics: dict[str, Any], name: str) -> int | None:
-    """How many test sentences a bleu_len@ metric's BLEU rests on (None where the run did not record it)."""
-    scores = metrics.get("scores", {})
-    lo, hi = tokenized(name)[1][9:].split("-")
+def _length_score(scores: dict[str, Any], name: str, what: str) -> Any:
+    """A (tok_)bleu_len@ metric's `what` ("bleu", or "sentences": how many test sentences it rests on) from
+    a run's scores; a-b: sources of a+1..b words (a bucket), a-inf: longer than a (a threshold)."""
+    tok, base = tokenized(name)
+    lo, hi = base[9:].split("-")
     if hi == "inf":
-        return (scores.get("sentences_longer_than") or {}).get(lo)
-    bucket = (scores.get(f"{tokenized(name)[0]}bleu_by_length") or {}).get(bucket_name(int(lo), int(hi)))
-    return bucket["sentences"] if bucket else None
+        key = f"{tok}bleu_longer_than" if what == "bleu" else "sentences_longer_than"
+        return (scores.get(key) or {}).get(lo)
+    bucket = (scores.get(f"{tok}bleu_by_length") or {}).get(bucket_name(int(lo), int(hi)))
+    return bucket[what] if bucket else None
+
+
+def length_sentences(metrics: dict[str, Any], lengths: list[str]) -> list[int | None]:
+    """How many test sentences each bleu_len@ metric's BLEU rests on (None where the run did not record it)."""
+    return [_length_score(metrics.get("scores", {}), name, "sentences") for name in lengths]
 
 
 def length_note(table: Table, metrics: dict[tuple[str, str], dict[str, Any]]) -> str:
@@ -93,7 +96,7 @@ def length_note(table: Table, metrics: dict[tuple[str, str], dict[str, Any]]) ->
     every row, one test split): a column over a handful of sentences is noise, not a trend."""
     lengths = [m for m in table.metrics if tokenized(m)[1].startswith("bleu_len@")]
     run = next(iter(metrics.values()), None)
-    counts = [(label(m), length_sentences(run, m)) for m in lengths] if run else []
+    counts = zip(map(label, lengths), length_sentences(run, lengths), strict=True) if run else []
     known = [(name, n) for name, n in counts if n is not None]
     if not known:
         return ""
