@@ -4,6 +4,7 @@ that row's jobs."""
 
 import base64
 import json
+import math
 import os
 import re
 import shutil
@@ -568,3 +569,80 @@ def test_a_length_table_and_figure_say_how_many_sentences_each_column_rests_on(t
     assert "fewer than 100 sentences, too few for a BLEU to mean much" in md
     length(table, files, tmp_path / "f.png")
     assert (tmp_path / "f.png").stat().st_size > 0
+
+
+def _timed(variant: str, speed: float, load: float | None = 1.0, **hw: object) -> dict:
+    """A metrics file of a row timed on a CPU: its training speed and the machine train.json recorded."""
+    hardware = {"device": "cpu", "cpu": "AMD EPYC", "cpu_isa": "avx512", "torch_threads": 1,
+                "bf16_autocast": True, **({"load_avg": load} if load is not None else {}), **hw}
+    return {"variant": variant, "member": "seed1", "corpus": "c", "scale": "mini",
+            "train": {"steps": 10, "params": 1000, "train_tgt_words_per_s": speed, "hardware": hardware}}
+
+
+def test_a_tables_speeds_say_which_machine_and_load_they_were_timed_at() -> None:
+    """SR-NMT Table 1 and ATR Table 4 compare speeds: rows timed on different machines (a Zen 3 beside a
+    Zen 4, bf16 beside float32, another GPU) do not compare, and rows that shared the machine with
+    different work compare less closely; the note says which, from each metrics file's `hardware`."""
+    from rnmt.report import ran
+
+    speeds = ["tok_bleu", "train_tgt_words_per_s_ratio"]
+    same = {("a", "seed1"): _timed("a", 100, 2.0), ("b", "seed1"): _timed("b", 50, 2.1)}
+    assert ran.machines(same, speeds) == ("Timed on one machine: cpu AMD EPYC (avx512), 1 thread, bf16. Load "
+                                          "average 2.0–2.1.")
+    assert ran.apart(same[("a", "seed1")], same[("b", "seed1")], "train_tgt_words_per_s") == ""
+    assert ran.machines(same, ["tok_bleu"]) == "", "no speed shown: nothing to say"
+    loaded = {**same, ("b", "seed1"): _timed("b", 50, 1.0), ("c", "seed1"): _timed("c", 70, None)}
+    assert ran.machines(loaded, speeds) == (
+        "Timed on one machine: cpu AMD EPYC (avx512), 1 thread, bf16. The rows shared the machine with different "
+        "work (load averages a 2.0, b 1.0), so their speeds compare less closely than their cells. No load "
+        "recorded for c.")
+    older = {**same, ("b", "seed1"): _timed("b", 50, cpu_isa=None)}
+    assert ran.apart(older[("a", "seed1")], older[("b", "seed1")], "train_tgt_words_per_s") == (
+        "trained on cpu AMD EPYC (avx512), 1 thread, bf16 against cpu AMD EPYC (vector instructions not "
+        "recorded), 1 thread, bf16")
+    assert ran.apart(older[("a", "seed1")], older[("b", "seed1")], "tok_bleu") == "", "BLEU is not timed"
+    gpus = {("a", "seed1"): _timed("a", 1, device="cuda:0", gpu="NVIDIA H200"),
+            ("b", "seed1"): _timed("b", 1, device="cuda:3", gpu="NVIDIA H200")}
+    assert ran.apart(gpus[("a", "seed1")], gpus[("b", "seed1")], "train_tgt_words_per_s") == "", \
+        "two jobs on two GPUs of one kind compare"
+    assert ran.machines({**gpus, ("c", "seed1"): _timed("c", 1)}, speeds).startswith(
+        "Timed on different machines, so the speeds of rows on different ones do not compare: c on cpu AMD EPYC "
+        "(avx512), 1 thread, bf16; a, b on cuda NVIDIA H200, bf16.")
+
+
+def test_a_speed_claim_and_ratio_across_machines_are_not_comparable(tmp_path: Path) -> None:
+    """A speed measured on two machines says nothing about the cells: the table gives no ratio to the
+    baseline for such a row and its claim reads 'not comparable', with why; on one machine both stand."""
+    from rnmt.planning.plan import Row, Table
+    from rnmt.report import claims
+    from rnmt.report.tables import build
+
+    said = [{"says": "fast beats base", "metric": "train_tgt_words_per_s", "kind": "higher", "row": "Fast",
+             "than": "Base"}]
+    table = Table("t", tmp_path / "t.yaml", "T", "c", "test", ["train_tgt_words_per_s",
+                                                               "train_tgt_words_per_s_ratio"],
+                  [Row("Base", "base", {}, (1,)), Row("Fast", "fast", {}, (1,))], baseline="Base", claims=said)
+
+    def built(fast: dict, name: str) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+        files = []
+        for m in (_timed("base", 100.0), fast):
+            path = tmp_path / name / m["variant"] / "test.json"
+            path.parent.mkdir(parents=True)
+            path.write_text(json.dumps(m))
+            files.append(path)
+        out = tmp_path / name
+        df = build(table, files, "r", "mini", out / "t.csv", out / "t.md", out_claims=out / "t.claims.csv")
+        return df.set_index(["system", "metric"]), pd.read_csv(out / "t.claims.csv"), (out / "t.md").read_text()
+
+    df, checked, _ = built(_timed("fast", 150.0), "one")
+    assert df.loc[("Fast", "train_tgt_words_per_s_ratio"), "ours"] == pytest.approx(1.5)
+    assert checked.verdict.tolist() == [claims.HOLDS]
+    df, checked, md = built(_timed("fast", 150.0, cpu_isa="avx2"), "two")
+    assert math.isnan(df.loc[("Fast", "train_tgt_words_per_s_ratio"), "ours"])
+    assert df.loc[("Fast", "train_tgt_words_per_s_ratio"), "why_empty"] == (
+        "not comparable with the baseline 'Base': trained on cpu AMD EPYC (avx2), 1 thread, bf16 against cpu AMD "
+        "EPYC (avx512), 1 thread, bf16")
+    assert df.loc[("Fast", "train_tgt_words_per_s"), "ours"] == 150.0, "the measured speed itself stays"
+    assert checked.verdict.tolist() == [claims.APART] and checked.claim_verdict.tolist() == [claims.APART]
+    assert "fast beats base (not comparable)" in md and "not comparable: trained on cpu AMD EPYC (avx2)" in md
+    assert "Timed on different machines" in md

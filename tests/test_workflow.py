@@ -110,6 +110,9 @@ def test_table_target_runs_for_real_and_rerun_does_nothing(workdir: Path) -> Non
     # the CLI kept freed memory mapped (rnmt.machine.allocator) in the training and the decoding job
     assert metrics["train"]["hardware"]["malloc_tuned"] is sys.platform.startswith("linux")
     assert metrics["decode"]["hardware"]["malloc_tuned"] is sys.platform.startswith("linux")
+    # and recorded how much else shared the machine while it was timed (a speed table's note reads it)
+    if sys.platform.startswith("linux"):
+        assert metrics["train"]["hardware"]["load_avg"] >= 0 and metrics["decode"]["hardware"]["load_avg"] >= 0
     # the decoding says why its steps were not replayed as CUDA graphs (the decode setting is on by default)
     assert metrics["decode"]["cuda_graphs"] == {"off": "the device is cpu, not CUDA"}
     # each job's paths are the run's: one choice per computation, kept in results/<run>/fast_paths.json

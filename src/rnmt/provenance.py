@@ -60,6 +60,9 @@ def describe(device: Any) -> dict[str, Any]:
         "cpu_isa": hardware.cpu_isa(),
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
+        # the 1-minute load average now (a training replaces it with its mean over the log steps): what
+        # else shared the machine while the run was timed
+        "load_avg": hardware.load_average(),
         "torch": torch.__version__,
         "python": platform.python_version(),
         "malloc_tuned": allocator.tuned,

@@ -37,6 +37,15 @@ def _cpuinfo(key: str) -> str | None:
     return None
 
 
+def load_average() -> float | None:
+    """The machine's 1-minute load average (runnable processes, the caller's included; None where the
+    system does not keep one): how much else a timed run shared the machine with."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
 def cpu_model() -> str:
     return _cpuinfo("model name") or platform.processor() or platform.machine()
 

@@ -35,12 +35,14 @@ from rnmt.evaluate.bootstrap import LEVEL, SAMPLES, paired_interval, sentence_st
 from rnmt.evaluate.metrics import Scored
 from rnmt.planning.experiments import check_claims
 from rnmt.planning.plan import Row, Table
+from rnmt.report import ran
 from rnmt.report.layout import decimals_of, label, number, signed, tokenized
 from rnmt.report.significance import WHOLE_SPLIT, pairs
 
 HOLDS, FAILS, UNSURE, NO_NUMBERS = "holds", "does not hold", "not separable", "no numbers"
+APART = "not comparable"        # a speed timed on different machines (report.ran.apart)
 COLUMNS = ["table", "claim", "says", "metric", "kind", "margin", "row", "than", "paper_diff", "paper_verdict",
-           "diff", "low", "high", "pairs", "verdict", "claim_verdict"]
+           "diff", "low", "high", "pairs", "verdict", "claim_verdict", "why"]
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,8 @@ def combine(verdicts: Iterable[str]) -> str:
         return FAILS
     if NO_NUMBERS in v:
         return NO_NUMBERS
+    if APART in v:
+        return APART
     return HOLDS if all(x == HOLDS for x in v) else UNSURE
 
 
@@ -117,10 +121,12 @@ class Evidence:
             return [np.arange(a - 1, a - 1 + k) for _, a, k in parts]
         return [np.arange(n)]
 
-    def interval(self, metric: str, row: Row, other: Row) -> tuple[float, float, int]:
-        """(low, high, pairs) of row − other over the pairs of their decodings."""
+    def interval(self, metric: str, row: Row, other: Row) -> tuple[float, float, int, str]:
+        """(low, high, pairs, why) of row − other over the pairs of their decodings; `why` says why pairs of
+        a timed metric were left out (timed on different machines: report.ran.apart)."""
         lows, highs = [], []
         found = 0
+        why = ""
         for mine, theirs in pairs(row, other):
             a, b = (row.variant, mine), (other.variant, theirs)
             if resampled(metric):
@@ -138,13 +144,17 @@ class Evidence:
                 va, vb = self.value(self.metrics[a], metric), self.value(self.metrics[b], metric)
                 if va is None or vb is None:
                     continue
+                apart = ran.apart(self.metrics[a], self.metrics[b], metric)
+                if apart:
+                    why = why or apart
+                    continue
                 low = high = va - vb
             lows.append(low)
             highs.append(high)
             found += 1
         if not found:
-            return math.nan, math.nan, 0
-        return min(lows), max(highs), found
+            return math.nan, math.nan, 0, why
+        return min(lows), max(highs), found, why
 
 
 def check(table: Table, claims: Sequence[Claim], df: pd.DataFrame, evidence: Evidence | None) -> pd.DataFrame:
@@ -159,15 +169,15 @@ def check(table: Table, claims: Sequence[Claim], df: pd.DataFrame, evidence: Evi
             paper = value.loc[(claim.row, claim.metric), "paper"] - value.loc[(other, claim.metric), "paper"]
             ours = value.loc[(claim.row, claim.metric), "ours"] - value.loc[(other, claim.metric), "ours"]
             low = high = math.nan
-            n = 0
+            n, why = 0, ""
             if evidence is not None and rows[claim.row].trained and rows[other].trained:
-                low, high, n = evidence.interval(claim.metric, rows[claim.row], rows[other])
+                low, high, n, why = evidence.interval(claim.metric, rows[claim.row], rows[other])
+            mine_verdict = APART if why and not n else verdict(claim.kind, low, high, claim.margin)
             mine.append({"table": table.name, "claim": k, "says": claim.says, "metric": claim.metric,
                          "kind": claim.kind, "margin": claim.margin if claim.kind == "within" else math.nan,
                          "row": claim.row, "than": other, "paper_diff": paper,
                          "paper_verdict": verdict(claim.kind, paper, paper, claim.margin), "diff": ours,
-                         "low": low, "high": high, "pairs": n,
-                         "verdict": verdict(claim.kind, low, high, claim.margin)})
+                         "low": low, "high": high, "pairs": n, "verdict": mine_verdict, "why": why})
         overall = combine(r["verdict"] for r in mine)
         records += [{**r, "claim_verdict": overall} for r in mine]
     return pd.DataFrame.from_records(records, columns=COLUMNS)
@@ -179,8 +189,8 @@ def note(claims: pd.DataFrame) -> str:
             "does not hold where it is wholly on the other side, not separable where it straddles. A BLEU's "
             f"interval is the {LEVEL:.0%} paired bootstrap interval over the test sentences ({SAMPLES:,} "
             "resamples), the union over the two rows' seed pairs; any other metric's spans the seed pairs' measured "
-            "differences. A claim over several rows holds where every comparison does. Paper: the same rule on "
-            "the paper's numbers.")
+            "differences; two rows' speeds timed on different machines are not comparable. A claim over several "
+            "rows holds where every comparison does. Paper: the same rule on the paper's numbers.")
 
 
 def lines(claims: pd.DataFrame) -> list[tuple[str, str, str, str, str, str]]:
@@ -199,7 +209,8 @@ def lines(claims: pd.DataFrame) -> list[tuple[str, str, str, str, str, str]]:
         if spread:                                  # the interval at the difference's precision
             places = decimals_of(ours)
             ours += f" [{signed(r.low, places)}, {signed(r.high, places)}]"
-        out.append((claim, f"{r.row} {what} {r.than}", label(r.metric), paper, ours, r.verdict))
+        mark = f"{r.verdict}: {r.why}" if r.verdict == APART else r.verdict
+        out.append((claim, f"{r.row} {what} {r.than}", label(r.metric), paper, ours, mark))
     return out
 
 

@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from rnmt.evaluate.metric_names import timed
 from rnmt.settings import leaves
 
 
@@ -130,3 +131,82 @@ def paths(metrics: Iterable[Mapping[str, Any]], shown: Iterable[str]) -> str:
                 " so the speed ratios compare the cells.")
     return ("Speeds compare implementations as well as cells, the rows' recurrences having trained on different "
             "kinds of path: " + "; ".join(f"{row}: {k}" for row, k in described.items()) + ".")
+
+
+LOAD_GAP = 0.5      # load averages this far apart: the runs shared the machine with different work
+
+
+def _timed_hardware(m: Mapping[str, Any], metric: str) -> list[Mapping[str, Any]]:
+    """The hardware records behind `metric` in one metrics file: its decoding's for a decoding speed,
+    else each trained model's."""
+    if metric.startswith("decode_"):
+        hw = (m.get("decode") or {}).get("hardware")
+        return [hw] if hw else []
+    train = m.get("train") or {}
+    return [t["hardware"] for t in train.get("members", [train]) if t.get("hardware")]
+
+
+def machine(hw: Mapping[str, Any]) -> str:
+    """What sets a timed run's speed besides its cells and its code's paths, from a metrics file's
+    `hardware`: the kind of device and its model, a CPU's vector instructions, the threads and bfloat16,
+    e.g. 'cpu AMD EPYC (avx512), 1 thread, bf16' or 'cuda NVIDIA H200, bf16'. A CPU without its vector
+    instructions recorded says so, and so matches no CPU that has them. The machine's load is not part of
+    it: that only says how much else ran beside the run."""
+    device = str(hw.get("device", "?")).split(":")[0]
+    where = hw.get("gpu") or f"{hw.get('cpu', '?')} ({hw.get('cpu_isa') or 'vector instructions not recorded'})"
+    threads = hw.get("torch_threads")
+    parts = [f"{device} {where}"]
+    if threads is not None and device != "cuda":
+        parts.append(f"{threads} thread{'s' if threads != 1 else ''}")
+    if hw.get("bf16_autocast"):
+        parts.append("bf16")
+    return ", ".join(parts)
+
+
+def apart(a: Mapping[str, Any], b: Mapping[str, Any], metric: str) -> str:
+    """Why `metric` in metrics files `a` and `b` does not compare, '' where it does: a metric that is not
+    timed, or one timed on the same `machine` in both."""
+    if not timed(metric):
+        return ""
+    ha, hb = _timed_hardware(a, metric), _timed_hardware(b, metric)
+    if not ha or not hb:
+        return ""
+    ma, mb = {machine(h) for h in ha}, {machine(h) for h in hb}
+    if ma == mb and len(ma) == 1:
+        return ""
+    verb = "decoded" if metric.startswith("decode_") else "trained"
+    return f"{verb} on {' and '.join(sorted(ma))} against {' and '.join(sorted(mb))}"
+
+
+def machines(metrics: Mapping[tuple[str, str], Mapping[str, Any]], shown: Iterable[str]) -> str:
+    """For a table that shows a speed (`shown`: its metrics): the machine its rows were timed on and the
+    load averages they shared it at; each row's machine where they differ, each row's load where the loads
+    are LOAD_GAP or more apart; '' where the table shows no speed or no run recorded its machine."""
+    speeds = [name.removesuffix("_ratio") for name in shown if timed(name)]
+    on: dict[str, set[str]] = {}
+    loads: dict[str, list[float]] = {}
+    for (variant, _member), m in sorted(metrics.items()):
+        for metric in speeds:
+            for hw in _timed_hardware(m, metric):
+                on.setdefault(machine(hw), set()).add(variant)
+                if hw.get("load_avg") is not None:
+                    loads.setdefault(variant, []).append(hw["load_avg"])
+    if not on:
+        return ""
+    if len(on) == 1:
+        text = f"Timed on one machine: {next(iter(on))}."
+    else:
+        text = ("Timed on different machines, so the speeds of rows on different ones do not compare: "
+                + "; ".join(f"{', '.join(sorted(rows))} on {where}" for where, rows in sorted(on.items())) + ".")
+    every = [v for values in loads.values() for v in values]
+    unrecorded = sorted({v for rows in on.values() for v in rows} - set(loads))
+    if every and max(every) - min(every) >= LOAD_GAP:
+        text += (" The rows shared the machine with different work (load averages " + ", ".join(
+            f"{v} {min(x):.1f}" + (f"–{max(x):.1f}" if max(x) - min(x) >= 0.05 else "")
+            for v, x in sorted(loads.items())) + "), so their speeds compare less closely than their cells.")
+    elif every:
+        text += f" Load average {min(every):.1f}" + (f"–{max(every):.1f}" if max(every) - min(every) >= 0.05
+                                                      else "") + "."
+    if every and unrecorded:
+        text += f" No load recorded for {', '.join(unrecorded)}."
+    return text

@@ -217,16 +217,21 @@ def _ratios(table: Table, df: pd.DataFrame, metrics: dict[tuple[str, str], dict[
     for metric in [m for m in table.metrics if m.endswith("_ratio")]:
         speed = metric[: -len("_ratio")]
         base = next(r for r in table.rows if r.system == table.baseline)
-        ours = {}
+        ours, runs = {}, {}
         for row in table.trained_rows:
-            values = [v for v in (metric_value(m, speed) for m in _row_runs(table, row, metrics)) if v is not None]
+            runs[row.system] = _row_runs(table, row, metrics)
+            values = [v for v in (metric_value(m, speed) for m in runs[row.system]) if v is not None]
             if values:
                 ours[row.system] = statistics.fmean(values)
         for row in table.rows:
             sel = (df.system == row.system) & (df.metric == metric)
             theirs, base_paper = row.paper.get(speed), base.paper.get(speed)
             df.loc[sel, "paper"] = theirs / base_paper if theirs and base_paper else math.nan
-            if row.system in ours and ours.get(base.system):
+            apart = next((why for a in runs.get(row.system, []) for b in runs.get(base.system, [])
+                          if (why := ran.apart(a, b, speed))), "")
+            if apart and row.system in ours:
+                df.loc[sel, "why_empty"] = f"not comparable with the baseline {table.baseline!r}: {apart}"
+            elif row.system in ours and ours.get(base.system):
                 df.loc[sel, ["ours", "std", "n_seeds", "why_empty"]] = [ours[row.system] / ours[base.system],
                                                                        math.nan, 1, ""]
             elif row.trained:
@@ -376,7 +381,7 @@ def build(table: Table, metrics_files: list[str | Path], run: str, scale: str, o
     df.attrs["cut_short"] = cut_short(table, metrics)
     if table.kind != "cells":
         df.attrs["ran"] = [ran.summary(metrics.values()), ran.override(metrics.values()),
-                           ran.paths(metrics.values(), table.metrics)]
+                           ran.paths(metrics.values(), table.metrics), ran.machines(metrics, table.metrics)]
         df.attrs["warnings"] = ran.warnings(metrics.values(), map(read_json, data_reports or []))
         parts = {p for m in metrics.values() for p in m.get("scores", {}).get("bleu_by_part") or {}}
         df.attrs["test_sets"] = sorted(parts)            # what a *_avg column averages

@@ -33,8 +33,21 @@ class Progress:
     lr_factor: float = 1.0              # SR-NMT retraining multiplies it by plateau_factor
     retrains_done: int = 0
     skipped_batches: int = 0            # NaN/inf losses skipped (nan_policy=skip)
+    load_sum: float = 0.0               # the machine's load average summed over the log steps…
+    load_samples: int = 0               # …and how many were taken (train.json's hardware.load_avg)
     best: dict[str, Any] = field(default_factory=dict)
     curve: list[dict[str, Any]] = field(default_factory=list)
+
+    def sample_load(self) -> None:
+        """Add the machine's load average now to the training's mean (taken at every log step)."""
+        load = hardware.load_average()
+        if load is not None:
+            self.load_sum += load
+            self.load_samples += 1
+
+    @property
+    def load_avg(self) -> float | None:
+        return round(self.load_sum / self.load_samples, 2) if self.load_samples else None
 
 
 def budget_done(s: TrainSettings, step: int, train_seconds: float, epoch: int, batch_in_epoch: int,
@@ -124,6 +137,8 @@ def run_metrics(p: Progress, s: TrainSettings, stop_reason: str | None, *, param
         "peak_memory_mb": round(hardware.peak_memory_mb(device), 1),
         "model_config": model_config,
         "train_settings": asdict(s),
-        "hardware": {**describe(device), "bf16_autocast": bf16},
+        # the load average over the log steps (the one now where the run logged none)
+        "hardware": {**describe(device), "bf16_autocast": bf16,
+                     **({"load_avg": p.load_avg} if p.load_avg is not None else {})},
         **provenance(),
     }

@@ -314,6 +314,7 @@ class Trainer:
         self.bar.update(1)
         self._window.add(total, tokens, dt)
         if p.step % s.log_every == 0:
+            p.sample_load()
             w = self._window
             self.bar.set_postfix(loss=f"{w.mean_loss:.3f}", ppl=f"{math.exp(min(w.mean_loss, 50.0)):.1f}",
                                  epoch=p.epoch)
