@@ -35,3 +35,35 @@ def test_differences_are_coloured_by_whether_ours_is_better() -> None:
     classes = re.findall(r'<td class="diff ?([a-z]*)">', page)
     assert classes == ["worse", "", "better", "", "better"]
     assert 'div class="scroll"><table>' in page and "overflow-x: auto" in page
+
+
+def test_a_long_training_cost_figure_is_drawn_as_a_curve_not_as_its_noise(tmp_path: Path, monkeypatch) -> None:
+    """UD Figure 2 logs every minibatch: at `mini`, 6,000 noisy costs a system, whose four lines drawn with
+    the paper's 5-minibatch smoothing hid each other. The trailing mean widens to a fiftieth of the curve
+    and the axis says over how many minibatches; a 215-minibatch run (the paper's) keeps 5."""
+    import json
+
+    from rnmt.planning.plan import load_table
+    from rnmt.report import figures
+
+    root = Path(__file__).resolve().parents[1]
+    table = load_table(root / "workflow/experiments/ud-figure2.yaml", "c")
+    logs = []
+    for variant, steps in (("ud-gru", 600), ("ud-lstm", 215)):
+        log = tmp_path / "models/c" / variant / "seed1/train.jsonl"
+        log.parent.mkdir(parents=True)
+        costs = [3.0 + (1.0 if i % 2 else -1.0) for i in range(steps)]          # noise of ±1 around 3
+        log.write_text("".join(json.dumps({"kind": "train", "step": i + 1, "loss": v, "train_seconds": i + 1.0})
+                               + "\n" for i, v in enumerate(costs)))
+        logs.append(log)
+    saved = []
+    monkeypatch.setattr(figures, "save", lambda fig, out: saved.append(fig))
+    figures.draw(table, tmp_path / "f.png", logs=logs)
+    ax = saved[0].axes[0]
+    lines = {line.get_label(): line.get_ydata() for line in ax.get_lines()}
+    gru, lstm = lines["GRU"], lines["LSTM"]
+    assert len(gru) == 600 and len(lstm) == 215
+    assert all(abs(v - 3.0) < 1e-9 for v in gru[11:]), "a 12-minibatch mean (600 / 50) of ±1 noise is flat"
+    assert abs(lstm[4] - 2.8) < 1e-9, "215 minibatches keep the paper's 5-minibatch mean: (−1+1−1+1−1)/5 + 3"
+    assert figures.window_for(6000) == 120 and figures.window_for(215) == 5
+    assert ax.get_ylabel().endswith("mean over the last 12 logged minibatches")

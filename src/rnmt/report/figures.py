@@ -3,7 +3,8 @@
 - `gates` (ATR Figure 3): mean input and forget gate of the decoder's ATR units by target position,
   averaged over the test sentences, with Pearson's r of the two in the legend;
 - `length` (DTMT Figure 3): BLEU by source-sentence length, one line per system;
-- `cost` (UD Figure 2): training cost per minibatch, slightly smoothed, one line per system;
+- `cost` (UD Figure 2): training cost per minibatch, smoothed by a trailing mean that widens with the
+  number of minibatches (`window_for`), one line per system;
 - `perplexity` (SR-NMT Figure 3): training and dev perplexity against training time, one colour per
   system (training: every logged minibatch, smoothed; dev: every validation).
 """
@@ -96,6 +97,13 @@ def length(table: Table, metrics_files: Sequence[str | Path], out_png: str | Pat
     save(fig, out_png)
 
 
+def window_for(points: int, least: int = 5) -> int:
+    """The trailing mean a per-minibatch curve is drawn with: `least` minibatches, or a fiftieth of the
+    curve where that is more, so that 6,000 minibatch costs read as a curve rather than as their noise
+    (the paper's 215-minibatch Figure 2 keeps `least`)."""
+    return max(least, points // 50)
+
+
 def smooth(values: Sequence[float], window: int) -> list[float]:
     """Trailing moving average (the paper's curves are 'slightly smoothed')."""
     out, total = [], 0.0
@@ -108,13 +116,20 @@ def smooth(values: Sequence[float], window: int) -> list[float]:
 
 
 def cost(table: Table, logs: Sequence[str | Path], out_png: str | Path, window: int = 5, ours: str = "") -> None:
+    """Each system's training cost by minibatch, a trailing mean over `window_for` its logged minibatches
+    (the widest one drawn is named on the axis)."""
     fig, ax = _axes(table.title, ours)
+    widest = 0
     for system, files in _systems(table, logs, 2).items():
         train = [r for r in read_log(files[0]) if r["kind"] == "train"]
         if train:
-            ax.plot([r["step"] for r in train], smooth([train_loss(r) for r in train], window), label=system)
+            mean = window_for(len(train), window)
+            widest = max(widest, mean)
+            ax.plot([r["step"] for r in train], smooth([train_loss(r) for r in train], mean), lw=1, label=system)
     ax.set_xlabel("minibatch")
-    ax.set_ylabel("training cost (cross-entropy per token)")
+    ax.set_ylabel("training cost (cross-entropy per token)" +
+                  (f",\nmean over the last {widest} logged minibatches" if widest > 1 else ""))
+    ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     save(fig, out_png)
 
@@ -131,7 +146,8 @@ def perplexity(table: Table, logs: Sequence[str | Path], out_png: str | Path, wi
         if not train or not valid:
             continue
         line = ax.plot([r["train_seconds"] / 60 for r in train],
-                       [math.exp(min(v, 50.0)) for v in smooth([train_loss(r) for r in train], window)], lw=1,
+                       [math.exp(min(v, 50.0)) for v in smooth([train_loss(r) for r in train],
+                                                               window_for(len(train), window))], lw=1,
                        label=f"{system}: training")[0]
         ax.plot([r["train_seconds"] / 60 for r in valid], [r["dev_ppl"] for r in valid], "o--", ms=3,
                 color=line.get_color(), label=f"{system}: validation")
