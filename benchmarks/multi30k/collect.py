@@ -104,10 +104,11 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool) -> None:
 
 def machine(hardware: dict) -> dict:
     """Where a model trained: device, GPU or CPU name, the CPU's vector instructions and number format where
-    the run recorded them (older runs did not), threads."""
+    the run recorded them (older runs did not), threads, and the machine's mean load average over the
+    training (what else ran beside it; older runs did not record it)."""
     return {"device": hardware["device"], "gpu": hardware.get("gpu"), "cpu": hardware["cpu"],
             "cpu_isa": hardware.get("cpu_isa"), "bf16": hardware.get("bf16_autocast"),
-            "threads": hardware["torch_threads"]}
+            "threads": hardware["torch_threads"], "load_avg": hardware.get("load_avg")}
 
 
 def _machines(bleu: pd.DataFrame) -> str:
