@@ -596,6 +596,10 @@ def test_a_tables_speeds_say_which_machine_and_load_they_were_timed_at() -> None
         "Timed on one machine: cpu AMD EPYC (avx512), 1 thread, bf16. The rows shared the machine with different "
         "work (load averages a 2.0, b 1.0), so their speeds compare less closely than their cells. No load "
         "recorded for c.")
+    unknown = _timed("c", 70, None)
+    assert ran.apart(same[("a", "seed1")], unknown, "train_tgt_words_per_s") == (
+        "trained at load average 2.0 against a run that did not record what else shared the machine")
+    assert ran.apart(unknown, _timed("d", 1, None), "train_tgt_words_per_s") == "", "neither recorded it"
     older = {**same, ("b", "seed1"): _timed("b", 50, cpu_isa=None)}
     assert ran.apart(older[("a", "seed1")], older[("b", "seed1")], "train_tgt_words_per_s") == (
         "trained on cpu AMD EPYC (avx512), 1 thread, bf16 against cpu AMD EPYC (vector instructions not "

@@ -40,7 +40,7 @@ from rnmt.report.layout import decimals_of, label, number, signed, tokenized
 from rnmt.report.significance import WHOLE_SPLIT, pairs
 
 HOLDS, FAILS, UNSURE, NO_NUMBERS = "holds", "does not hold", "not separable", "no numbers"
-APART = "not comparable"        # a speed timed on different machines (report.ran.apart)
+APART = "not comparable"        # speeds timed on different machines or loads unknown (report.ran.apart)
 COLUMNS = ["table", "claim", "says", "metric", "kind", "margin", "row", "than", "paper_diff", "paper_verdict",
            "diff", "low", "high", "pairs", "verdict", "claim_verdict", "why"]
 
@@ -123,7 +123,7 @@ class Evidence:
 
     def interval(self, metric: str, row: Row, other: Row) -> tuple[float, float, int, str]:
         """(low, high, pairs, why) of row − other over the pairs of their decodings; `why` says why pairs of
-        a timed metric were left out (timed on different machines: report.ran.apart)."""
+        a timed metric were left out (timed on different machines, or at an unknown load: report.ran.apart)."""
         lows, highs = [], []
         found = 0
         why = ""
@@ -189,8 +189,9 @@ def note(claims: pd.DataFrame) -> str:
             "does not hold where it is wholly on the other side, not separable where it straddles. A BLEU's "
             f"interval is the {LEVEL:.0%} paired bootstrap interval over the test sentences ({SAMPLES:,} "
             "resamples), the union over the two rows' seed pairs; any other metric's spans the seed pairs' measured "
-            "differences; two rows' speeds timed on different machines are not comparable. A claim over several "
-            "rows holds where every comparison does. Paper: the same rule on the paper's numbers.")
+            "differences; two rows' speeds timed on different machines, or by one run that recorded its load and one "
+            "that did not, are not comparable. A claim over several rows holds where every comparison does. "
+            "Paper: the same rule on the paper's numbers.")
 
 
 def lines(claims: pd.DataFrame) -> list[tuple[str, str, str, str, str, str]]:

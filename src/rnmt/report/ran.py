@@ -165,17 +165,28 @@ def machine(hw: Mapping[str, Any]) -> str:
 
 def apart(a: Mapping[str, Any], b: Mapping[str, Any], metric: str) -> str:
     """Why `metric` in metrics files `a` and `b` does not compare, '' where it does: a metric that is not
-    timed, or one timed on the same `machine` in both."""
+    timed, or one timed on the same `machine` in both, both with their load recorded or neither (a run
+    whose load is unknown may have shared the machine with anything: a test suite, three trainings)."""
     if not timed(metric):
         return ""
     ha, hb = _timed_hardware(a, metric), _timed_hardware(b, metric)
     if not ha or not hb:
         return ""
-    ma, mb = {machine(h) for h in ha}, {machine(h) for h in hb}
-    if ma == mb and len(ma) == 1:
-        return ""
     verb = "decoded" if metric.startswith("decode_") else "trained"
-    return f"{verb} on {' and '.join(sorted(ma))} against {' and '.join(sorted(mb))}"
+    ma, mb = {machine(h) for h in ha}, {machine(h) for h in hb}
+    if ma != mb or len(ma) > 1:
+        return f"{verb} on {' and '.join(sorted(ma))} against {' and '.join(sorted(mb))}"
+    la, lb = _load(ha), _load(hb)
+    if (la is None) != (lb is None):
+        return (f"{verb} at load average {la if la is not None else lb:.1f} against a run that did not record "
+                "what else shared the machine")
+    return ""
+
+
+def _load(hardware: list[Mapping[str, Any]]) -> float | None:
+    """The mean load average of some runs' hardware records; None where any did not record one."""
+    loads = [h.get("load_avg") for h in hardware]
+    return None if any(v is None for v in loads) else sum(loads) / len(loads)
 
 
 def machines(metrics: Mapping[tuple[str, str], Mapping[str, Any]], shown: Iterable[str]) -> str:
