@@ -595,7 +595,7 @@ def test_a_tables_speeds_say_which_machine_and_load_they_were_timed_at() -> None
     assert ran.machines(loaded, speeds) == (
         "Timed on one machine: cpu AMD EPYC (avx512), 1 thread, bf16. The rows shared the machine with different "
         "work (load averages a 2.0, b 1.0), so their speeds compare less closely than their cells. No load "
-        "recorded for c.")
+        "recorded for c: their speeds do not compare with those of the rows that recorded theirs.")
     unknown = _timed("c", 70, None)
     assert ran.apart(same[("a", "seed1")], unknown, "train_tgt_words_per_s") == (
         "trained at load average 2.0 against a run that did not record what else shared the machine")

@@ -212,12 +212,18 @@ def machines(metrics: Mapping[tuple[str, str], Mapping[str, Any]], shown: Iterab
     every = [v for values in loads.values() for v in values]
     unrecorded = sorted({v for rows in on.values() for v in rows} - set(loads))
     if every and max(every) - min(every) >= LOAD_GAP:
-        text += (" The rows shared the machine with different work (load averages " + ", ".join(
-            f"{v} {min(x):.1f}" + (f"–{max(x):.1f}" if max(x) - min(x) >= 0.05 else "")
-            for v, x in sorted(loads.items())) + "), so their speeds compare less closely than their cells.")
+        text += (" The rows shared the machine with different work (load averages "
+                 + ", ".join(f"{v} {_tenths(x)}" for v, x in sorted(loads.items()))
+                 + "), so their speeds compare less closely than their cells.")
     elif every:
-        text += f" Load average {min(every):.1f}" + (f"–{max(every):.1f}" if max(every) - min(every) >= 0.05
-                                                      else "") + "."
+        text += f" Load average {_tenths(every)}."
     if every and unrecorded:
-        text += f" No load recorded for {', '.join(unrecorded)}."
+        text += (f" No load recorded for {', '.join(unrecorded)}: their speeds do not compare with those of the "
+                 "rows that recorded theirs.")
     return text
+
+
+def _tenths(values: list[float]) -> str:
+    """'2.1' for values that round alike, else their range, '1.0–2.1'."""
+    lo, hi = f"{min(values):.1f}", f"{max(values):.1f}"
+    return lo if lo == hi else f"{lo}–{hi}"
