@@ -13,12 +13,17 @@ from rnmt.evaluate.metric_names import timed
 from rnmt.settings import leaves
 
 
+def trained(m: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The train records behind one metrics file: its model's, or each member's of an ensemble."""
+    train = m.get("train") or {}
+    return train.get("members", [train])
+
+
 def _models(metrics: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Each trained model once (an ensemble's metrics repeat its members'), as its train record."""
     seen: dict[tuple[Any, ...], dict[str, Any]] = {}
     for m in metrics:
-        train = m.get("train") or {}
-        for t in train.get("members", [train]):
+        for t in trained(m):
             settings = t.get("train_settings") or {}
             if "steps" in t:
                 seen.setdefault((m.get("corpus"), m.get("variant"), settings.get("seed")), t)
@@ -119,8 +124,7 @@ def paths(metrics: Iterable[Mapping[str, Any]], shown: Iterable[str]) -> str:
         return ""
     kinds: dict[str, set[str]] = {}
     for m in metrics:
-        train = m.get("train") or {}
-        for t in train.get("members", [train]):
+        for t in trained(m):
             if t.get("paths"):
                 kinds.setdefault(str(m.get("variant")), set()).update(t["paths"].values())
     if not kinds:
@@ -142,14 +146,14 @@ def _timed_hardware(m: Mapping[str, Any], metric: str) -> list[Mapping[str, Any]
     if metric.startswith("decode_"):
         hw = (m.get("decode") or {}).get("hardware")
         return [hw] if hw else []
-    train = m.get("train") or {}
-    return [t["hardware"] for t in train.get("members", [train]) if t.get("hardware")]
+    return [t["hardware"] for t in trained(m) if t.get("hardware")]
 
 
 def machine(hw: Mapping[str, Any]) -> str:
     """What sets a timed run's speed besides its cells and its code's paths, from a metrics file's
     `hardware`: the kind of device and its model, a CPU's vector instructions, the threads and bfloat16,
-    e.g. 'cpu AMD EPYC (avx512), 1 thread, bf16' or 'cuda NVIDIA H200, bf16'. A CPU without its vector
+    as 'cpu <CPU name> (<vector instructions>), <threads> thread(s)[, bf16]' or 'cuda <GPU name>[, bf16]'
+    (the device's index left out: two GPUs of one kind are one machine). A CPU without its vector
     instructions recorded says so, and so matches no CPU that has them. The machine's load is not part of
     it: that only says how much else ran beside the run."""
     device = str(hw.get("device", "?")).split(":")[0]

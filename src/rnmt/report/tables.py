@@ -153,8 +153,7 @@ def cut_short(table: Table, metrics: dict[tuple[str, str], dict[str, Any]]) -> l
     out = []
     for row in table.trained_rows:
         for member in row.members():
-            train = metrics.get((row.variant, member), {}).get("train", {})   # type: ignore[arg-type]
-            for m in train.get("members", [train]):
+            for m in ran.trained(metrics.get((row.variant, member), {})):
                 if m.get("stop_reason") == "max_minutes":
                     settings = m.get("train_settings") or {}
                     minutes = f", {settings['max_minutes']:g} min" if settings.get("max_minutes") else ""
