@@ -580,8 +580,8 @@ def _timed(variant: str, speed: float, load: float | None = 1.0, **hw: object) -
 
 
 def test_a_tables_speeds_say_which_machine_and_load_they_were_timed_at() -> None:
-    """SR-NMT Table 1 and ATR Table 4 compare speeds: rows timed on different machines (a Zen 3 beside a
-    Zen 4, bf16 beside float32, another GPU) do not compare, and rows that shared the machine with
+    """SR-NMT Table 1 and ATR Table 4 compare speeds: rows timed on different machines (a CPU with AVX-512
+    beside one without, bf16 beside float32, another GPU) do not compare, and rows that shared the machine with
     different work compare less closely; the note says which, from each metrics file's `hardware`."""
     from rnmt.report import ran
 
