@@ -19,6 +19,8 @@
 - `rnmt train` on CUDA, eager and with CUDA graphs, stopped with SIGTERM and rerun, ends with the uninterrupted
   run's weights, and the graphed run replayed its graphs.
 - ATR's persistent kernels (RNMT_ATR_PERSISTENT=1) equal its per-step kernels at batch 80, hidden 1000.
+- The fast paths inside a captured training step are chosen by timing graph replays, keyed apart from eager
+  work; an uncapturable candidate is timed eagerly, and random draws work after its failed capture.
 
 With RNMT_CUDA_REPORT=<file>, the measured errors are written there as JSON lines (the GPU script keeps them).
 """
@@ -45,7 +47,7 @@ from rnmt.data.batching import Batch, ParallelData, make_batch, pad
 from rnmt.decode import graphs as decode_graphs
 from rnmt.decode.beam import beam_search
 from rnmt.decode.ensemble import Ensemble
-from rnmt.machine import hardware
+from rnmt.machine import fastpath, hardware
 from rnmt.models import build_model
 from rnmt.train import graphs
 from rnmt.train.loss import token_loss
@@ -328,6 +330,61 @@ def test_fused_decoder_equals_its_step_loop_on_cuda(key: str) -> None:
     errors = [float((x.float() - loop).abs().max() / loop.abs().max()) for x in (amp_loop, amp_fused)]
     report(test="fused-decoder-bf16", case=key, loop=errors[0], fused=errors[1])
     assert errors[1] <= 1.1 * errors[0], errors
+
+
+def test_a_captured_candidate_is_timed_by_its_replay_and_an_uncapturable_one_eagerly() -> None:
+    """Graphed work's fast paths are timed as replays; a candidate that cannot be captured is timed as it
+    would run (eagerly), and the failed capture leaves the random generator usable (torch leaves it marked
+    as capturing: `hardware.after_failed_capture`)."""
+    a, b = torch.randn(64, 64, device=CUDA), torch.randn(64, 64, device=CUDA)
+    out: dict[str, torch.Tensor] = {}
+
+    def product() -> None:
+        out["y"] = a @ b
+
+    replay = fastpath.as_replay("product", product, CUDA)
+    assert replay is not product
+    a.copy_(torch.randn(64, 64, device=CUDA))
+    replay()
+    torch.testing.assert_close(out["y"], a @ b)          # the replay computes on the inputs as they are now
+
+    def waits_for_the_host() -> None:
+        float((a @ b).sum())
+
+    assert fastpath.as_replay("host", waits_for_the_host, CUDA) is waits_for_the_host
+    torch.manual_seed(0)                  # random draws still work after the failed capture, and as seeded
+    drawn = torch.nn.functional.dropout(torch.ones(1000, device=CUDA), 0.5)
+    torch.manual_seed(0)
+    assert torch.equal(torch.nn.functional.dropout(torch.ones(1000, device=CUDA), 0.5), drawn)
+    times = fastpath.timings({"product": product, "host": waits_for_the_host}, CUDA, graphed=True)
+    assert set(times) == {"product", "host"} and all(t > 0 for t in times.values())
+
+
+def test_a_graphed_step_chooses_its_paths_by_replays(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The decoder's and the cells' paths inside a captured training step are keyed and timed as graph
+    replays, apart from the same work run eagerly (a path that wins eagerly by launching fewer kernels can
+    lose once replayed)."""
+    monkeypatch.setenv("RNMT_FASTPATH", "measure")
+    monkeypatch.setenv("RNMT_FASTPATH_CACHE", str(tmp_path / "fastpath.json"))
+    fastpath.forget()
+    try:
+        arch, settings = AUTOCAST["rnnsearch-atr"]
+        torch.manual_seed(0)
+        model = build_model(arch, 20, 20, **settings).to(CUDA).train()
+        opt = graphs.graph_optimizer(list(model.parameters()), 0.01, (0.9, 0.999), 1e-8, CUDA)
+        steps = graphs.GraphedSteps(model, opt, 1.0, 0.0, True, CUDA, rows=4)
+        src, mask = source("rnnsearch-atr")
+        tgt_in, tgt_out = pad(TGT, bos=True)[0], pad(TGT, eos=True)[0]
+        batch = Batch(src, mask, tgt_in, tgt_out, int((tgt_out != 0).sum()), 0, 0)
+        losses = [float(steps.step(batch, batch.tgt_tokens)) for _ in range(20)]
+        assert not steps.failed and steps.replays == 20
+        keys = list(fastpath.chosen())
+        report(test="graphed-choices", choices=fastpath.chosen())
+        assert any("rnnsearch decoder" in k and k.endswith(", as a CUDA graph") for k in keys), keys
+        assert any(" | cell " in k and k.endswith(", as a CUDA graph") for k in keys), keys
+        assert losses[-1] < losses[0]
+    finally:
+        fastpath.forget()
 
 
 # last in the file: a barrier that never opened would hang here, after every other test has run

@@ -127,7 +127,7 @@ def test_run_takes_the_measured_path_once_per_cell_and_size(measuring: Path, mon
     """Every path the cell has is a candidate; the choice holds for later batches of the same size class."""
     seen: list[tuple[str, ...]] = []
 
-    def fake_timings(candidates, device, reps=3, timer=None):
+    def fake_timings(candidates, device, reps=3, timer=None, graphed=False):
         seen.append(tuple(candidates))
         return {name: 1.0 if name != "torch" else 0.5 for name in candidates}
 
@@ -151,7 +151,7 @@ def test_run_takes_the_measured_path_once_per_cell_and_size(measuring: Path, mon
 @pytest.mark.parametrize(("sequence", "want"), [(0.97, "torch"), (0.90, "sequence")])
 def test_a_gru_takes_its_own_path_only_where_it_beats_torchs_layer_by_the_margin(
         measuring: Path, monkeypatch: pytest.MonkeyPatch, sequence: float, want: str) -> None:
-    monkeypatch.setattr(fastpath, "timings", lambda candidates, device, reps=3, timer=None: {
+    monkeypatch.setattr(fastpath, "timings", lambda candidates, device, reps=3, timer=None, graphed=False: {
         "loop": 2.0, "sequence": sequence, "torch": 1.0})
     monkeypatch.setattr(base, "_CHOICES", {})
     base.run(build_cell("gru", 5, 6), torch.randn(3, 4, 5), torch.ones(3, 4, dtype=torch.bool))
@@ -161,7 +161,7 @@ def test_a_gru_takes_its_own_path_only_where_it_beats_torchs_layer_by_the_margin
 def test_the_product_route_is_measured_per_size_class(measuring: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     measured: list[tuple[str, ...]] = []
 
-    def fake_timings(candidates, device, reps=3, timer=None):
+    def fake_timings(candidates, device, reps=3, timer=None, graphed=False):
         measured.append(tuple(candidates))
         return {"blas": 1.0, "onednn": 2.0}
 
@@ -238,7 +238,7 @@ def test_a_cells_path_follows_the_runs_file(measuring: Path, tmp_path: Path, mon
     run_file = tmp_path / "fast_paths.json"
     monkeypatch.setenv("RNMT_FASTPATH_RUN", str(run_file))
     monkeypatch.setattr(base, "_CHOICES", {})
-    monkeypatch.setattr(fastpath, "timings", lambda candidates, device, reps=3, timer=None: {
+    monkeypatch.setattr(fastpath, "timings", lambda candidates, device, reps=3, timer=None, graphed=False: {
         name: 0.5 if name == "loop" else 1.0 for name in candidates})
     cell = build_cell("atr", 5, 6)
     x, mask = torch.randn(3, 4, 5), torch.ones(3, 4, dtype=torch.bool)
@@ -250,3 +250,18 @@ def test_a_cells_path_follows_the_runs_file(measuring: Path, tmp_path: Path, mon
     base._CHOICES.clear()                       # (forget clears the module's own lookup, patched here)
     base.run(cell, x, mask)
     assert list(base._CHOICES.values()) == ["sequence"]
+
+
+def test_work_graphed_on_a_cpu_is_chosen_as_eager_work(measuring: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CPU has no CUDA graphs: a choice asked for graphed work there is the eager one, measured and kept once."""
+    asked: list[bool] = []
+
+    def fake_timings(candidates, device, reps=3, timer=None, graphed=False):
+        asked.append(graphed)
+        return {"a": 1.0, "b": 0.5}
+
+    monkeypatch.setattr(fastpath, "timings", fake_timings)
+    candidates = {"a": lambda: None, "b": lambda: None}
+    assert fastpath.choose("work", candidates, "a", torch.device("cpu"), graphed=True) == "b"
+    assert fastpath.choose("work", candidates, "a", torch.device("cpu")) == "b"
+    assert asked == [False] and [k.split(" | ")[-1] for k in fastpath.chosen()] == ["work"]

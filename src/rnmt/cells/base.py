@@ -233,13 +233,14 @@ def chosen_path(cell: RecurrentCell, x: Tensor) -> str:
     params = [p for p in cell.parameters() if p.requires_grad]
     grad = torch.is_grad_enabled() and (x.requires_grad or bool(params))
     amp = autocast_device()
-    key = (cell.path_key(), x.size(0).bit_length(), grad, x.device, x.dtype, amp, torch.get_num_threads())
+    key = (cell.path_key(), x.size(0).bit_length(), grad, x.device, x.dtype, amp, torch.get_num_threads(),
+           graphed(x.device))
     if key not in _CHOICES:
         with torch.random.fork_rng(devices=[x.device] if x.device.type == "cuda" else []):   # training's RNG
             candidates, default = _candidates(cell, x, grad, params)                         # stays as it was
         what = (f"cell {key[0]}, batch < {2 ** key[1]}, {'forward+backward' if grad else 'forward'}, "
                 f"{x.device.type} {str(x.dtype).removeprefix('torch.')}{', autocast' if amp else ''}")
-        _CHOICES[key] = fastpath.choose(what, candidates, default, x.device)
+        _CHOICES[key] = fastpath.choose(what, candidates, default, x.device, graphed=key[-1])
     return _CHOICES[key]
 
 
@@ -316,6 +317,12 @@ def graph_safe() -> Iterator[None]:
         yield
     finally:
         _GRAPH_SAFE.reset(token)
+
+
+def graphed(device: torch.device) -> bool:
+    """Whether work on `device` here will run as a replayed CUDA graph (inside `graph_safe`, on a GPU): its
+    paths are then chosen by timing replays (rnmt.machine.fastpath `choose`)."""
+    return device.type == "cuda" and _GRAPH_SAFE.get()
 
 
 def capturing() -> bool:

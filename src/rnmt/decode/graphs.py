@@ -42,6 +42,7 @@ from torch import Tensor
 
 from rnmt.cells.base import graph_safe
 from rnmt.data.vocab import PAD_ID
+from rnmt.machine import hardware
 from rnmt.models.base import DecoderState, Seq2Seq
 
 log = logging.getLogger(__name__)
@@ -232,7 +233,7 @@ class GraphedDecoder:
                 self.failed[what] = f"{type(e).__name__}: {e}".splitlines()[0][:300]
                 log.warning("%s not captured, so it runs eagerly: %s", what, self.failed[what])
                 bucket.selects[key] = None
-                torch.cuda.synchronize(self.device)
+                hardware.after_failed_capture(self.device)
         found = bucket.selects[key]
         if found is None:
             return fn(logp, st, *args)
@@ -276,7 +277,7 @@ class GraphedDecoder:
                 self.failed[key] = f"{type(e).__name__}: {e}".splitlines()[0][:300]
                 log.warning("decoder step graph for %s not captured, so it steps eagerly: %s", key, self.failed[key])
                 bucket.graph = None
-                torch.cuda.synchronize(self.device)
+                hardware.after_failed_capture(self.device)
         self.buckets[(shapes, rows)] = bucket
         return bucket
 

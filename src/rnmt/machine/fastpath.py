@@ -25,6 +25,11 @@ first start's paths even where both files are gone. Time spent measuring is not 
 (else its step loop), a product the default route (the demo's setting and the tests', so that their
 numbers depend on no timing). `chosen()` lists this process's choices; every metrics file records them
 (`hardware.fast_paths`).
+
+Work that will run as a replayed CUDA graph (`choose(..., graphed=True)` on a GPU) is chosen apart from
+the same work run eagerly: its key says so, and each candidate is timed as the replay of its own graph.
+A graph launches its kernels without the host, so a path that wins eagerly by launching fewer kernels can
+lose once replayed, where only the kernels' own work counts (benchmarks/gpu/README.md).
 """
 
 from __future__ import annotations
@@ -129,9 +134,12 @@ def _first_written(path: Path, section: str, key: str, winner: str, extra: Mappi
 
 
 def timings(candidates: Mapping[str, Callable[[], Any]], device: torch.device, reps: int = 3,
-            timer: Callable[[], float] = time.perf_counter) -> dict[str, float]:
+            timer: Callable[[], float] = time.perf_counter, graphed: bool = False) -> dict[str, float]:
     """Median seconds of each candidate: one warm-up run each, then `reps` rounds with the candidates
-    interleaved (a machine that speeds up or slows down meanwhile moves them alike)."""
+    interleaved (a machine that speeds up or slows down meanwhile moves them alike); `graphed` (CUDA): each
+    candidate's replay as a CUDA graph (`as_replay`)."""
+    if graphed:
+        candidates = {name: as_replay(name, fn, device) for name, fn in candidates.items()}
     for fn in candidates.values():
         fn()
     seconds: dict[str, list[float]] = {name: [] for name in candidates}
@@ -147,15 +155,41 @@ def timings(candidates: Mapping[str, Callable[[], Any]], device: torch.device, r
     return {name: statistics.median(s) for name, s in seconds.items()}
 
 
+def as_replay(name: str, fn: Callable[[], Any], device: torch.device) -> Callable[[], Any]:
+    """`fn` captured as a CUDA graph on `device`, as the graph's replay (warmed up on a side stream first, as
+    a capture needs); where it cannot be captured, `fn` itself, since a graphed step holding it is not
+    captured either and runs eagerly (rnmt.train.graphs)."""
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream(device).wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph):
+            fn()
+    except Exception as e:           # noqa: BLE001 - any failure to capture: the candidate runs eagerly
+        hardware.after_failed_capture(device)
+        log.info("fast path %s is not capturable as a CUDA graph (%s), so it is timed eagerly", name,
+                 f"{type(e).__name__}: {e}".splitlines()[0][:200])
+        return fn
+    return graph.replay
+
+
 def choose(key: str, candidates: Mapping[str, Callable[[], Any]], default: str, device: torch.device,
-           reps: int = 3, timer: Callable[[], float] = time.perf_counter) -> str:
+           reps: int = 3, timer: Callable[[], float] = time.perf_counter, graphed: bool = False) -> str:
     """The name of the fastest of `candidates` (callables running the computation on inputs of the sizes
     that `key` stands for): the run's choice where its run file has one, else this machine's (measured
-    once); `default` without measuring under RNMT_FASTPATH=default or when it is the only candidate."""
+    once); `default` without measuring under RNMT_FASTPATH=default or when it is the only candidate.
+    `graphed`: the computation runs inside a replayed CUDA graph, so on CUDA it is a key of its own, timed
+    as replays."""
     if default not in candidates:
         raise ValueError(f"default {default!r} is not a candidate of {key}: {', '.join(candidates)}")
     if mode() == "default" or len(candidates) == 1:
         return default
+    graphed = graphed and device.type == "cuda"
+    if graphed:
+        key = f"{key}, as a CUDA graph"
     section = machine(device)
     full = f"{section} | {key}"
     with _LOCK:
@@ -165,7 +199,7 @@ def choose(key: str, candidates: Mapping[str, Callable[[], Any]], default: str, 
     if fixed in candidates:                   # the run's own choice, wherever it was measured
         winner = fixed
     else:
-        winner = _machine_choice(section, key, candidates, default, device, reps, timer)
+        winner = _machine_choice(section, key, candidates, default, device, reps, timer, graphed)
         path = run_path()
         if path is not None:
             kept = _first_written(path, "paths", key, winner, {"measured_on": section})
@@ -178,14 +212,14 @@ def choose(key: str, candidates: Mapping[str, Callable[[], Any]], default: str, 
 
 
 def _machine_choice(section: str, key: str, candidates: Mapping[str, Callable[[], Any]], default: str,
-                    device: torch.device, reps: int, timer: Callable[[], float]) -> str:
+                    device: torch.device, reps: int, timer: Callable[[], float], graphed: bool) -> str:
     """This machine's choice for `key`: the machine cache's, else measured now and kept there."""
     kept = _read_cache().get(section, {}).get(key)
     if kept in candidates:
         return kept
     start = time.perf_counter()
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):   # training's RNG untouched
-        times = timings(candidates, device, reps, timer)
+        times = timings(candidates, device, reps, timer, graphed)
     best = min(times, key=lambda name: times[name])
     winner = best if times[best] < (1 - MARGIN) * times[default] else default
     log.debug("fast path for %s: %s (%s)", key, winner,

@@ -89,6 +89,17 @@ def bf16_training(device: torch.device, amp: bool, params: int) -> bool:
     return device.type != "cpu" or params >= CPU_BF16_MIN_PARAMS
 
 
+def after_failed_capture(device: torch.device) -> None:
+    """Leave `device` usable for eager work after a CUDA graph capture that failed. torch keeps the GPU's
+    default random generator marked as capturing then, and every later random draw (dropout) fails with
+    "Offset increment outside graph capture"; a clone of its state (the same seed and offset) carries no such
+    mark, so it takes the generator's place."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    generator = torch.cuda.default_generators[index]
+    generator.graphsafe_set_state(generator.clone_state())
+    torch.cuda.synchronize(device)
+
+
 def peak_memory_mb(device: torch.device) -> float:
     """This process's peak memory: allocated on the GPU, resident on the CPU."""
     if device.type == "cuda":

@@ -43,7 +43,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from rnmt.cells import triton as cell_kernels
-from rnmt.cells.base import RecurrentCell, autocast_device, forced_path, record_path
+from rnmt.cells.base import RecurrentCell, autocast_device, forced_path, graphed, record_path
 from rnmt.cells.kernel import StepKernel, product_grad, row_sum
 from rnmt.machine import fastpath
 from rnmt.machine.matmul import addmm, mm
@@ -190,14 +190,14 @@ def chosen(model: Any, p_lower: Tensor, memory: Tensor) -> str:
     amp = autocast_device()
     B, S = p_lower.size(0), memory.size(1)
     key = (model.dec_lower.path_key(), model.dec_higher.path_key(), tuple(memory.shape[2:]), B.bit_length(),
-           S.bit_length(), grad, p_lower.device, p_lower.dtype, amp, torch.get_num_threads())
+           S.bit_length(), grad, p_lower.device, p_lower.dtype, amp, torch.get_num_threads(), graphed(p_lower.device))
     if key not in _CHOICES:
         what = (f"rnnsearch decoder {key[0]} / {key[1]}, memory {key[2][0]}, batch < {2 ** key[3]}, "
                 f"source < {2 ** key[4]}, {'forward+backward' if grad else 'forward'}, {p_lower.device.type} "
                 f"{str(p_lower.dtype).removeprefix('torch.')}{', autocast' if amp else ''}")
         with torch.random.fork_rng(devices=[p_lower.device] if p_lower.device.type == "cuda" else []):
             runs = candidates(model, p_lower, memory, grad, params)
-        _CHOICES[key] = fastpath.choose(what, runs, "loop", p_lower.device)
+        _CHOICES[key] = fastpath.choose(what, runs, "loop", p_lower.device, graphed=key[-1])
     return _CHOICES[key]
 
 

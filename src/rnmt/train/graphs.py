@@ -178,7 +178,7 @@ class GraphedSteps:
                 self.failed[key] = f"{type(e).__name__}: {e}".splitlines()[0][:300]
                 log.warning("CUDA graph of bucket %s (sentences, source, target) not captured, so it trains "
                             "eagerly: %s", key, self.failed[key])
-                torch.cuda.synchronize(self.device)
+                hardware.after_failed_capture(self.device)
                 self.opt.zero_grad(set_to_none=False)
                 self.found_inf.zero_()
                 return None
