@@ -9,6 +9,7 @@ import torch
 from cellcases import all_cases, names
 from cellpaths import assert_same, both_paths, check, float64, inputs, outputs_and_grads, perturbed  # noqa: F401
 from rnmt.cells import CELLS, build_cell, run
+from rnmt.cells.gates import step_dropout
 from rnmt.cells.scan import linear_scan
 from rnmt.models import build_model
 
@@ -36,6 +37,21 @@ def test_candidate_dropout_in_training_draws_the_step_loops_noise(name: str, pad
         train = run(cell, x, mask, h0)[0]
         eval_ = run(cell.eval(), x, mask, h0)[0]
     assert not torch.allclose(train, eval_), "the dropout did nothing: the test would not see its noise"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_the_step_loops_candidate_dropout_is_f_dropout_on_the_cpu(dtype: torch.dtype) -> None:
+    """Drawing the candidate dropout's mask at float32 or wider (CUDA draws another for bfloat16) leaves a
+    CPU run's numbers as F.dropout's: the same values and gradient, in every dtype."""
+    x = torch.randn(7, 300, dtype=dtype, requires_grad=True)
+    torch.manual_seed(5)
+    want = torch.nn.functional.dropout(x, 0.3, training=True)
+    (want_grad,) = torch.autograd.grad(want.float().sin().sum(), x)
+    torch.manual_seed(5)
+    got = step_dropout(x, 0.3, training=True)
+    (got_grad,) = torch.autograd.grad(got.float().sin().sum(), x)
+    assert got.dtype == dtype and torch.equal(got, want) and torch.equal(got_grad, want_grad)
+    assert step_dropout(x, 0.3, training=False) is x
 
 
 def test_linear_scan_is_the_recurrence() -> None:

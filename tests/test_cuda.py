@@ -330,6 +330,7 @@ def test_fused_decoder_equals_its_step_loop_on_cuda(key: str) -> None:
     errors = [float((x.float() - loop).abs().max() / loop.abs().max()) for x in (amp_loop, amp_fused)]
     report(test="fused-decoder-bf16", case=key, loop=errors[0], fused=errors[1])
     assert errors[1] <= 1.1 * errors[0], errors
+    assert errors[0] < BF16_RELATIVE, errors       # candidate dropout drops the units the float32 loop drops
 
 
 def test_a_captured_candidate_is_timed_by_its_replay_and_an_uncapturable_one_eagerly() -> None:

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 
 from rnmt.cells.kernel import row_sum, sigmoid_grad
 
@@ -93,6 +94,22 @@ def sigmoid_gates(hidden: int, norms: Sequence[nn.LayerNorm] | None, bias: Tenso
     if norms is not None:
         return SigmoidGates(hidden, norms=norms) if SigmoidGates.supports(norms) else None
     return SigmoidGates(hidden, bias=bias)
+
+
+def dropout_noise(x: Tensor, rate: float) -> Tensor:
+    """Dropout's noise for x (0, or 1/(1 − rate), per element), drawn as F.dropout draws it for a tensor of
+    x's shape in x's dtype widened to at least float32. On CUDA, F.dropout of a bfloat16 tensor draws
+    another mask than of a float32 one, so under autocast a step loop (bfloat16 candidates) and the step
+    kernels (float32) would drop different units of one seeded run; drawing at float32 or wider gives both
+    the same mask, and x times it is F.dropout(x)'s value (on the CPU the masks agree for every dtype)."""
+    wide = torch.promote_types(x.dtype, torch.float32)
+    return F.dropout(torch.ones(x.shape, dtype=wide, device=x.device), rate, training=True).to(x.dtype)
+
+
+def step_dropout(x: Tensor, rate: float, training: bool) -> Tensor:
+    """F.dropout(x, rate, training) with its noise from `dropout_noise`: the candidate dropout of the cells'
+    step loops, drawn as their step kernels draw it."""
+    return x * dropout_noise(x, rate) if training and rate else x
 
 
 def dropout_rate(rate: float, training: bool) -> float | None:

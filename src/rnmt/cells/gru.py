@@ -19,11 +19,10 @@ z = σ(LN(W_z x + U_z h)) without biases, and the candidate has one bias: n = ta
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from rnmt.cells.base import RecurrentCell, torch_recurrence
-from rnmt.cells.gates import SigmoidGates, dropout_rate, sigmoid_gates
+from rnmt.cells.gates import SigmoidGates, dropout_noise, dropout_rate, sigmoid_gates, step_dropout
 from rnmt.cells.kernel import StepKernel, product_grad, row_sum, sigmoid_grad, tanh, tanh_grad, time_major
 from rnmt.cells.registry import register_cell
 from rnmt.cells.triton import triton_path
@@ -98,7 +97,7 @@ class GRU(RecurrentCell):
             g_n = g[..., 2 * H:]
             n = torch.tanh(p_n + r * (g_n + c if self.gate_norm else g_n))
         if self.candidate_dropout:
-            n = F.dropout(n, self.candidate_dropout, self.training)
+            n = step_dropout(n, self.candidate_dropout, self.training)
         return n + z * (state - n)
 
     def step_kernel(self) -> StepKernel | None:
@@ -207,7 +206,8 @@ class GatedKernel(StepKernel):
 
     Backward at step t: the chain rule through these lines, δ = [∂(p_j + q_j)…, ∂u] for the recurrent
     product, ∂h = (direct terms) + δ U; after the loop ∂U = Σ_t δ_tᵀ h_{t−1} and ∂b = Σ_t ∂u_t.
-    Dropout draws its noise per step as F.dropout does, so a seeded run matches the step loop on the CPU and CUDA.
+    Dropout draws its noise per step as the step loop does (gates.py `dropout_noise`), so a seeded run matches the
+    step loop on the CPU and CUDA, under autocast too.
 
     What both kernels hold: U [G·H, H], the candidate's bias b [H], the gates and the dropout rate.
     """
@@ -226,7 +226,6 @@ class GatedKernel(StepKernel):
         self.n = h0.new_empty(B, T, H)                          # tanh(…), before dropout
         self.diff = h0.new_empty(B, T, H)                       # ñ − h
         self.noise = h0.new_empty(B, T, H) if self.dropout else None
-        self.ones: Tensor | None = None
         self.delta = h0.new_empty(B, T, (k + 1) * H)            # ∂L/∂(U h + [0, b])
 
     def _gate_values(self, t: int, p: Tensor | None, q: Tensor) -> Tensor:
@@ -242,14 +241,11 @@ class GatedKernel(StepKernel):
         return tanh(pre, out=self.n[:, t])
 
     def _drop(self, t: int, x: Tensor) -> Tensor:
-        """x times step t's dropout noise, kept for the backward. The noise is F.dropout of ones shaped as x, so it
-        draws from the generator exactly as the step loop's F.dropout(x) does, on the CPU (a Bernoulli draw) and
-        on CUDA (a fused kernel that draws otherwise)."""
+        """x times step t's dropout noise, kept for the backward, drawn from the generator as the step loop draws
+        it (cells/gates.py `dropout_noise`), on the CPU and on CUDA, under autocast too."""
         if self.noise is None:
             return x
-        if self.ones is None or self.ones.shape != x.shape:
-            self.ones = torch.ones_like(x)
-        return x * self.noise[:, t].copy_(F.dropout(self.ones, self.dropout, training=True))
+        return x * self.noise[:, t].copy_(dropout_noise(x, self.dropout))
 
     def _candidate_backward(self, t: int, dn: Tensor, dpn: Tensor | None, dr: Tensor) -> None:
         """From ∂L/∂n (before dropout; overwritten): ∂L/∂p_n into dpn, ∂L/∂u into δ, ∂L/∂r into dr."""

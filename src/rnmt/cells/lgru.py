@@ -12,11 +12,10 @@ Without `gate_norm` the gates get biases instead of layer norms.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from rnmt.cells.base import RecurrentCell
-from rnmt.cells.gates import SigmoidGates, dropout_rate, sigmoid_gates
+from rnmt.cells.gates import SigmoidGates, dropout_rate, sigmoid_gates, step_dropout
 from rnmt.cells.gru import GatedKernel
 from rnmt.cells.registry import register_cell
 from rnmt.machine.matmul import linear, mm
@@ -61,7 +60,7 @@ class GatedLinearBase(RecurrentCell):
         return gates[0], gates[1], gates[2], candidate, px[4]
 
     def dropped(self, x: Tensor) -> Tensor:
-        return F.dropout(x, self.candidate_dropout, self.training) if self.candidate_dropout else x
+        return step_dropout(x, self.candidate_dropout, self.training)
 
     lau = False             # which of the two steps `step_kernel` differentiates (`GatedLinearKernel`, below)
 

@@ -10,11 +10,10 @@ It has no input: it transforms the state inside a deep transition block (cells/c
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from rnmt.cells.base import RecurrentCell
-from rnmt.cells.gates import dropout_rate, sigmoid_gates
+from rnmt.cells.gates import dropout_rate, sigmoid_gates, step_dropout
 from rnmt.cells.gru import GRUKernel
 from rnmt.cells.registry import register_cell
 from rnmt.io import InputError
@@ -55,7 +54,7 @@ class TGRU(RecurrentCell):
             r, z = torch.sigmoid(a_r + b_r), torch.sigmoid(a_z + b_z)
         h_tilde = torch.tanh(r * (a_h + self.bias_hh))
         if self.candidate_dropout:
-            h_tilde = F.dropout(h_tilde, self.candidate_dropout, self.training)
+            h_tilde = step_dropout(h_tilde, self.candidate_dropout, self.training)
         return state + z * (h_tilde - state)
 
     def step_kernel(self) -> GRUKernel | None:
