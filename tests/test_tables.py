@@ -422,12 +422,14 @@ def test_a_tables_speeds_say_whether_its_rows_trained_on_the_same_kind_of_path()
     same = [metrics("gru", "rnmt kernel", "step loop"), metrics("atr", "step loop", "rnmt kernel")]
     speeds = ["tok_bleu", "train_tgt_words_per_s"]
     assert ran.paths(same, speeds) == ("Speeds: every row's recurrences trained on the same kind of path "
-                                       "(rnmt kernel, step loop), so the speed ratios compare the cells.")
+                                       "(rnmt kernel, step loop), so the speeds compare the cells.")
     differ = [metrics("gru", "torch layer (cuDNN)", "step loop"), same[1]]
     assert ran.paths(differ, speeds) == (
         "Speeds compare implementations as well as cells, the rows' recurrences having trained on different kinds "
         "of path: atr: rnmt kernel, step loop; gru: step loop, torch layer (cuDNN).")
     assert ran.paths(differ, ["tok_bleu"]) == "", "no speed shown: nothing to say"
+    assert ran.paths(differ, ["bleu", "train_minutes"]).startswith(
+        "Times compare implementations as well as cells"), "training minutes are timed too (UD Figure 2)"
     assert ran.paths([{"variant": "gru", "train": {"steps": 5}}], speeds) == "", "runs made before paths were kept"
 
 

@@ -112,16 +112,15 @@ def warnings(metrics: Iterable[Mapping[str, Any]], data_reports: Iterable[Mappin
     return [f"Warning: {w.rstrip('.')}." for w in found]
 
 
-SPEEDS = ("per_s", "seconds", "_ratio")          # a metric measuring speed has one of these in its name
-
-
 def paths(metrics: Iterable[Mapping[str, Any]], shown: Iterable[str]) -> str:
-    """For a table that shows a speed (`shown`: its metrics): whether its rows' recurrences trained on the
-    same kind of path (train.json's `paths`: step loop, rnmt's kernels, torch's layer), so that its speed
-    ratios compare the cells and not their implementations; '' where it shows no speed or no model
-    recorded its paths."""
-    if not any(s in name for name in shown for s in SPEEDS):
+    """For a table that shows a speed or a time (`shown`: its metrics; `timed`): whether its rows'
+    recurrences trained on the same kind of path (train.json's `paths`: step loop, rnmt's kernels, torch's
+    layer), so that its speeds or times compare the cells and not their implementations; '' where it shows
+    neither or no model recorded its paths."""
+    clocked = [name for name in shown if timed(name)]
+    if not clocked:
         return ""
+    what = "Speeds" if any("_per_s" in name for name in clocked) else "Times"
     kinds: dict[str, set[str]] = {}
     for m in metrics:
         for t in trained(m):
@@ -131,9 +130,9 @@ def paths(metrics: Iterable[Mapping[str, Any]], shown: Iterable[str]) -> str:
         return ""
     described = {row: ", ".join(sorted(k)) for row, k in sorted(kinds.items())}
     if len(set(described.values())) == 1:
-        return (f"Speeds: every row's recurrences trained on the same kind of path ({next(iter(described.values()))}),"
-                " so the speed ratios compare the cells.")
-    return ("Speeds compare implementations as well as cells, the rows' recurrences having trained on different "
+        return (f"{what}: every row's recurrences trained on the same kind of path ({next(iter(described.values()))}),"
+                f" so the {what.lower()} compare the cells.")
+    return (f"{what} compare implementations as well as cells, the rows' recurrences having trained on different "
             "kinds of path: " + "; ".join(f"{row}: {k}" for row, k in described.items()) + ".")
 
 
