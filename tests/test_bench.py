@@ -75,6 +75,7 @@ def test_train_rows_relative_to_rnnsearch_gru() -> None:
     cfg = train.Config(emb=8, hidden=8, vocab=30, batch=3, max_len=4)
     rows = train.bench(CPU, quick=True, systems=("RNNSearch+ATR", "LSTM 2L", "SR-NMT 1L"), cfg=cfg, root=ROOT)
     assert [r["system"] for r in rows] == ["RNNSearch+GRU", "RNNSearch+ATR", "LSTM 2L", "SR-NMT 1L"]
+    assert rows[1]["paths"] == "ATR: rnmt kernel; RNNSearch decoder (ATR): step loop"      # what the row ran
     batch = train.random_batch(cfg, CPU)
     for r in rows:
         assert r["tgt_words_per_s"] == pytest.approx(batch.tgt_tokens / r["step_seconds"])

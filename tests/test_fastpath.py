@@ -265,3 +265,17 @@ def test_work_graphed_on_a_cpu_is_chosen_as_eager_work(measuring: Path, monkeypa
     assert fastpath.choose("work", candidates, "a", torch.device("cpu"), graphed=True) == "b"
     assert fastpath.choose("work", candidates, "a", torch.device("cpu")) == "b"
     assert asked == [False] and [k.split(" | ")[-1] for k in fastpath.chosen()] == ["work"]
+
+
+def test_forgotten_paths_are_recorded_again() -> None:
+    """A benchmark that times a model's step eagerly and then by graph replay records the paths of each."""
+    cell = build_cell("atr", 5, 6)
+    x, mask = torch.randn(3, 4, 5), torch.ones(3, 4, dtype=torch.bool)
+    base.forget_taken()
+    base.run(cell, x, mask)
+    assert list(base.taken_paths().values()) == ["rnmt kernel"]
+    base.forget_taken()
+    assert base.taken_paths() == {}
+    with use_path("loop"):
+        base.run(cell, x, mask)
+    assert list(base.taken_paths().values()) == ["step loop"]

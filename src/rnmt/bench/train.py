@@ -32,6 +32,7 @@ import contextlib
 import logging
 import multiprocessing
 import random
+import re
 import statistics
 import time
 import traceback
@@ -44,7 +45,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from rnmt.bench.profile import StepProfile, step_profile, trace
 from rnmt.bench.timing import Peak, environment, matmul_peak, measure
-from rnmt.cells.base import use_path
+from rnmt.cells.base import forget_taken, taken_paths, use_path
 from rnmt.config import ConfigError, load_yaml
 from rnmt.data.batching import Batch, pad
 from rnmt.machine import allocator, hardware, matmul
@@ -175,6 +176,7 @@ class Trainee:
         self.faults: list[int] = []              # minor page faults of each timed step
         self.profiled: StepProfile | None = None
         self.graphed: dict[str, Any] = {}
+        self.paths = ""                          # the eager step's paths, kept before the graph phase
 
     def forward(self, b: Batch | None = None) -> torch.Tensor:
         with hardware.autocast(self.device, self.bf16):
@@ -205,18 +207,21 @@ class Trainee:
         from rnmt.train.graphs import GraphedSteps, graph_optimizer  # here: the benchmark also times older engines
 
         rows = self.cfg.batch
+        self.paths = described_paths()
+        forget_taken()                           # the graph's warm-up records the paths it chose
         self.opt = graph_optimizer(list(self.model.parameters()), 1e-4, (0.9, 0.999), 1e-8, self.device)
         steps = GraphedSteps(self.model, self.opt, 1.0, 0.0, self.bf16, self.device, rows)
         tokens = self.batch.tgt_tokens
         if steps.step(self.batch, tokens) is None:
             self.graphed = {"graph_failed": next(iter(steps.failed.values()))}
             return
+        self.graphed["graph_paths"] = described_paths()
         times = measure(lambda: steps.step(self.batch, tokens), self.device, warmup=2, reps=5)
         busy = trace(lambda: steps.step(self.batch, tokens), self.device).busy_seconds
         t = times.median
-        self.graphed = {"graph_step_seconds": t, "graph_tgt_words_per_s": tokens / t,
-                        "graph_speedup": statistics.median(self.seconds) / t,
-                        "graph_gpu_busy_fraction": round(min(1.0, busy / t), 3) if busy else ""}
+        self.graphed |= {"graph_step_seconds": t, "graph_tgt_words_per_s": tokens / t,
+                         "graph_speedup": statistics.median(self.seconds) / t,
+                         "graph_gpu_busy_fraction": round(min(1.0, busy / t), 3) if busy else ""}
 
     def result(self) -> dict[str, Any]:
         row, cfg, b = self.row, self.cfg, self.batch
@@ -228,7 +233,19 @@ class Trainee:
                 "step_seconds": t, "tgt_words_per_s": b.tgt_tokens / t, "src_words_per_s": b.src_words / t,
                 "gflops": flops / t / 1e9, "reps": len(self.seconds),
                 "page_faults": int(statistics.median(self.faults)) if self.faults else 0,
-                "bf16_autocast": self.bf16, **(self.profiled.row(t) if self.profiled else {}), **self.graphed}
+                "bf16_autocast": self.bf16, "paths": self.paths or described_paths(),
+                **(self.profiled.row(t) if self.profiled else {}), **self.graphed}
+
+
+def described_paths() -> str:
+    """The kinds of path this process's recurrences took since paths were last forgotten (cells/base.py
+    `taken_paths`), one "computation: path" a recurrence, the computations named by their class."""
+    def name(what: str) -> str:                  # a path key without its options: "ATR", "RNNSearch decoder (GRU)"
+        while "[" in what:
+            what = re.sub(r"\[[^\[\]]*\]", "", what)
+        return what
+
+    return "; ".join(sorted({f"{name(what)}: {label}" for what, label in taken_paths().items()}))
 
 
 PROFILE_LENGTHS = (16, 24)

@@ -192,11 +192,27 @@ def _through(path: str, cell: RecurrentCell, x: Tensor, mask: Tensor, lengths: T
 
 
 _TAKEN: dict[str, str] = {}
+_ROUND = [0]            # `forget_taken` starts a new round, in which every module records its path again
 
 
-def record_path(what: str, label: str) -> None:
-    """Keep the kind of path a training computation took (the first time it runs in this process)."""
+def unrecorded(module: nn.Module) -> bool:
+    """Whether `module` has not yet recorded its path in this round (its key is not free at every call)."""
+    return getattr(module, "_path_round", -1) != _ROUND[0]
+
+
+def record_path(what: str, label: str, module: nn.Module | None = None) -> None:
+    """Keep the kind of path a training computation took (the first time it runs in this process, or since
+    `forget_taken`); `module`: the cell or model it ran, marked as recorded for the round."""
     _TAKEN.setdefault(what, label)
+    if module is not None:
+        module._path_round = _ROUND[0]
+
+
+def forget_taken() -> None:
+    """Forget the paths taken, so that the next computations record theirs (a benchmark times one model's
+    step eagerly, then as a replayed CUDA graph, where other paths can be chosen)."""
+    _TAKEN.clear()
+    _ROUND[0] += 1
 
 
 def taken_paths() -> dict[str, str]:
@@ -354,9 +370,8 @@ def run(cell: RecurrentCell, x: Tensor, mask: Tensor, state: Tensor | None = Non
     # the masked path, which gives the same numbers
     full = not capturing() and bool(mask.all())
     out, state, taken = _through(chosen_path(cell, x), cell, x, mask, lengths, full, state)
-    if torch.is_grad_enabled() and not getattr(cell, "_path_recorded", False):     # once per cell: path_key
-        record_path(cell.path_key(), _label(taken, out))                         # is not free at every call
-        cell._path_recorded = True
+    if torch.is_grad_enabled() and unrecorded(cell):
+        record_path(cell.path_key(), _label(taken, out), cell)
     if not full:
         out = out * mask.unsqueeze(-1).to(out.dtype)
     if reverse:

@@ -43,7 +43,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from rnmt.cells import triton as cell_kernels
-from rnmt.cells.base import RecurrentCell, autocast_device, forced_path, graphed, record_path
+from rnmt.cells.base import RecurrentCell, autocast_device, forced_path, graphed, record_path, unrecorded
 from rnmt.cells.kernel import StepKernel, product_grad, row_sum
 from rnmt.machine import fastpath
 from rnmt.machine.matmul import addmm, mm
@@ -168,9 +168,8 @@ def decode(model: Any, p_lower: Tensor, state: dict[str, Tensor]) -> tuple[Tenso
 
 def record(model: Any, label: str) -> None:
     """Keep the kind of path the model's decoder trained on, the first time (rnmt.cells.base.taken_paths)."""
-    if not getattr(model, "_decoder_path_recorded", False):
-        record_path(f"RNNSearch decoder ({model.dec_lower.path_key()})", label)
-        model._decoder_path_recorded = True
+    if unrecorded(model):
+        record_path(f"RNNSearch decoder ({model.dec_lower.path_key()})", label, model)
 
 
 MEASURE_STEPS = 24           # the target length a choice is measured at
