@@ -4,6 +4,7 @@ tokenized, compound-split BLEU equal to sacrebleu's own."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -168,6 +169,31 @@ def test_a_table_checks_its_claims_on_the_scored_translations(tmp_path: Path) ->
     assert "## The paper's claims, checked" in md and "| 1. good beats bad (holds) | Good > Bad | tok BLEU |" in md
     assert "close is on par with good (holds)" in (out / "t.html").read_text()
     assert "bad beats good (does not hold)" in (out / "t.tex").read_text()
+
+
+def test_a_claim_on_a_model_that_did_not_learn_is_not_judged(tmp_path: Path) -> None:
+    """A row whose model never left what word frequencies give (train.json's `learned`) says nothing of its
+    system: a claim that compares it reads 'not comparable', naming the model, where its BLEU would have
+    made the claim 'hold' or 'not hold' by a training failure."""
+    refs = corpus()
+    files = scored_run(tmp_path, {("good", "seed1"): damage(refs, 0.1, 1), ("stuck", "seed1"): damage(refs, 0.9, 2)},
+                       refs)
+    stuck = json.loads(files[1].read_text())
+    stuck["train"] = {"steps": 1500, "learned": False, "lowest_dev_loss": 5.71, "frequency_dev_loss": 5.7226,
+                      "train_settings": {"seed": 1}, "warnings": ["the model did not learn to translate"]}
+    files[1].write_text(json.dumps(stuck))
+    said = [{"says": "deep beats shallow", "metric": "bleu", "kind": "higher", "row": "Stuck", "than": "Good"}]
+    table = Table("t", tmp_path / "t.yaml", "T", "c", "test", ["bleu"],
+                  [Row("Good", "good", {}, (1,)), Row("Stuck", "stuck", {}, (1,))], baseline="Good", claims=said)
+    out = tmp_path / "out"
+    build(table, files, "r", "mini", out / "t.csv", out / "t.md", out_claims=out / "t.claims.csv")
+    got = pd.read_csv(out / "t.claims.csv")
+    assert got.verdict.tolist() == [claims.APART] and got.pairs.tolist() == [0]
+    assert got.why[0] == ("stuck (seed 1) did not learn to translate: its lowest dev loss, 5.71, stayed near word "
+                          "frequencies' 5.7226")
+    md = (out / "t.md").read_text()
+    assert "deep beats shallow (not comparable)" in md
+    assert "Warning: stuck (seed 1): the model did not learn to translate." in md       # named by row and seed
 
 
 def test_significance_of_a_compound_split_bleu_is_sacrebleus_paired_test_on_the_split_files(tmp_path: Path) -> None:

@@ -356,6 +356,33 @@ def test_the_length_limit_counts_words_or_subwords(tmp_path: Path) -> None:
         TrainSettings.from_dict({"max_len_unit": "tokens"})
 
 
+def test_word_frequencies_alone_give_the_dev_loss_of_their_add_one_distribution() -> None:
+    from rnmt.data.batching import ParallelData
+    from rnmt.train.validation import frequency_loss
+
+    def data(tgt: list[list[int]]) -> ParallelData:
+        return ParallelData([[5]] * len(tgt), tgt, [1] * len(tgt), [len(t) for t in tgt])
+
+    # training targets 4 5 </s>, 4 </s> over 7 types, each counted once more: </s> 3, 4 3, 5 2, others 1 of 12
+    got = frequency_loss(data([[4, 5], [4]]), data([[4], [6]]), 7)
+    assert got == pytest.approx(-(3 * math.log(3 / 12) + math.log(1 / 12)) / 4)
+
+
+def test_a_model_that_never_leaves_word_frequencies_says_it_did_not_learn(corpus: dict[str, Path], tmp_path: Path,
+                                                                        caplog: pytest.LogCaptureFixture) -> None:
+    """A model whose dev loss stays near what word frequencies alone give has learned nothing of the source
+    (a deep model can sit there for a whole run): train.json says so, with both losses, and so does the log;
+    a model that learns says nothing of it."""
+    stuck = trainer(corpus, tmp_path / "stuck", max_steps=1).run()
+    assert stuck["learned"] is False and stuck["lowest_dev_loss"] > 0.95 * stuck["frequency_dev_loss"]
+    assert stuck["warnings"][-1].startswith("the model did not learn to translate: its lowest dev loss, ")
+    assert "has not yet learned to translate" in caplog.text
+    on_train = {**corpus, "dev_src": corpus["train_src"], "dev_tgt": corpus["train_tgt"]}   # one it can learn
+    learned = trainer(on_train, tmp_path / "learned", max_steps=150, valid_every=50, lr=0.01).run()
+    assert learned["learned"] is True
+    assert learned["lowest_dev_loss"] < 0.95 * learned["frequency_dev_loss"] and not learned["warnings"]
+
+
 def test_metrics_record_the_version_and_commit_that_made_them(corpus: dict[str, Path], tmp_path: Path) -> None:
     import rnmt
 

@@ -40,7 +40,8 @@ from rnmt.report.layout import decimals_of, label, number, signed, tokenized
 from rnmt.report.significance import WHOLE_SPLIT, pairs
 
 HOLDS, FAILS, UNSURE, NO_NUMBERS = "holds", "does not hold", "not separable", "no numbers"
-APART = "not comparable"        # speeds timed on different machines or loads unknown (report.ran.apart)
+APART = "not comparable"        # speeds timed on different machines or loads unknown (report.ran.apart), or a
+                                # model that did not learn to translate (report.ran.unlearned)
 COLUMNS = ["table", "claim", "says", "metric", "kind", "margin", "row", "than", "paper_diff", "paper_verdict",
            "diff", "low", "high", "pairs", "verdict", "claim_verdict", "why"]
 
@@ -122,13 +123,18 @@ class Evidence:
         return [np.arange(n)]
 
     def interval(self, metric: str, row: Row, other: Row) -> tuple[float, float, int, str]:
-        """(low, high, pairs, why) of row − other over the pairs of their decodings; `why` says why pairs of
-        a timed metric were left out (timed on different machines, or at an unknown load: report.ran.apart)."""
+        """(low, high, pairs, why) of row − other over the pairs of their decodings; `why` says why pairs were
+        left out: a timed metric timed on different machines or at an unknown load (report.ran.apart), or a model
+        that did not learn to translate (report.ran.unlearned)."""
         lows, highs = [], []
         found = 0
         why = ""
         for mine, theirs in pairs(row, other):
             a, b = (row.variant, mine), (other.variant, theirs)
+            stuck = ran.unlearned(self.metrics.get(a, {})) or ran.unlearned(self.metrics.get(b, {}))
+            if stuck:
+                why = why or stuck
+                continue
             if resampled(metric):
                 if a not in self.scored or b not in self.scored:
                     continue
@@ -190,7 +196,9 @@ def note(claims: pd.DataFrame) -> str:
             f"interval is the {LEVEL:.0%} paired bootstrap interval over the test sentences ({SAMPLES:,} "
             "resamples), the union over the two rows' seed pairs; any other metric's spans the seed pairs' measured "
             "differences; two rows' speeds timed on different machines, or by one run that recorded its load and one "
-            "that did not, are not comparable. A claim over several rows holds where every comparison does. "
+            "that did not, are not comparable, nor is a row whose model did not learn to translate (its dev loss "
+            "stayed near what word frequencies alone give). A claim over several rows holds where every comparison "
+            "does. "
             "Paper: the same rule on the paper's numbers.")
 
 

@@ -100,13 +100,16 @@ def subtitle(metrics: Iterable[Mapping[str, Any]]) -> str:
 def warnings(metrics: Iterable[Mapping[str, Any]], data_reports: Iterable[Mapping[str, Any]] = ()) -> list[str]:
     """What the runs warned about, each once: the data's (a corpus' prepare.json: test sentences in the
     training data, repeated pairs, both sides the same), the training's (train.json: word vectors that
-    matched nothing) and the decoding's (a test source mostly unknown to the model)."""
+    matched nothing, a model that did not learn to translate; each named by its row and seed) and the
+    decoding's (a test source mostly unknown to the model)."""
     metrics = list(metrics)
     found: dict[str, None] = {}
     for report in data_reports:
         found.update(dict.fromkeys(report.get("warnings") or []))
-    for model in _models(metrics):
-        found.update(dict.fromkeys(model.get("warnings") or []))
+    for m in metrics:
+        for t in trained(m):
+            seed = (t.get("train_settings") or {}).get("seed")
+            found.update(dict.fromkeys(f"{m.get('variant')} (seed {seed}): {w}" for w in t.get("warnings") or []))
     for m in metrics:
         found.update(dict.fromkeys((m.get("decode") or {}).get("warnings") or []))
     return [f"Warning: {w.rstrip('.')}." for w in found]
@@ -164,6 +167,16 @@ def machine(hw: Mapping[str, Any]) -> str:
     if hw.get("bf16_autocast"):
         parts.append("bf16")
     return ", ".join(parts)
+
+
+def unlearned(m: Mapping[str, Any]) -> str:
+    """Why the models behind metrics file `m` say nothing of their system, '' where they learned: a model
+    whose dev loss never left what word frequencies alone give (train.json's `learned`)."""
+    stuck = [t for t in trained(m) if t.get("learned") is False]
+    return "; ".join(
+        f"{m.get('variant')} (seed {(t.get('train_settings') or {}).get('seed')}) did not learn to translate: its "
+        f"lowest dev loss, {t.get('lowest_dev_loss')}, stayed near word frequencies' {t.get('frequency_dev_loss')}"
+        for t in stuck)
 
 
 def apart(a: Mapping[str, Any], b: Mapping[str, Any], metric: str) -> str:

@@ -48,7 +48,7 @@ from rnmt.train.optim import load_optimizer_state, make_optimizer, set_lr
 from rnmt.train.progress import LogWindow, Progress, budget_done, run_metrics
 from rnmt.train.records import TrainLog
 from rnmt.train.settings import TrainSettings, accumulation
-from rnmt.train.validation import dev_bleu, dev_loss, extra_references
+from rnmt.train.validation import UNLEARNED, dev_bleu, dev_loss, extra_references, frequency_loss
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +96,7 @@ class Trainer:
                                         train_src_labels, self.label_vocab, settings.max_len_unit)
         self.dev_data = load_parallel(dev_src, dev_tgt, self.src_vocab, self.tgt_vocab, None, dev_src_labels,
                                       self.label_vocab)
+        self.frequency_loss = frequency_loss(self.train_data, self.dev_data, len(self.tgt_vocab))
         # a multi-reference dev set (NIST MT06) selects models by BLEU against all its references
         extra = extra_references(dev_ref, self.dev_data) if dev_ref else {}
         self.dev_refs = list(extra.values())
@@ -229,7 +230,13 @@ class Trainer:
                               train_pairs=len(self.train_data), accumulate=self.accumulate, world=self.world,
                               device=self.device, model_config=self.model_config, bf16=self.bf16)
         metrics["inputs"] = self.inputs
-        metrics["warnings"] = self.warnings
+        lowest = min((r["dev_loss"] for r in self.p.curve), default=math.inf)
+        metrics["frequency_dev_loss"], metrics["lowest_dev_loss"] = round(self.frequency_loss, 4), round(lowest, 4)
+        metrics["learned"] = lowest <= UNLEARNED * self.frequency_loss
+        metrics["warnings"] = self.warnings + ([] if metrics["learned"] else [
+            f"the model did not learn to translate: its lowest dev loss, {lowest:.3f}, was not {1 - UNLEARNED:.0%} "
+            f"below {self.frequency_loss:.3f}, the dev loss of the training targets' word frequencies alone, so its "
+            "scores say nothing of its architecture (train it again, e.g. with a lower train.lr)"])
         metrics["data_parallel"] = distributed.describe(self.world)
         metrics["paths"] = taken_paths()             # the kind of path each recurrence trained on
         metrics["cuda_graphs"] = self.graphed.summary() if self.graphed is not None else {"off": self.graphs_off}
@@ -367,6 +374,10 @@ class Trainer:
         p.curve.append(rec)
         log.info("validation at step %d: dev ppl %.3f%s", p.step, rec["dev_ppl"],
                  f", greedy dev BLEU {rec['dev_bleu']:.2f}" if "dev_bleu" in rec else "")
+        if rec["dev_loss"] > UNLEARNED * self.frequency_loss:
+            log.warning("step %d: dev loss %.3f is not %.0f%% below %.3f, what word frequencies alone give: the "
+                        "model has not yet learned to translate", p.step, rec["dev_loss"], 100 * (1 - UNLEARNED),
+                        self.frequency_loss)
         if self._improves(rec):
             p.best, p.stale = rec, 0
             self._save("model.pt", {"step": p.step, "dev_loss": rec["dev_loss"], "dev_bleu": rec.get("dev_bleu"),

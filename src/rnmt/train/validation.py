@@ -11,7 +11,7 @@ import torch
 
 from rnmt.data.batching import ParallelData, make_batch
 from rnmt.data.bpe import undo
-from rnmt.data.vocab import Vocab
+from rnmt.data.vocab import EOS_ID, Vocab
 from rnmt.decode import graphs
 from rnmt.decode.translate import translate_ids
 from rnmt.io import InputError, read_lines, with_extra_references
@@ -33,6 +33,27 @@ def dev_loss(model: Seq2Seq, data: ParallelData, batch_size: int, device: torch.
         tokens += b.tgt_tokens
     model.train(was)
     return total / max(tokens, 1)
+
+
+# A model whose lowest dev loss stays above this share of `frequency_loss` has not begun to translate: the
+# DTMT runs that stayed on the plateau sat within 2% of it, and every model that learned on Multi30k was at
+# least 24% below it at its first validation (benchmarks/README.md, "DTMT's deep transitions at `mini`")
+UNLEARNED = 0.95
+
+
+def frequency_loss(train: ParallelData, dev: ParallelData, vocab_size: int) -> float:
+    """The dev loss of word frequencies alone: the mean per-token cross-entropy of the dev targets (each
+    sentence's subwords and its end, as `dev_loss` scores them) under the training targets' subword
+    frequencies, add-one smoothed over the vocabulary. A model whose dev loss is no lower predicts no
+    better than a distribution that ignores both the source and the words before: it has not learned to
+    translate (a deep model can sit on this plateau for its whole run)."""
+    def tokens(data: ParallelData) -> torch.Tensor:
+        return torch.tensor([t for sentence in data.tgt for t in (*sentence, EOS_ID)], dtype=torch.long)
+
+    counts = torch.bincount(tokens(train), minlength=vocab_size).double() + 1.0
+    log_p = counts.log() - counts.sum().log()
+    scored = tokens(dev)
+    return float(-log_p[scored].sum()) / max(scored.numel(), 1)
 
 
 def dev_bleu(model: Seq2Seq, data: ParallelData, tgt_vocab: Vocab, device: torch.device,
