@@ -356,8 +356,10 @@ def test_the_length_limit_counts_words_or_subwords(tmp_path: Path) -> None:
         TrainSettings.from_dict({"max_len_unit": "tokens"})
 
 
-def test_word_frequencies_alone_give_the_dev_loss_of_their_add_one_distribution() -> None:
+def test_word_frequencies_alone_give_the_dev_loss_of_their_add_one_distribution(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     from rnmt.data.batching import ParallelData
+    from rnmt.train import validation
     from rnmt.train.validation import frequency_loss
 
     def data(tgt: list[list[int]]) -> ParallelData:
@@ -366,6 +368,9 @@ def test_word_frequencies_alone_give_the_dev_loss_of_their_add_one_distribution(
     # training targets 4 5 </s>, 4 </s> over 7 types, each counted once more: </s> 3, 4 3, 5 2, others 1 of 12
     got = frequency_loss(data([[4, 5], [4]]), data([[4], [6]]), 7)
     assert got == pytest.approx(-(3 * math.log(3 / 12) + math.log(1 / 12)) / 4)
+    monkeypatch.setattr(validation, "FREQUENCY_SENTENCES", 1)     # a large corpus: every k-th sentence counts
+    sampled = frequency_loss(data([[4, 5], [4]]), data([[4], [6]]), 7)     # 4 5 </s>: </s> 2, 4 2, 5 2 of 10
+    assert sampled == pytest.approx(-(3 * math.log(2 / 10) + math.log(1 / 10)) / 4)
 
 
 def test_a_model_that_never_leaves_word_frequencies_says_it_did_not_learn(corpus: dict[str, Path], tmp_path: Path,

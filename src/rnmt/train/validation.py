@@ -39,20 +39,25 @@ def dev_loss(model: Seq2Seq, data: ParallelData, batch_size: int, device: torch.
 # DTMT runs that stayed on the plateau sat within 2% of it, and every model that learned on Multi30k was at
 # least 24% below it at its first validation (benchmarks/README.md, "DTMT's deep transitions at `mini`")
 UNLEARNED = 0.95
+FREQUENCY_SENTENCES = 200_000
 
 
 def frequency_loss(train: ParallelData, dev: ParallelData, vocab_size: int) -> float:
     """The dev loss of word frequencies alone: the mean per-token cross-entropy of the dev targets (each
     sentence's subwords and its end, as `dev_loss` scores them) under the training targets' subword
-    frequencies, add-one smoothed over the vocabulary. A model whose dev loss is no lower predicts no
-    better than a distribution that ignores both the source and the words before: it has not learned to
-    translate (a deep model can sit on this plateau for its whole run)."""
-    def tokens(data: ParallelData) -> torch.Tensor:
-        return torch.tensor([t for sentence in data.tgt for t in (*sentence, EOS_ID)], dtype=torch.long)
+    frequencies (evenly sampled beyond FREQUENCY_SENTENCES sentences), add-one smoothed over the
+    vocabulary. A model whose dev loss is no lower predicts no better than a distribution that ignores both
+    the source and the words before: it has not learned to translate (a deep model can sit on this plateau
+    for its whole run)."""
+    def tokens(sentences: Sequence[list[int]]) -> torch.Tensor:
+        return torch.tensor([t for sentence in sentences for t in (*sentence, EOS_ID)], dtype=torch.long)
 
-    counts = torch.bincount(tokens(train), minlength=vocab_size).double() + 1.0
+    # every k-th training sentence, at most FREQUENCY_SENTENCES of them: a paper-scale corpus's frequencies
+    # settle long before its millions of sentences, which would take a minute to count one by one
+    every = max(1, -(-len(train.tgt) // FREQUENCY_SENTENCES))
+    counts = torch.bincount(tokens(train.tgt[::every]), minlength=vocab_size).double() + 1.0
     log_p = counts.log() - counts.sum().log()
-    scored = tokens(dev)
+    scored = tokens(dev.tgt)
     return float(-log_p[scored].sum()) / max(scored.numel(), 1)
 
 
