@@ -48,7 +48,7 @@ from rnmt.train.optim import load_optimizer_state, make_optimizer, set_lr
 from rnmt.train.progress import LogWindow, Progress, budget_done, run_metrics
 from rnmt.train.records import TrainLog
 from rnmt.train.settings import TrainSettings, accumulation
-from rnmt.train.validation import UNLEARNED, dev_bleu, dev_loss, extra_references, frequency_loss
+from rnmt.train.validation import UNLEARNED, dev_bleu, dev_loss, extra_references, frequency_loss, learning, stalled
 
 log = logging.getLogger(__name__)
 
@@ -230,13 +230,9 @@ class Trainer:
                               train_pairs=len(self.train_data), accumulate=self.accumulate, world=self.world,
                               device=self.device, model_config=self.model_config, bf16=self.bf16)
         metrics["inputs"] = self.inputs
-        lowest = min((r["dev_loss"] for r in self.p.curve), default=math.inf)
-        metrics["frequency_dev_loss"], metrics["lowest_dev_loss"] = round(self.frequency_loss, 4), round(lowest, 4)
-        metrics["learned"] = lowest <= UNLEARNED * self.frequency_loss
-        metrics["warnings"] = self.warnings + ([] if metrics["learned"] else [
-            f"the model did not learn to translate: its lowest dev loss, {lowest:.3f}, was not {1 - UNLEARNED:.0%} "
-            f"below {self.frequency_loss:.3f}, the dev loss of the training targets' word frequencies alone, so its "
-            "scores say nothing of its architecture (train it again, e.g. with a lower train.lr)"])
+        learned, warned = learning(self.p.curve, self.frequency_loss)
+        metrics.update(learned)
+        metrics["warnings"] = self.warnings + warned
         metrics["data_parallel"] = distributed.describe(self.world)
         metrics["paths"] = taken_paths()             # the kind of path each recurrence trained on
         metrics["cuda_graphs"] = self.graphed.summary() if self.graphed is not None else {"off": self.graphs_off}
@@ -374,7 +370,7 @@ class Trainer:
         p.curve.append(rec)
         log.info("validation at step %d: dev ppl %.3f%s", p.step, rec["dev_ppl"],
                  f", greedy dev BLEU {rec['dev_bleu']:.2f}" if "dev_bleu" in rec else "")
-        if rec["dev_loss"] > UNLEARNED * self.frequency_loss:
+        if stalled(rec["dev_loss"], self.frequency_loss):
             log.warning("step %d: dev loss %.3f is not %.0f%% below %.3f, what word frequencies alone give: the "
                         "model has not yet learned to translate", p.step, rec["dev_loss"], 100 * (1 - UNLEARNED),
                         self.frequency_loss)

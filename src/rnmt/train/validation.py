@@ -3,8 +3,10 @@ patience and the learning curves."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import sacrebleu
 import torch
@@ -59,6 +61,23 @@ def frequency_loss(train: ParallelData, dev: ParallelData, vocab_size: int) -> f
     log_p = counts.log() - counts.sum().log()
     scored = tokens(dev.tgt)
     return float(-log_p[scored].sum()) / max(scored.numel(), 1)
+
+
+def stalled(loss: float, frequency: float) -> bool:
+    """Whether a dev loss is not yet UNLEARNED below `frequency` (`frequency_loss`): no model has learned."""
+    return loss > UNLEARNED * frequency
+
+
+def learning(curve: Sequence[Mapping[str, Any]], frequency: float) -> tuple[dict[str, Any], list[str]]:
+    """train.json's record of whether the model learned to translate (its validations' lowest dev loss
+    against `frequency`), and the warning a model that did not gets."""
+    lowest = min((r["dev_loss"] for r in curve), default=math.inf)
+    record = {"frequency_dev_loss": round(frequency, 4), "lowest_dev_loss": round(lowest, 4),
+              "learned": not stalled(lowest, frequency)}
+    return record, [] if record["learned"] else [
+        f"the model did not learn to translate: its lowest dev loss, {lowest:.3f}, was not {1 - UNLEARNED:.0%} "
+        f"below {frequency:.3f}, the dev loss of the training targets' word frequencies alone, so its scores say "
+        "nothing of its architecture (train it again, e.g. with a lower train.lr)"]
 
 
 def dev_bleu(model: Seq2Seq, data: ParallelData, tgt_vocab: Vocab, device: torch.device,
