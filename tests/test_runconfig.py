@@ -82,3 +82,24 @@ def test_a_run_name_outside_the_schema_reads_no_record(tmp_path: Path) -> None:
     (tmp_path / "config.yaml").write_text("run: x\n")      # what results/../config.yaml would name
     config, notes = resolve({**BUILT, "run": ".."}, {"run": ".."}, tmp_path / "results")
     assert config["run"] == ".." and notes == []
+
+
+def test_a_run_grows_to_more_seeds_a_row_without_a_new_run(tmp_path: Path) -> None:
+    """A run of one seed a row takes 3 (or an ensemble's second member) later: the seed counts are recorded
+    anew, every other setting stays the run's, and a command naming only the run then gets the new counts."""
+    built = {**BUILT, "scale": "mini", "scales": {"mini": {"seeds": 1, "max_seeds": 1, "model": {"hidden": 256}}}}
+    results = tmp_path / "results"
+    update_record(results / "r", built)
+    given = {"run": "r", "scales": {"mini": {"seeds": 3, "max_seeds": 3}}}
+    config, notes = resolve({**built, **given}, given, results)
+    assert config["scales"]["mini"] == {"seeds": 3, "max_seeds": 3, "model": {"hidden": 256}}
+    assert notes == []
+    assert update_record(results / "r", config) == record_path(results / "r")
+    assert yaml.safe_load(record_path(results / "r").read_text())["scales"]["mini"]["seeds"] == 3
+    again, notes = resolve(built, {"run": "r"}, results)           # config.yaml's 1: the record's 3 wins
+    assert again["scales"]["mini"]["max_seeds"] == 3
+    assert notes[0] == "config.yaml's scales.mini.seeds is 1 but results/r was built with 3"
+    assert "seeds: N, max_seeds: N" in notes[-1]
+    with pytest.raises(InputError, match="scales.mini.model.hidden: the run has 256, this command gives 512"):
+        given = {"run": "r", "scales": {"mini": {"seeds": 2, "model": {"hidden": 512}}}}
+        resolve({**built, **given}, given, results)

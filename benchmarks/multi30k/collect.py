@@ -9,7 +9,8 @@ and the script writes `benchmarks/multi30k/<table>.csv` (the table's tidy CSV), 
 Markdown), `<table>.claims.csv` (the paper's claims, checked), `<table>.png` (a figure's plot) and
 `<table>-bleu.csv`: per row, training steps, why training stopped, the kept step, greedy dev BLEU at that
 step, detokenized BLEU with beam search on the validation set and on each test set, and the machine it
-trained on. `--seeds N` is the run's seeds a row (its `scales={mini: {seeds: N, max_seeds: N}}`);
+trained on. `--seeds N` is the run's seeds a row (its `scales={mini: {seeds: N, max_seeds: N}}`;
+`--max-seeds M` where its cap differs, as for an ensemble of 2 over rows of 1 seed);
 `--partial` collects a run that ended early: the rows that finished, from Snakemake's partial table
 (results/<run>/tables/partial/), the others marked. After collecting, the index of this folder,
 `benchmarks/multi30k/README.md` (every table of the four papers: rows with numbers, seeds, machine,
@@ -38,18 +39,20 @@ def main() -> None:
     ap.add_argument("--run", default="mini")
     ap.add_argument("--cores", default="2")
     ap.add_argument("--seeds", type=int, default=0, help="the run's seeds a row (default: the scale's)")
+    ap.add_argument("--max-seeds", type=int, default=0, help="the run's cap on seeds a row (default: --seeds)")
     ap.add_argument("--partial", action="store_true", help="the rows that finished, the others marked")
     ap.add_argument("--index", action="store_true", help="only write the index README.md from this folder")
     a = ap.parse_args()
     if not a.index:
         for table in a.table or ["atr-table4"]:
-            collect(table, a.run, a.cores, a.seeds, a.partial)
+            collect(table, a.run, a.cores, a.seeds, a.partial, a.max_seeds or a.seeds)
     (HERE / "README.md").write_text(index())
 
 
-def _plan(run: str, seeds: int = 0, tables: list[str] | None = None):  # -> rnmt.planning.plan.Plan
+def _plan(run: str, seeds: int = 0, tables: list[str] | None = None, max_seeds: int = 0
+          ):  # -> rnmt.planning.plan.Plan
     """The project's plan of `run` at scale mini from config.yaml (its `tables:`, every paper's, unless
-    `tables` names some), with `seeds` a row where given."""
+    `tables` names some), with `seeds` a row and at most `max_seeds` (default `seeds`) where given."""
     sys.path.insert(0, str(ROOT / "src"))
     import yaml
 
@@ -57,13 +60,13 @@ def _plan(run: str, seeds: int = 0, tables: list[str] | None = None):  # -> rnmt
 
     config = yaml.safe_load((ROOT / "config.yaml").read_text())
     if seeds:
-        config["scales"]["mini"] = {**config["scales"]["mini"], "seeds": seeds, "max_seeds": seeds}
+        config["scales"]["mini"] = {**config["scales"]["mini"], "seeds": seeds, "max_seeds": max_seeds or seeds}
     return Plan({**config, "scale": "mini", "run": run, **({"tables": tables} if tables else {})}, ROOT)
 
 
-def collect(name: str, run: str, cores: str, seeds: int, partial: bool) -> None:
-    override = [f"scales={{mini: {{seeds: {seeds}, max_seeds: {seeds}}}}}"] if seeds else []
-    plan = _plan(run, seeds, [name])
+def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seeds: int = 0) -> None:
+    override = [f"scales={{mini: {{seeds: {seeds}, max_seeds: {max_seeds or seeds}}}}}"] if seeds else []
+    plan = _plan(run, seeds, [name], max_seeds)
     table = plan.table(name)
     results = ROOT / plan.results
     tables = results / "tables" / ("partial" if partial else "")
