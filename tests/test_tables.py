@@ -395,7 +395,8 @@ def test_tables_and_figures_say_what_their_rows_ran_with_not_what_was_configured
 
     def metrics(variant: str, seed: int, steps: int, stop: str = "max_steps") -> dict:
         train = {"steps": steps, "stop_reason": stop,
-                 "train_settings": {"seed": seed, "max_steps": 200, "max_epochs": 100, "batch_size": 64}}
+                 "train_settings": {"seed": seed, "max_steps": 200, "max_epochs": 100, "batch_size": 64,
+                                    "lr": 0.002, "schedule": "constant"}}
         return {"corpus": "multi30k-en-de", "scale": "mini", "run": "quick", "variant": variant,
                 "train": train, "override": {"train": {"max_steps": 200}}}
 
@@ -403,7 +404,12 @@ def test_tables_and_figures_say_what_their_rows_ran_with_not_what_was_configured
     ensemble = {**ms[0], "member": "ens1-2", "train": {"members": [ms[0]["train"], ms[1]["train"]]}}
     assert ran.summary([*ms, ensemble]) == (
         "Ran on corpus `multi30k-en-de`, scale `mini`: 3 models trained 150–200 steps (max_steps 200, "
-        "max_epochs 100; stopped by max_steps ×2, patience ×1), batches of 64 sentences.")
+        "max_epochs 100; stopped by max_steps ×2, patience ×1), batches of 64 sentences, learning rate constant "
+        "0.002.")
+    warm = {"lr": 0.001, "schedule": "rnmt_plus", "replicas": 2, "warmup_steps": 500}
+    dtmt = [{**m, "train": {**m["train"], "train_settings": {**m["train"]["train_settings"], **warm}}} for m in ms]
+    assert ran.summary([*dtmt, {**ms[0], "variant": "shallow"}]).endswith(
+        "learning rate 0.001 rising to 0.002 over 1,000 steps (RNMT+ schedule), constant 0.002.")
     assert ran.override(ms) == ("Forced on every row by the run's override, over the settings the notes "
                                 "describe: train.max_steps 200.")
     assert ran.override([{**m, "override": {}} for m in ms]) == ""

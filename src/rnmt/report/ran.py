@@ -54,9 +54,23 @@ def _batch(settings: Mapping[str, Any]) -> str:
     return f"{settings['batch_size']:,} sentences" if settings.get("batch_size") else "?"
 
 
+def _rate(settings: Mapping[str, Any]) -> str:
+    """The learning rate a model trained with, by its schedule (train/schedules.py): 'constant 0.002',
+    'halved every epoch from 0.0005', '0.001 rising to 0.002 over 1,000 steps (eq. 17)'; '?' unrecorded."""
+    lr, schedule = settings.get("lr"), settings.get("schedule", "constant")
+    if lr is None:
+        return "?"
+    if schedule == "rnmt_plus":
+        n, p = settings.get("replicas", 1), settings.get("warmup_steps", 500)
+        return f"{lr:g} rising to {lr * n:g} over {n * p:,} steps (RNMT+ schedule)" if n > 1 else f"constant {lr:g}"
+    if schedule == "halve_every_epoch":
+        return f"halved every epoch from {lr:g}"
+    return f"{schedule} {lr:g}"
+
+
 def summary(metrics: Iterable[Mapping[str, Any]]) -> str:
     """One sentence: the corpus and scale the rows ran at, how many models trained how many steps under
-    which budgets and stopped why, and their batch size."""
+    which budgets and stopped why, their batch size and learning rate."""
     metrics = list(metrics)
     corpora = _span(m.get("corpus") for m in metrics)
     scales = _span(m.get("scale") for m in metrics)
@@ -70,7 +84,7 @@ def summary(metrics: Iterable[Mapping[str, Any]]) -> str:
     n = len(models)
     return (f"Ran on {where}: {n} model{'s' if n > 1 else ''} trained {_span(t.get('steps') for t in models)} "
             f"steps ({_span(_budget(s) for s in settings)}; stopped by {stopped}), batches of "
-            f"{_span(_batch(s) for s in settings)}.")
+            f"{_span(_batch(s) for s in settings)}, learning rate {_span(_rate(s) for s in settings)}.")
 
 
 def _flat(d: Mapping[str, Any]) -> list[str]:
