@@ -56,7 +56,8 @@ def _batch(settings: Mapping[str, Any]) -> str:
 
 def _rate(settings: Mapping[str, Any]) -> str:
     """The learning rate a model trained with, by its schedule (train/schedules.py): 'constant 0.002',
-    'halved every epoch from 0.0005', '0.001 rising to 0.002 over 1,000 steps (eq. 17)'; '?' unrecorded."""
+    'halved every epoch from 0.0005', '0.001 rising to 0.002 over 1,000 steps (RNMT+ schedule)' (DTMT
+    eq. 17, whose decay follows the warm-up); '?' where unrecorded."""
     lr, schedule = settings.get("lr"), settings.get("schedule", "constant")
     if lr is None:
         return "?"
