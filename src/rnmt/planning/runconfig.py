@@ -103,11 +103,8 @@ def resolve(config: Mapping[str, Any], explicit: Mapping[str, Any], results_root
             f"(its results go to results/<new name>/). To continue this run, leave these keys out (the record "
             f"supplies them). To replace the run, delete results/{run} first.")
     resolved = copy.deepcopy(record)
-    for key in FREE_KEYS:
-        if key in explicit:
-            resolved[key] = copy.deepcopy(explicit[key])
     for p, v in leaves(explicit):
-        if _free(p) and p[0] not in FREE_KEYS:
+        if _free(p):
             _set(resolved, p, v)
     resolved["run"] = config.get("run", record.get("run"))
     notes = [f"config.yaml's {'.'.join(p)} is {_show(v)} but results/{run} was built with {_show(_get(record, p))}"

@@ -11,6 +11,7 @@ from typing import Any
 
 from rnmt.evaluate.metric_names import timed
 from rnmt.settings import leaves
+from rnmt.train import schedules
 
 
 def trained(m: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -55,18 +56,10 @@ def _batch(settings: Mapping[str, Any]) -> str:
 
 
 def _rate(settings: Mapping[str, Any]) -> str:
-    """The learning rate a model trained with, by its schedule (train/schedules.py): 'constant 0.002',
-    'halved every epoch from 0.0005', '0.001 rising to 0.002 over 1,000 steps (RNMT+ schedule)' (DTMT
-    eq. 17, whose decay follows the warm-up); '?' where unrecorded."""
-    lr, schedule = settings.get("lr"), settings.get("schedule", "constant")
-    if lr is None:
+    """The learning rate a model trained with, by its schedule; '?' where unrecorded."""
+    if settings.get("lr") is None:
         return "?"
-    if schedule == "rnmt_plus":
-        n, p = settings.get("replicas", 1), settings.get("warmup_steps", 500)
-        return f"{lr:g} rising to {lr * n:g} over {n * p:,} steps (RNMT+ schedule)" if n > 1 else f"constant {lr:g}"
-    if schedule == "halve_every_epoch":
-        return f"halved every epoch from {lr:g}"
-    return f"{schedule} {lr:g}"
+    return schedules.describe(settings.get("schedule", "constant"), **settings)
 
 
 def summary(metrics: Iterable[Mapping[str, Any]]) -> str:
