@@ -6,7 +6,8 @@ import torch
 
 from cellcases import Case
 from cellpaths import both_paths, float64, outputs_and_grads  # noqa: F401 (float64: autouse fixture)
-from rnmt.cells import build_cell
+from rnmt.cells import build_cell, run
+from rnmt.cells.base import use_path
 from rnmt.io import InputError
 
 
@@ -27,6 +28,8 @@ CASES = {
                           path_inputs=()),
     "atr-no-bias": Case("atr", {"bias": False}, ref_atr, gradcheck=True, path_inputs=(5, 6), autocast=True,
                         triton=True),
+    "atr-output-tanh": Case("atr", {"bias": False, "output_tanh": True}, ref_atr, gradcheck=True,
+                            path_inputs=(5, 6), autocast=True, triton=True),
 }
 
 
@@ -52,6 +55,23 @@ def test_options_without_a_fused_form_use_the_step_loop() -> None:
     x = torch.randn(2, 3, 4)
     for cell in (build_cell("atr", 4, 4, state_tanh=True), build_cell("atr", 4, 4, twin="one_minus")):
         assert cell.sequence(cell.project_inputs(x), None, torch.zeros(2, 4)) is None
+
+
+def test_output_tanh_passes_tanh_of_the_state_on_and_keeps_the_state() -> None:
+    """With `output_tanh` the next layer sees tanh(h) while the recurrence carries eq. 9's h, by every path:
+    the same weights give tanh of the plain cell's outputs and the same final state."""
+    torch.manual_seed(0)
+    plain, squashed = build_cell("atr", 5, 6, bias=False), build_cell("atr", 5, 6, bias=False, output_tanh=True)
+    squashed.load_state_dict(plain.state_dict())
+    x = 3 * torch.randn(3, 7, 5)
+    mask = torch.tensor([[True] * 7, [True] * 4 + [False] * 3, [True] * 2 + [False] * 5])
+    for path in ("loop", "sequence"):
+        with use_path(path):
+            (out, last), (ref, ref_last) = run(squashed, x, mask), run(plain, x, mask)
+        torch.testing.assert_close(out, torch.tanh(ref))
+        torch.testing.assert_close(last, ref_last)
+        assert ref.abs().max() > 1 >= out.abs().max()
+    assert plain.passes_state() and not squashed.passes_state()
 
 
 def test_an_unknown_twin_is_refused() -> None:

@@ -87,11 +87,11 @@ def test_the_fused_decoder_under_bf16_autocast_is_no_further_from_float32_than_t
 
 
 def test_a_decoder_whose_cells_have_no_kernel_or_another_output_keeps_the_loop() -> None:
-    """The LSTM's output is h, a part of its state [h; c]; the RAN's cell may squash its output: the fused
-    function does not serve them, and forcing it takes the step loop."""
-    for cell in ("lstm", "ran"):
+    """The LSTM's output is h, a part of its state [h; c]; the RAN's cell may squash its output, and so may
+    ATR's with `output_tanh`: the fused function does not serve them, and forcing it takes the step loop."""
+    for cell, options in (("lstm", {}), ("ran", {}), ("atr", {"output_tanh": True})):
         torch.manual_seed(0)
-        model = build_model("rnnsearch", 20, 20, emb=6, hidden=8, dropout=0.0, cell=cell)
+        model = build_model("rnnsearch", 20, 20, emb=6, hidden=8, dropout=0.0, cell=cell, cell_options=options)
         with use_path("sequence"):
             assert decoder_sequence.chosen(model, torch.zeros(2, 3, 4), torch.zeros(2, 3, 16)) == "loop"
 

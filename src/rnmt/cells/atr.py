@@ -6,9 +6,12 @@
     h' = i ⊙ p + f ⊙ h                                     (eq. 9)
 
 Options from the reference code: `state_tanh` gives h' = tanh(i ⊙ p + f ⊙ h); `twin="one_minus"`
-uses i = 1 − f instead of eq. 7. `bias=False` is eq. 6 as printed, p = W_x x and q = W_h h (the ATR
-tables' setting); the reference code adds the biases. Two weight matrices (Table 1); p of all
-timesteps is one product.
+uses i = 1 − f instead of eq. 7; `output_tanh` passes o = tanh(h) to the next layer and keeps h as the
+state (the reference README's third "optional design"; the paper's RNNSearch reads its ATR states
+through tanh too, eq. 12). A stack of ATR layers with residual connections (GNMT) needs it: eq. 9 does
+not bound h, so each layer's output grows with its input and the stack's values grow layer by layer.
+`bias=False` is eq. 6 as printed, p = W_x x and q = W_h h (the ATR tables' setting); the reference code
+adds the biases. Two weight matrices (Table 1); p of all timesteps is one product.
 
 Whole-sequence paths (default options): on CUDA the Triton kernels of cells/triton; on the CPU
 `ATRSequence`, a time-major loop without an autograd graph whose backward computes per step only the
@@ -42,11 +45,11 @@ from rnmt.machine.matmul import addmm, linear, mm
 @register_cell("atr")
 class ATR(RecurrentCell):
     def __init__(self, input_size: int, hidden_size: int, state_tanh: bool = False, twin: str = "add",
-                 bias: bool = True) -> None:
+                 bias: bool = True, output_tanh: bool = False) -> None:
         super().__init__(input_size, hidden_size)
         if twin not in ("add", "one_minus"):
             raise InputError(f"atr: twin must be 'add' (i = σ(p + q)) or 'one_minus' (i = 1 − f), not {twin!r}")
-        self.state_tanh, self.twin = state_tanh, twin
+        self.state_tanh, self.twin, self.output_tanh = state_tanh, twin, output_tanh
         self.weight_ih = nn.Parameter(torch.empty(hidden_size, input_size))
         self.weight_hh = nn.Parameter(torch.empty(hidden_size, hidden_size))
         self.bias_ih = nn.Parameter(torch.empty(hidden_size)) if bias else None
@@ -65,6 +68,12 @@ class ATR(RecurrentCell):
 
     def input_weights(self) -> tuple[Tensor, Tensor | None]:
         return self.weight_ih, self.bias_ih
+
+    def output(self, state: Tensor) -> Tensor:
+        return torch.tanh(state) if self.output_tanh else state
+
+    def passes_state(self) -> bool:
+        return not self.output_tanh
 
     def gates(self, p: Tensor, state: Tensor) -> tuple[Tensor, Tensor]:
         """(input gate, forget gate) for one step; also used by the gate-correlation analysis."""

@@ -63,6 +63,11 @@ class RecurrentCell(nn.Module, ABC):
         """The part of the state that the next layer sees, [batch, hidden_size]."""
         return state
 
+    def passes_state(self) -> bool:
+        """Whether `output` is the state itself (loops that carry only the state, as the fused decoder, serve
+        only such cells)."""
+        return type(self).output is RecurrentCell.output
+
     def input_weights(self) -> tuple[Tensor, Tensor | None] | None:
         """(W, b) where `project_inputs` is x Wᵀ + b, for loops that project inside them (the fused decoder,
         models/decoder_sequence.py); None where it is anything else."""

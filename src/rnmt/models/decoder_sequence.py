@@ -43,7 +43,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from rnmt.cells import triton as cell_kernels
-from rnmt.cells.base import RecurrentCell, autocast_device, forced_path, graphed, record_path, unrecorded
+from rnmt.cells.base import autocast_device, forced_path, graphed, record_path, unrecorded
 from rnmt.cells.kernel import StepKernel, product_grad, row_sum
 from rnmt.machine import fastpath
 from rnmt.machine.matmul import addmm, mm
@@ -139,7 +139,7 @@ def attention_kernels(x: Tensor, source: int) -> Any:
 def _parts(model: Any) -> tuple[StepKernel, StepKernel] | None:
     """The decoder's two step kernels where this path serves its cells and mode, else None."""
     cells = (model.dec_lower, model.dec_higher)
-    if any(type(c).output is not RecurrentCell.output or c.input_weights() is None for c in cells):
+    if any(not c.passes_state() or c.input_weights() is None for c in cells):
         return None
     kernels = (cells[0].step_kernel(), cells[1].step_kernel())
     return None if kernels[0] is None or kernels[1] is None else kernels
