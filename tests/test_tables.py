@@ -541,6 +541,75 @@ def test_a_partial_table_shows_the_finished_rows_and_says_which_are_missing(buil
     assert "RNNSearch+LSTM, Transformer have no numbers yet" in md
 
 
+@pytest.mark.workflow
+def test_a_partial_table_leaves_out_a_row_made_with_other_settings_and_says_what_changed(built: Path,
+                                                                                        tmp_path: Path) -> None:
+    """A partial table reads the files that exist, and a model trained before one of its settings changed
+    has them: its row must not show the old model's numbers as the run's, nor start its retraining."""
+    from rnmt.planning.current import outdated, table_expected
+    from rnmt.planning.plan import Plan
+
+    plan = Plan(yaml.safe_load((built / "results/tiny/config.yaml").read_text()), ROOT)
+    assert {t: outdated(table_expected(plan, t), built) for t in TINY_TABLES} == {t: {} for t in TINY_TABLES}
+    d = tmp_path / "run"
+    shutil.copytree(built, d)
+    lstm = d / "results/tiny/metrics/synthetic-demo/atr-rnnsearch-lstm/seed1/test.json"
+    m = json.loads(lstm.read_text())
+    lr = m["train"]["train_settings"]["lr"]
+    m["train"]["train_settings"]["lr"] = 0.25               # as a model trained at another rate records it
+    lstm.write_text(json.dumps(m))
+    r = run_snakemake(["results/tiny/tables/partial/atr-table4.csv", "--cores", "1", "--configfile", "tiny.yaml"], d)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "rule train:" not in r.stdout + r.stderr                  # nothing retrained by a partial table
+    df = pd.read_csv(d / "results/tiny/tables/partial/atr-table4.csv").set_index(["system", "metric"])
+    row = df.loc["RNNSearch+LSTM"]
+    assert row.ours.isna().all()
+    assert (row.why_empty == "made with other settings than run tiny's now, to be retrained: atr-rnnsearch-lstm "
+                             f"seed1 (training lr: 0.25 → {lr!r})").all()
+    whole = pd.read_csv(built / "results/tiny/tables/atr-table4.csv").set_index(["system", "metric"])
+    assert df.loc["RNNSearch+GRU"].ours.tolist() == pytest.approx(whole.loc["RNNSearch+GRU"].ours.tolist())
+    # Snakemake keeps that model's provenance unchanged (as for files copied from another machine), so only
+    # the file tells: the whole table refuses it, naming the file, what changed and the command that retrains
+    r = run_snakemake(["results/tiny/tables/atr-table4.csv", "--cores", "1", "--forcerun", "table",
+                       "--configfile", "tiny.yaml"], d)
+    log = (d / "results/tiny/logs/table/atr-table4.log").read_text()
+    assert r.returncode != 0 and "Traceback" not in log
+    assert (f"results/tiny/metrics/synthetic-demo/atr-rnnsearch-lstm/seed1/test.json: training lr: 0.25 → {lr!r}"
+            in log)
+    assert ("snakemake --cores all --forcerun train results/tiny/metrics/synthetic-demo/atr-rnnsearch-lstm/seed1/"
+            "test.json") in log
+
+
+def test_what_a_metrics_file_was_made_with_is_compared_with_the_rows_settings_now() -> None:
+    """Model, training (each model of an ensemble with its own seed) and search; a decoding recorded before
+    the search's settings were kept is compared on what it recorded with the same meaning."""
+    from rnmt.planning.current import differences, expected
+    from rnmt.planning.plan import Variant
+
+    v = Variant("v", "c", {"arch": "rnnsearch", "hidden": 8}, {"lr": 0.001, "max_steps": 10},
+                {"beam": 5, "cuda_graphs": True, "threads": 1}, (1, 2))
+    made = {"model_config": {"arch": "rnnsearch", "hidden": 8}, "train_settings": {"lr": 0.001, "max_steps": 10}}
+    seed = {1: {**made, "train_settings": {**made["train_settings"], "seed": 1}},
+            2: {**made, "train_settings": {**made["train_settings"], "seed": 2}}}
+    now = {"train": seed[1], "decode": {"settings": {"beam": 5, "cuda_graphs": True}}}
+    assert differences(expected(v, "seed1"), now) == []
+    assert differences(expected(v, "seed2"), now) == ["training seed: 1 → 2"]
+    old = {"train": seed[1], "decode": {"beam": 5, "cuda_graphs": {"off": "the device is cpu, not CUDA"}}}
+    assert differences(expected(v, "seed1"), old) == []
+    assert differences(expected(v, "seed1"), {**old, "decode": {"beam": 4}}) == ["search beam: 4 → 5"]
+    wider = {**seed[2], "model_config": {"arch": "rnnsearch", "hidden": 16}}
+    ens = {"train": {"members": [seed[1], wider]}, "decode": {"settings": {"beam": 5, "cuda_graphs": True}}}
+    assert differences(expected(v, "ens1-2"), ens) == ["model hidden: 16 → 8"]
+    assert differences(expected(v, "ens1-2"), {**ens, "train": seed[1]}) == ["1 trained model(s) for 2 seed(s)"]
+    labelled = Variant("v", "c", {"arch": "rnnsearch", "factors": {"dims": [4]}}, {"lr": 0.001}, {"beam": 5}, (1,))
+    trained = {"model_config": {"arch": "rnnsearch", "factors": {"dims": [4], "vocab_sizes": [37]}},   # derived
+               "train_settings": {"lr": 0.001, "seed": 1}}
+    assert differences(expected(labelled, "seed1"), {"train": trained, "decode": {"settings": {"beam": 5}}}) == []
+    trained["model_config"]["factors"]["dims"] = [8]
+    assert differences(expected(labelled, "seed1"), {"train": trained, "decode": {"settings": {"beam": 5}}}) == [
+        "model factors: {'dims': [8], 'vocab_sizes': [37]} → {'dims': [4]}"]
+
+
 def test_a_length_table_and_figure_say_how_many_sentences_each_column_rests_on(tmp_path: Path) -> None:
     """DTMT Figure 3 on a test split of short sentences: the 'longer than 30 words' point is a BLEU over a
     handful of sentences, and the table and the figure must say so rather than draw it as a trend."""

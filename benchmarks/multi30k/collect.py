@@ -11,11 +11,11 @@ Markdown), `<table>.claims.csv` (the paper's claims, checked), `<table>.png` (a 
 step, detokenized BLEU with beam search on the validation set and on each test set, and the machine it
 trained on. `--seeds N` is the run's seeds a row (its `scales={mini: {seeds: N, max_seeds: N}}`;
 `--max-seeds M` where its cap differs, as for an ensemble of 2 over rows of 1 seed);
-`--partial` collects a run that ended early: the rows that finished, from Snakemake's partial table
-(results/<run>/tables/partial/), the others marked. After collecting, the index of this folder,
-`benchmarks/multi30k/README.md` (every table of the four papers: rows with numbers, seeds, machine,
-training time, the claims' verdicts, and the command for what is missing), is written again from the
-folder's files; `--index` writes only the index.
+`--partial` collects a run that ended early: the rows that finished with the run's settings now, from
+Snakemake's partial table (results/<run>/tables/partial/), the others marked. After collecting, the
+index of this folder, `benchmarks/multi30k/README.md` (every table of the four papers: rows with numbers,
+seeds, machine, training time, the claims' verdicts, and the command for what is missing), is written
+again from the folder's files; `--index` writes only the index.
 """
 
 from __future__ import annotations
@@ -71,8 +71,13 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seed
     results = ROOT / plan.results
     tables = results / "tables" / ("partial" if partial else "")
     metrics = f"{plan.results}/metrics/{table.corpus}"
+    from rnmt.planning.current import outdated, table_expected
+
+    # made with other settings than the run's now: asking for their files would retrain them
+    stale = outdated(table_expected(plan, name), ROOT) if partial else {}
     members = [(r, m) for r in table.trained_rows for m in r.members()
-               if not partial or (ROOT / f"{metrics}/{r.variant}/{m}/test.json").is_file()]
+               if not partial or ((ROOT / f"{metrics}/{r.variant}/{m}/test.json").is_file()
+                                  and f"{metrics}/{r.variant}/{m}/{table.testset}.json" not in stale)]
     config_args = ["--config", "scale=mini", f"run={run}", *override]
     targets = [f"{metrics}/{r.variant}/{m}/dev.json" for r, m in members]
     targets.append(str((tables / f"{name}.md").relative_to(ROOT)))

@@ -21,6 +21,7 @@ rule table:
     params:
         caption=lambda wc: report_caption(PLAN.table(wc.table)),
         rows="all",
+        expected=lambda wc: json.dumps(table_expected(PLAN, wc.table), sort_keys=True),
         **TABLE_PARAMS,
     conda:
         "../../envs/data.yaml"
@@ -28,7 +29,7 @@ rule table:
         run_path("logs/table/{table}.log"),
     shell:
         "rnmt table --rows {params.rows:q} --experiment {input.experiment:q} --run {params.run:q} --scale {params.scale:q} "
-        "--corpus={params.corpus:q} --max-seeds {params.max_seeds:q} --seeds {params.seeds:q} --scale-note={params.scale_note:q} --csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} "
+        "--corpus={params.corpus:q} --expected={params.expected:q} --max-seeds {params.max_seeds:q} --seeds {params.seeds:q} --scale-note={params.scale_note:q} --csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} "
         "--html {output.html:q} --claims {output.claims:q} "
         "--gates {input.gates:q} --cells {input.cells:q} --data-reports {input.data_reports:q} "
         "-- {input.metrics:q} 2> {log:q}"
@@ -37,11 +38,12 @@ rule table:
 use rule table as partial_table with:
     # A table of the rows whose models and decodings have finished, the others marked (a run cut short by a
     # GPU loan or a session ending): results/<run>/tables/partial/<table>.md. It asks only for the files
-    # that exist, so it starts no row that has not finished.
+    # that exist and were made with the run's settings now, so it starts no row that has not finished (nor
+    # retrains one made with other settings: its row says what changed, rnmt.planning.current).
     input:
         experiment=EXPERIMENTS / "{table}.yaml",
-        metrics=lambda wc: finished(PLAN.metrics_paths(wc.table)),
-        gates=lambda wc: finished(PLAN.gates_paths(wc.table)),
+        metrics=lambda wc: current(wc.table, PLAN.metrics_paths(wc.table)),
+        gates=lambda wc: current(wc.table, PLAN.gates_paths(wc.table)),
         cells=lambda wc: PLAN.cell_count_paths(wc.table),
         data_reports=lambda wc: finished(PLAN.data_report_paths(wc.table)),
     output:

@@ -66,6 +66,7 @@ def cmd_translate(a: argparse.Namespace) -> None:
                            **given)
     if average_last:
         m["average_last"], m["averaged_steps"] = average_last, averaged
+    m["settings"] = settings            # as asked: what a partial table compares with the run's now
     log.info("translated %d sentences in %.1f s (beam %d, %d model(s))", m["sentences"], m["decode_seconds"],
              m["beam"], len(a.model))
     if a.metrics:

@@ -3,28 +3,63 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 from pathlib import Path
 from typing import Any
 
+from rnmt.io import InputError
 from rnmt.settings import count
 
 log = logging.getLogger("rnmt")
 
 
 def cmd_table(a: argparse.Namespace) -> None:
+    from rnmt.planning.current import outdated
     from rnmt.planning.plan import load_table
     from rnmt.report.tables import build
 
     table = load_table(a.experiment, a.corpus or None, a.max_seeds or None, a.scale_note, a.seeds or None)
     metrics, gates = a.metrics, a.gates
     partial = a.rows == "finished"
-    if partial:                     # the files of the rows that finished; build() marks the others
-        metrics, gates = [p for p in metrics if Path(p).is_file()], [p for p in gates if Path(p).is_file()]
+    stale = outdated(_expected(a.expected))
+    if stale and not partial:
+        raise InputError(f"table {table.name}: {len(stale)} metrics file(s) were made with other settings than the "
+                         "run's now, and Snakemake did not redo them (it keeps no record of how they were made, as "
+                         "for results copied from another machine, or it ran with --rerun-triggers mtime):\n"
+                         + "".join(f"  {p}: {why}\n" for p, why in stale.items())
+                         + "retrain them with: snakemake --cores all --forcerun train " + " ".join(stale)
+                         + "\n(or build the table of the rows that are current: its tables/partial/ target)")
+    marked = {_member(p): why for p, why in stale.items()}
+    if partial:                     # the files of the rows that finished now; build() marks the others
+        def keep(p: str) -> bool:
+            return Path(p).is_file() and _member(p) not in marked
+
+        metrics, gates = [p for p in metrics if keep(p)], [p for p in gates if keep(p)]
     df = build(table, metrics, a.run, a.scale, a.csv, a.md, a.tex, gates, a.html, a.cells, a.data_reports,
-               a.claims, partial)
+               a.claims, partial, marked)
     log.info("table %s: %d cells → %s, %s", table.name, len(df), a.csv, a.md)
+
+
+def _member(path: str) -> tuple[str, str]:
+    """(variant, member) of a row member's file: .../<variant>/<member>/<testset>.json or gates.*.json."""
+    return Path(path).parent.parent.name, Path(path).parent.name
+
+
+def _expected(text: str) -> dict[str, dict[str, Any]]:
+    """`--expected`'s JSON: {metrics file: {"model": {...}, "train": [{...} a seed], "search": {...}}}."""
+    try:
+        given = json.loads(text or "{}")
+    except json.JSONDecodeError as e:
+        raise InputError(f"--expected takes a JSON object {{metrics file: settings}}: {e}") from None
+    shape = {"model": dict, "train": list, "search": dict}
+    if not isinstance(given, dict) or not all(isinstance(w, dict) and all(isinstance(w.get(k), t)
+                                                                         for k, t in shape.items())
+                                              for w in given.values()):
+        raise InputError('--expected takes a JSON object {metrics file: {"model": {...}, "train": [{...}], '
+                         '"search": {...}}} (the table rule gives it)')
+    return given
 
 
 def cmd_figure(a: argparse.Namespace) -> None:
@@ -104,6 +139,9 @@ def add_parsers(sub: Any) -> None:
     s.add_argument("--rows", choices=["all", "finished"], default="all",
                    help="all: every row's metrics files must exist; finished: the table of a run that ended early, "
                         "from the files that exist, the other rows saying they have not finished")
+    s.add_argument("--expected", default="{}",
+                   help="JSON {metrics file: the settings the run makes it with now} (the table rule gives it): a "
+                        "file made with others is refused, or with --rows finished its row says what changed")
     s.add_argument("metrics", nargs="*", help="the rows' metrics files (rnmt score)")
     s.set_defaults(func=cmd_table)
 

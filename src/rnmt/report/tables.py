@@ -125,18 +125,22 @@ def _row_runs(table: Table, row: Row, metrics: dict[tuple[str, str], dict[str, A
     return runs
 
 
-def finished_rows(table: Table, found: set[tuple[str, str]], run: str) -> Table:
+def finished_rows(table: Table, found: set[tuple[str, str]], run: str,
+                  outdated: dict[tuple[str, str], str] | None = None) -> Table:
     """`table` with each trained row whose decodings have no metrics among `found` ((variant, member)s)
     turned into a row without numbers that says so, for a table of a run that ended early (`rnmt table
     --rows finished`); the table's notes say how many rows it holds. A row missing any of its seeds shows
-    none: a mean over fewer seeds than the row's would read as the row's."""
-    rows, left = [], []
+    none: a mean over fewer seeds than the row's would read as the row's. A member in `outdated` ((variant,
+    member) → what changed) has a file made with other settings than the run's now: the row says what changed."""
+    rows, left, outdated = [], [], outdated or {}
     for row in table.rows:
         missing = [m for m in row.members() if (row.variant, m) not in found] if row.trained else []
         if missing:
             left.append(row.system)
-            row = replace(row, variant=None, unfinished=True, why_not=f"not finished in run {run}: no metrics of "
-                                                     f"{row.variant} {', '.join(missing)}")
+            stale = [f"{m} ({outdated[(row.variant, m)]})" for m in missing if (row.variant, m) in outdated]
+            why = (f"made with other settings than run {run}'s now, to be retrained: {row.variant} {'; '.join(stale)}"
+                   if stale else f"not finished in run {run}: no metrics of {row.variant} {', '.join(missing)}")
+            row = replace(row, variant=None, unfinished=True, why_not=why)
         rows.append(row)
     if not left:
         return table
@@ -343,12 +347,14 @@ def build(table: Table, metrics_files: list[str | Path], run: str, scale: str, o
           out_md: str | Path, out_tex: str | Path | None = None,
           gates_files: list[str | Path] | None = None, out_html: str | Path | None = None,
           cell_files: list[str | Path] | None = None, data_reports: list[str | Path] | None = None,
-          out_claims: str | Path | None = None, partial: bool = False) -> pd.DataFrame:
+          out_claims: str | Path | None = None, partial: bool = False,
+          outdated: dict[tuple[str, str], str] | None = None) -> pd.DataFrame:
     """The table from its rows' metrics files (and a gates table's gate statistics, a cells table's
     counts); `data_reports` (the corpus' prepare.json) bring the data's warnings into its notes; the
     paper's claims, checked, go into the renderings and `out_claims` (a tidy CSV). `partial`: rows
     without their metrics files are shown without numbers, saying so (`finished_rows`), instead of
-    refused."""
+    refused; `outdated` ((variant, member) → what changed) says which of them have files made with other
+    settings than the run's now."""
     claimed = claims.parse(table)
     metrics, scored, where = {}, {}, {}
     for path in metrics_files:
@@ -367,7 +373,7 @@ def build(table: Table, metrics_files: list[str | Path], run: str, scale: str, o
             metrics[key] = {**metrics[key], "gates": read_json(p)}
     cells = {c["cell"]: c for c in map(read_json, cell_files or [])}
     if partial:
-        table = finished_rows(table, set(metrics), run)
+        table = finished_rows(table, set(metrics), run, outdated)
     base = next((r for r in table.rows if r.system == table.baseline), None)
     no_base = base is not None and base.unfinished      # a partial table without its reference row
     tested = {} if no_base else significance.p_values(table, scored)

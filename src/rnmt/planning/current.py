@@ -1,0 +1,81 @@
+"""Whether a row's metrics are what its run makes now.
+
+Each metrics file records what made it: the model's configuration and training settings of every model
+it decoded with, and the search's settings. `expected` is what the plan gives a row member now, and
+`differences` compares the two. Snakemake redoes a model whose settings changed where it kept how the
+model was made; where it did not (results copied from another machine, `--rerun-triggers mtime`) only the
+files can tell, so the table command checks every metrics file against what the plan expects of it, and
+a partial table leaves out (and does not retrain) the rows made with other settings, saying what changed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rnmt.io import read_json
+from rnmt.planning.plan import Plan, Variant, member_seeds
+
+
+def expected(variant: Variant, member: str) -> dict[str, Any]:
+    """What the plan makes a row member's metrics with: the model, each of its seeds' training settings, the
+    search."""
+    return {"model": json.loads(variant.model_settings()),
+            "train": [json.loads(variant.train_settings(s)) for s in member_seeds(member)],
+            "search": json.loads(variant.decode_settings())}
+
+
+def _same(made: Any, now: Any) -> bool:
+    """Whether a recorded setting is the planned one; in a mapping, the keys the plan gives (training adds
+    what it derives from the data: a label factor's vocabulary size)."""
+    if isinstance(made, dict) and isinstance(now, dict):
+        return all(_same(made.get(k), v) for k, v in now.items())
+    return bool(made == now)
+
+
+def _changes(what: str, made: dict[str, Any], now: dict[str, Any], keys: set[str] | None = None) -> list[str]:
+    keys = set(made) | set(now) if keys is None else keys
+    changed = sorted(k for k in keys if not _same(made.get(k), now.get(k)))
+    return [f"{what} " + ", ".join(f"{k}: {made.get(k)!r} → {now.get(k)!r}" for k in changed)] if changed else []
+
+
+def differences(want: dict[str, Any], metrics: dict[str, Any]) -> list[str]:
+    """What in `metrics` (a row member's metrics file) differs from `want` (`expected`); empty where it is
+    current. A search that recorded no settings (an older rnmt) is compared on the settings it records with
+    the same meaning."""
+    train = metrics.get("train") or {}
+    models = train.get("members") or [train]
+    out: list[str] = []
+    for made, settings in zip(models, want["train"], strict=False):
+        out += _changes("model", made.get("model_config") or {}, want["model"], set(want["model"]))
+        out += _changes("training", made.get("train_settings") or {}, settings)
+    if len(models) != len(want["train"]):
+        out.append(f"{len(models)} trained model(s) for {len(want['train'])} seed(s)")
+    decode, search = metrics.get("decode") or {}, want["search"]
+    if "settings" in decode:
+        out += _changes("search", decode["settings"], search)
+    else:
+        recorded = {k for k in search if k in decode and k != "cuda_graphs"}   # recorded: what graphs did
+        out += _changes("search", decode, search, recorded)
+    return list(dict.fromkeys(out))          # an ensemble's members changed alike say it once
+
+
+def table_expected(plan: Plan, table: str) -> dict[str, dict[str, Any]]:
+    """`expected` of each metrics file of `table`, by its path (as `Plan.metrics_paths` gives it)."""
+    t = plan.table(table)
+    return {f"{plan.results}/metrics/{t.corpus}/{row.variant}/{member}/{t.testset}.json":
+            expected(plan.variant(t.corpus, row.variant), member)   # type: ignore[arg-type]
+            for row in t.trained_rows for member in row.members()}
+
+
+def outdated(expectations: dict[str, dict[str, Any]], where: str | Path = ".") -> dict[str, str]:
+    """Of the metrics files in `expectations` ({path: expected}, paths under `where`), those that exist but
+    were made with other settings, each with what changed."""
+    out = {}
+    for path, want in expectations.items():
+        if (Path(where) / path).is_file():
+            why = differences(want, read_json(Path(where) / path))
+            if why:
+                out[path] = "; ".join(why)
+    return out
