@@ -21,7 +21,7 @@ from rnmt.data.sources import manual_paths, missing_manual_message
 from rnmt.parse.settings import ParseSettings
 from rnmt.io import InputError
 from rnmt.parse.models import manifest_path
-from rnmt.planning.current import outdated, table_expected
+from rnmt.planning.current import member_of, outdated, table_expected
 from rnmt.planning.plan import SIDES, SPLITS, Plan, member_seeds
 
 # `--config key='{nested: 1}'` reaches Snakemake's config with its nested values as strings.
@@ -353,8 +353,5 @@ def finished(paths):
 def current(table, paths):
     """The files of `paths` that exist and whose row member's metrics were made with the run's settings now
     (a metrics file .../<variant>/<member>/<testset>.json; a gates file .../<variant>/seed<N>/gates.*.json)."""
-    def member(path):
-        return Path(path).parent.parent.name, Path(path).parent.name
-
-    stale = {member(p) for p in outdated(table_expected(PLAN, table))}
-    return [p for p in finished(paths) if member(p) not in stale]
+    stale = {member_of(p) for p in outdated(table_expected(PLAN, table))}
+    return [p for p in finished(paths) if member_of(p) not in stale]

@@ -18,12 +18,17 @@ from rnmt.io import read_json
 from rnmt.planning.plan import Plan, Variant, member_seeds
 
 
-def expected(variant: Variant, member: str) -> dict[str, Any]:
-    """What the plan makes a row member's metrics with: the model, each of its seeds' training settings, the
-    search."""
-    return {"model": json.loads(variant.model_settings()),
-            "train": [json.loads(variant.train_settings(s)) for s in member_seeds(member)],
-            "search": json.loads(variant.decode_settings())}
+def expected(variant: Variant) -> dict[str, Any]:
+    """What the plan makes a row's metrics with: the model, the training settings but the seed (each member's
+    own), the search."""
+    return {"model": json.loads(variant.model_settings()), "train": json.loads(json.dumps(variant.train)),
+            "search": json.loads(variant.decode_settings())}     # as JSON gives them: lists, not tuples
+
+
+def member_of(path: str | Path) -> tuple[str, str]:
+    """(variant, member) of a row member's file: .../<variant>/<member>/<testset>.json, or a gates file
+    .../<variant>/seed<N>/gates.<testset>.json."""
+    return Path(path).parent.parent.name, Path(path).parent.name
 
 
 def _same(made: Any, now: Any) -> bool:
@@ -40,18 +45,18 @@ def _changes(what: str, made: dict[str, Any], now: dict[str, Any], keys: set[str
     return [f"{what} " + ", ".join(f"{k}: {made.get(k)!r} → {now.get(k)!r}" for k in changed)] if changed else []
 
 
-def differences(want: dict[str, Any], metrics: dict[str, Any]) -> list[str]:
-    """What in `metrics` (a row member's metrics file) differs from `want` (`expected`); empty where it is
-    current. A search that recorded no settings (an older rnmt) is compared on the settings it records with
-    the same meaning."""
+def differences(want: dict[str, Any], member: str, metrics: dict[str, Any]) -> list[str]:
+    """What in `metrics` (the metrics file of a row's `member`: seed3, ens1-2) differs from `want` (the row's
+    `expected`); empty where it is current. A search that recorded no settings (an older rnmt) is compared
+    on the settings it records with the same meaning."""
     train = metrics.get("train") or {}
-    models = train.get("members") or [train]
+    models, seeds = train.get("members") or [train], member_seeds(member)
     out: list[str] = []
-    for made, settings in zip(models, want["train"], strict=False):
+    for made, seed in zip(models, seeds, strict=False):
         out += _changes("model", made.get("model_config") or {}, want["model"], set(want["model"]))
-        out += _changes("training", made.get("train_settings") or {}, settings)
-    if len(models) != len(want["train"]):
-        out.append(f"{len(models)} trained model(s) for {len(want['train'])} seed(s)")
+        out += _changes("training", made.get("train_settings") or {}, {**want["train"], "seed": seed})
+    if len(models) != len(seeds):
+        out.append(f"{len(models)} trained model(s) for {len(seeds)} seed(s)")
     decode, search = metrics.get("decode") or {}, want["search"]
     if "settings" in decode:
         out += _changes("search", decode["settings"], search)
@@ -61,21 +66,24 @@ def differences(want: dict[str, Any], metrics: dict[str, Any]) -> list[str]:
     return list(dict.fromkeys(out))          # an ensemble's members changed alike say it once
 
 
-def table_expected(plan: Plan, table: str) -> dict[str, dict[str, Any]]:
-    """`expected` of each metrics file of `table`, by its path (as `Plan.metrics_paths` gives it)."""
+def table_expected(plan: Plan, table: str) -> dict[str, Any]:
+    """What `table`'s metrics files must have been made with: {"files": the paths `Plan.metrics_paths`
+    gives, "variants": {variant: `expected`}} (each row's settings once, whatever its seeds, so that the
+    table command's argument stays short)."""
     t = plan.table(table)
-    return {f"{plan.results}/metrics/{t.corpus}/{row.variant}/{member}/{t.testset}.json":
-            expected(plan.variant(t.corpus, row.variant), member)   # type: ignore[arg-type]
-            for row in t.trained_rows for member in row.members()}
+    return {"files": plan.metrics_paths(table),
+            "variants": {row.variant: expected(plan.variant(t.corpus, row.variant))   # type: ignore[arg-type]
+                         for row in t.trained_rows}}
 
 
-def outdated(expectations: dict[str, dict[str, Any]], where: str | Path = ".") -> dict[str, str]:
-    """Of the metrics files in `expectations` ({path: expected}, paths under `where`), those that exist but
-    were made with other settings, each with what changed."""
+def outdated(expectations: dict[str, Any], where: str | Path = ".") -> dict[str, str]:
+    """Of the metrics files `expectations` (`table_expected`) names, under `where`, those that exist but were
+    made with other settings than their rows' now, each with what changed."""
     out = {}
-    for path, want in expectations.items():
+    for path in expectations["files"]:
+        variant, member = member_of(path)
         if (Path(where) / path).is_file():
-            why = differences(want, read_json(Path(where) / path))
+            why = differences(expectations["variants"][variant], member, read_json(Path(where) / path))
             if why:
                 out[path] = "; ".join(why)
     return out

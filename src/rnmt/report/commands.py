@@ -16,7 +16,7 @@ log = logging.getLogger("rnmt")
 
 
 def cmd_table(a: argparse.Namespace) -> None:
-    from rnmt.planning.current import outdated
+    from rnmt.planning.current import member_of, outdated
     from rnmt.planning.plan import load_table
     from rnmt.report.tables import build
 
@@ -31,10 +31,10 @@ def cmd_table(a: argparse.Namespace) -> None:
                          + "".join(f"  {p}: {why}\n" for p, why in stale.items())
                          + "retrain them with: snakemake --cores all --forcerun train " + " ".join(stale)
                          + "\n(or build the table of the rows that are current: its tables/partial/ target)")
-    marked = {_member(p): why for p, why in stale.items()}
+    marked = {member_of(p): why for p, why in stale.items()}
     if partial:                     # the files of the rows that finished now; build() marks the others
         def keep(p: str) -> bool:
-            return Path(p).is_file() and _member(p) not in marked
+            return Path(p).is_file() and member_of(p) not in marked
 
         metrics, gates = [p for p in metrics if keep(p)], [p for p in gates if keep(p)]
     df = build(table, metrics, a.run, a.scale, a.csv, a.md, a.tex, gates, a.html, a.cells, a.data_reports,
@@ -42,23 +42,24 @@ def cmd_table(a: argparse.Namespace) -> None:
     log.info("table %s: %d cells → %s, %s", table.name, len(df), a.csv, a.md)
 
 
-def _member(path: str) -> tuple[str, str]:
-    """(variant, member) of a row member's file: .../<variant>/<member>/<testset>.json or gates.*.json."""
-    return Path(path).parent.parent.name, Path(path).parent.name
+def _expected(text: str) -> dict[str, Any]:
+    """`--expected`'s JSON (rnmt.planning.current.table_expected), checked for its shape."""
+    from rnmt.planning.current import member_of
 
-
-def _expected(text: str) -> dict[str, dict[str, Any]]:
-    """`--expected`'s JSON: {metrics file: {"model": {...}, "train": [{...} a seed], "search": {...}}}."""
+    form = ('--expected takes {"files": [metrics files], "variants": {variant: {"model": {...}, "train": {...}, '
+            '"search": {...}}}} (the table rule gives it)')
     try:
-        given = json.loads(text or "{}")
+        given = json.loads(text or '{"files": [], "variants": {}}')
     except json.JSONDecodeError as e:
-        raise InputError(f"--expected takes a JSON object {{metrics file: settings}}: {e}") from None
-    shape = {"model": dict, "train": list, "search": dict}
-    if not isinstance(given, dict) or not all(isinstance(w, dict) and all(isinstance(w.get(k), t)
-                                                                         for k, t in shape.items())
-                                              for w in given.values()):
-        raise InputError('--expected takes a JSON object {metrics file: {"model": {...}, "train": [{...}], '
-                         '"search": {...}}} (the table rule gives it)')
+        raise InputError(f"{form}: {e}") from None
+    if not (isinstance(given, dict) and isinstance(given.get("files"), list)
+            and isinstance(given.get("variants"), dict)
+            and all(isinstance(w, dict) and all(isinstance(w.get(k), dict) for k in ("model", "train", "search"))
+                    for w in given["variants"].values())):
+        raise InputError(form)
+    unknown = sorted({member_of(p)[0] for p in given["files"]} - set(given["variants"]))
+    if unknown:
+        raise InputError(f"{form}: no settings for {', '.join(unknown)}")
     return given
 
 
@@ -139,7 +140,7 @@ def add_parsers(sub: Any) -> None:
     s.add_argument("--rows", choices=["all", "finished"], default="all",
                    help="all: every row's metrics files must exist; finished: the table of a run that ended early, "
                         "from the files that exist, the other rows saying they have not finished")
-    s.add_argument("--expected", default="{}",
+    s.add_argument("--expected", default="",
                    help="JSON {metrics file: the settings the run makes it with now} (the table rule gives it): a "
                         "file made with others is refused, or with --rows finished its row says what changed")
     s.add_argument("metrics", nargs="*", help="the rows' metrics files (rnmt score)")
