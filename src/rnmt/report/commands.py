@@ -141,8 +141,9 @@ def add_parsers(sub: Any) -> None:
                    help="all: every row's metrics files must exist; finished: the table of a run that ended early, "
                         "from the files that exist, the other rows saying they have not finished")
     s.add_argument("--expected", default="",
-                   help="JSON {metrics file: the settings the run makes it with now} (the table rule gives it): a "
-                        "file made with others is refused, or with --rows finished its row says what changed")
+                   help="JSON of the metrics files and each row's settings now (rnmt.planning.current.table_expected; "
+                        "the table rule gives it): a file made with others is refused, or with --rows finished its "
+                        "row says what changed")
     s.add_argument("metrics", nargs="*", help="the rows' metrics files (rnmt score)")
     s.set_defaults(func=cmd_table)
 
