@@ -5,7 +5,11 @@ collected without writing the index again, or a table renamed, would leave a rea
 from __future__ import annotations
 
 import importlib.util
+import json
+import shutil
 from pathlib import Path
+
+import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDER = ROOT / "benchmarks/multi30k"
@@ -34,3 +38,34 @@ def test_the_index_lists_every_table_once_and_counts_a_partial_table_as_such() -
             assert line.startswith("- "), name                            # in the list of tables not trained
         else:                                                             # its table's own Markdown says partial
             assert ("(partial)" in line) == ("Partial table" in md.read_text()), name
+
+
+def test_the_index_lists_a_committed_row_made_with_earlier_settings_than_a_run_gives_now(tmp_path: Path) -> None:
+    """A setting changed after a table was collected (DTMT's warm-up at `mini`) leaves its committed numbers
+    those of the earlier models: the index must say which rows and what changed, not count them as the run's."""
+    from rnmt.planning.current import expected
+
+    collect = _collect()
+    folder = tmp_path / "multi30k"
+    shutil.copytree(FOLDER, folder)
+    plan = collect._plan("mini")
+    table = plan.table("atr-table4")
+    bleu = pd.read_csv(folder / "atr-table4-bleu.csv")
+
+    def made(variant: str, lr: float | None = None) -> str:
+        now = expected(plan.variant(table.corpus, variant))
+        train = {**now["train"], "seed": 1, **({"lr": lr} if lr is not None else {})}
+        return json.dumps({"train": {"model_config": now["model"], "train_settings": train},
+                           "decode": {"settings": now["search"]}})
+
+    bleu["made_with"] = [made(v) for v in bleu.variant]
+    bleu.to_csv(folder / "atr-table4-bleu.csv", index=False)
+    line = next(x for x in collect.index(folder).splitlines() if "(`atr-table4`)" in x)
+    assert "| yes |" in line
+    gru = bleu.index[bleu.variant == "atr-rnnsearch-gru"][0]
+    lr = expected(plan.variant(table.corpus, "atr-rnnsearch-gru"))["train"]["lr"]
+    bleu.loc[gru, "made_with"] = made("atr-rnnsearch-gru", lr=0.25)
+    bleu.to_csv(folder / "atr-table4-bleu.csv", index=False)
+    text = collect.index(folder)
+    assert f"| no: 1 of {len(bleu)} (below) |" in next(x for x in text.splitlines() if "(`atr-table4`)" in x)
+    assert f"| `atr-table4` | RNNSearch+GRU (seed1) | training lr: 0.25 → {lr!r} |" in text

@@ -71,7 +71,7 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seed
     results = ROOT / plan.results
     tables = results / "tables" / ("partial" if partial else "")
     metrics = f"{plan.results}/metrics/{table.corpus}"
-    from rnmt.planning.current import outdated, table_expected
+    from rnmt.planning.current import made_with, outdated, table_expected
 
     # made with other settings than the run's now: asking for their files would retrain them
     stale = outdated(table_expected(plan, name), ROOT) if partial else {}
@@ -97,7 +97,8 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seed
                      "greedy_dev_bleu": train.get("best_dev_bleu_greedy"), "dev_bleu": d["scores"]["bleu"],
                      "test_bleu": t["scores"]["bleu"],
                      **{f"test_{k}": v for k, v in (t["scores"].get("bleu_by_part") or {}).items()},
-                     "beam": d["decode"].get("beam"), **machine(train["hardware"])})
+                     "beam": d["decode"].get("beam"), **machine(train["hardware"]),
+                     "made_with": json.dumps(made_with(d), sort_keys=True)})
     out = pd.DataFrame(rows).round(3)
     if rows:                                    # a table counted from the cells (ATR Table 1) trains nothing
         out.to_csv(HERE / f"{name}-bleu.csv", index=False)
@@ -131,7 +132,7 @@ def _machines(bleu: pd.DataFrame) -> str:
     return "; ".join(sorted(names))
 
 
-def index() -> str:
+def index(folder: Path = HERE) -> str:
     """The folder's index: for every table of the four papers (config.yaml's `tables:`), what
     was trained at `mini` on real text, from the committed `<table>.csv`, `-bleu.csv` and `.claims.csv`
     alone, so it says no more than those files do."""
@@ -141,11 +142,13 @@ def index() -> str:
     sources = {n: str(plan.corpora_config.get(plan.table(n).corpus, {}).get("source", "")) for n in plan.tables}
     synthetic = sorted(n for n, source in sources.items() if source.startswith("synthetic:"))
     names = sorted(set(plan.tables) - set(synthetic))
-    summary, claims_lines, missing = [], [], []
+    from rnmt.planning.current import differences, expected
+
+    summary, claims_lines, missing, earlier = [], [], [], []
     for name in names:
         table = plan.table(name)
         planned = [r.system for r in table.trained_rows]
-        path = HERE / f"{name}.csv"
+        path = folder / f"{name}.csv"
         if not path.is_file():
             missing.append(f"- {table.title} (`{name}`): {len(planned)} rows to train")
             continue
@@ -153,10 +156,10 @@ def index() -> str:
         done = df[df.system.isin(planned)].groupby("system", sort=False).ours.count()
         rows_done = int((done > 0).sum())
         seeds = df[df.system.isin(done[done > 0].index)].n_seeds.max()
-        bleu_path = HERE / f"{name}-bleu.csv"
+        bleu_path = folder / f"{name}-bleu.csv"
         bleu = pd.read_csv(bleu_path) if bleu_path.is_file() else pd.DataFrame()
         hours = f"{bleu.train_minutes.sum() / 60:.1f} h" if len(bleu) else "–"
-        claims_path = HERE / f"{name}.claims.csv"
+        claims_path = folder / f"{name}.claims.csv"
         if not table.claims:
             verdicts = "the paper states none to check"
         elif not claims_path.is_file():
@@ -166,20 +169,36 @@ def index() -> str:
             verdicts = ", ".join(f"{n} {v}" for v, n in claims.claim_verdict.value_counts(sort=False).items())
             for c in claims.itertuples():
                 claims_lines.append(f"| `{name}` | {c.says} | {c.claim_verdict} |")
+        if "made_with" in bleu:                 # what each row ran with, against what the run gives it now
+            changed = {(r.system, r.member): differences(expected(plan.variant(table.corpus, r.variant)), r.member,
+                                                        json.loads(r.made_with))
+                       for r in bleu.itertuples()}
+            changed = {k: v for k, v in changed.items() if v}
+            current = f"no: {len(changed)} of {len(bleu)} (below)" if changed else "yes"
+            earlier += [f"| `{name}` | {system} ({member}) | {'; '.join(why)} |"
+                        for (system, member), why in changed.items()]
+        else:
+            current = "not recorded" if len(bleu) else "–"
         status = "whole" if rows_done == len(planned) else "partial"
         if not planned:
             status = "counted from the cells, nothing to train"
         done_cell = f"{rows_done} of {len(planned)} ({status})" if planned else status
         summary.append(f"| {table.title} (`{name}`) | {done_cell} | "
                        f"{int(seeds) if seeds == seeds else '–'} | {_machines(bleu) if len(bleu) else '–'} | "
-                       f"{hours} | {verdicts} |")
+                       f"{hours} | {current} | {verdicts} |")
     out = ["# The papers' tables at `mini`, on real text (Multi30k)", "",
            "Written by `python benchmarks/multi30k/collect.py --index` from this folder's files (a test checks it "
            "matches them). Each table's `<table>.md` gives its numbers, notes and claims; `<table>-bleu.csv` its "
            "rows' training and decoding; `benchmarks/README.md` the sessions that ran them, with their commands.",
            "", f"## Built ({len(summary)} of {len(names)} tables)", "",
            "| Table | Trained rows with numbers | Seeds a row | Trained on | Training time (sum over rows) "
-           "| Claims' verdicts |", "|---|---|---:|---|---:|---|", *summary, "",
+           "| Made with the settings a run gives now | Claims' verdicts |", "|---|---|---:|---|---:|---|---|",
+           *summary, "",
+           "The settings column compares what each row's models and search ran with (kept in `<table>-bleu.csv` "
+           "since it was written) with what `workflow/` gives them now; a row made with earlier settings is "
+           "listed below, and its table is collected again after `snakemake` retrains it.", "",
+           *(["## Rows made with earlier settings than a run gives now", "", "| Table | Row | What changed |",
+              "|---|---|---|", *earlier, ""] if earlier else []),
            "## The papers' claims, checked at `mini`", "",
            "Verdicts from the paired bootstrap intervals of each table's claims section (holds: the whole 95% "
            "interval on the claim's side; not separable: it straddles zero; no numbers: a row is not trained; "

@@ -66,6 +66,20 @@ def differences(want: dict[str, Any], member: str, metrics: dict[str, Any]) -> l
     return list(dict.fromkeys(out))          # an ensemble's members changed alike say it once
 
 
+def made_with(metrics: dict[str, Any]) -> dict[str, Any]:
+    """The part of a metrics file that `differences` reads (what made it), to keep beside a table's numbers."""
+    train = metrics.get("train") or {}
+
+    def model(m: dict[str, Any]) -> dict[str, Any]:
+        return {k: m.get(k) for k in ("model_config", "train_settings")}
+
+    decode = metrics.get("decode") or {}
+    search = ({"settings": decode["settings"]} if "settings" in decode
+              else {k: v for k, v in decode.items() if not isinstance(v, (dict, list))})
+    return {"train": {"members": [model(m) for m in train["members"]]} if "members" in train else model(train),
+            "decode": search}
+
+
 def table_expected(plan: Plan, table: str) -> dict[str, Any]:
     """What `table`'s metrics files must have been made with: {"files": the paths `Plan.metrics_paths`
     gives, "variants": {variant: `expected`}} (each row's settings once, whatever its seeds, so that the
