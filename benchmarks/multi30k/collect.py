@@ -91,13 +91,16 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seed
         d = json.loads((ROOT / f"{metrics}/{r.variant}/{m}/dev.json").read_text())
         t = json.loads((ROOT / f"{metrics}/{r.variant}/{m}/test.json").read_text())
         train = d["train"]
+        models = train.get("members") or [train]        # an ensemble: its members' training, each
         rows.append({"system": r.system, "variant": r.variant, "member": m, "params_m": train["params"] / 1e6,
-                     "steps": train["steps"], "stop_reason": train["stop_reason"],
-                     "train_minutes": train["train_seconds"] / 60, "kept_step": train["best_step"],
+                     "steps": "/".join(str(x["steps"]) for x in models),
+                     "stop_reason": "/".join(dict.fromkeys(x["stop_reason"] for x in models)),
+                     "train_minutes": sum(x["train_seconds"] for x in models) / 60,
+                     "kept_step": "/".join(str(x["best_step"]) for x in models),
                      "greedy_dev_bleu": train.get("best_dev_bleu_greedy"), "dev_bleu": d["scores"]["bleu"],
                      "test_bleu": t["scores"]["bleu"],
                      **{f"test_{k}": v for k, v in (t["scores"].get("bleu_by_part") or {}).items()},
-                     "beam": d["decode"].get("beam"), **machine(train["hardware"]),
+                     "beam": d["decode"].get("beam"), **machine(models[0]["hardware"]),
                      "made_with": json.dumps(made_with(d), sort_keys=True)})
     out = pd.DataFrame(rows).round(3)
     if rows:                                    # a table counted from the cells (ATR Table 1) trains nothing
