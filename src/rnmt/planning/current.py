@@ -1,11 +1,12 @@
 """Whether a row's metrics are what its run makes now.
 
 Each metrics file records what made it: the model's configuration and training settings of every model
-it decoded with, and the search's settings. `expected` is what the plan gives a row member now, and
-`differences` compares the two. Snakemake redoes a model whose settings changed where it kept how the
-model was made; where it did not (results copied from another machine, `--rerun-triggers mtime`) only the
-files can tell, so the table command checks every metrics file against what the plan expects of it, and
-a partial table leaves out (and does not retrain) the rows made with other settings, saying what changed.
+it decoded with, and the search's settings. `expected` is what the plan gives a row now, and
+`differences` compares the two for each of its members. Snakemake redoes a model whose settings changed
+where it kept how the model was made; where it did not (results copied from another machine,
+`--rerun-triggers mtime`) only the files can tell, so the table command checks every metrics file against
+what the plan expects of it, and a partial table leaves out (and does not retrain) the rows made with
+other settings, saying what changed.
 """
 
 from __future__ import annotations
