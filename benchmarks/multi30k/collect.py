@@ -71,13 +71,13 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seed
     results = ROOT / plan.results
     tables = results / "tables" / ("partial" if partial else "")
     metrics = f"{plan.results}/metrics/{table.corpus}"
-    from rnmt.planning.current import made_with, outdated, table_expected
+    from rnmt.planning.current import made_with, member_of, outdated, table_expected
 
     # made with other settings than the run's now: asking for their files would retrain them
-    stale = outdated(table_expected(plan, name), ROOT) if partial else {}
+    stale = {member_of(p) for p in outdated(table_expected(plan, name), ROOT)} if partial else set()
     members = [(r, m) for r in table.trained_rows for m in r.members()
                if not partial or ((ROOT / f"{metrics}/{r.variant}/{m}/test.json").is_file()
-                                  and f"{metrics}/{r.variant}/{m}/{table.testset}.json" not in stale)]
+                                  and (r.variant, m) not in stale)]
     config_args = ["--config", "scale=mini", f"run={run}", *override]
     targets = [f"{metrics}/{r.variant}/{m}/dev.json" for r, m in members]
     targets.append(str((tables / f"{name}.md").relative_to(ROOT)))

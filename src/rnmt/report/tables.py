@@ -24,6 +24,7 @@ import pandas as pd
 from rnmt.evaluate.metrics import scored_file
 from rnmt.evaluate.score import bucket_name
 from rnmt.io import InputError, atomic_writer, read_json
+from rnmt.planning.current import member_of
 from rnmt.planning.plan import Row, Table
 from rnmt.report import claims, ran, significance
 from rnmt.report.layout import COUNTS, fmt, fmt_count, footer, label, signature_key, tokenized
@@ -367,10 +368,9 @@ def build(table: Table, metrics_files: list[str | Path], run: str, scale: str, o
         if "files" in m:                # a translation's scores: the files scored must still be those (checked
             scored[key] = scored_file(Path(path), m)    # once here; the significance test and claims read them)
     for path in gates_files or []:                  # .../analysis/<corpus>/<variant>/seed<N>/gates.<testset>.json
-        p = Path(path)
-        key = (p.parent.parent.name, p.parent.name)
+        key = member_of(path)
         if key in metrics:
-            metrics[key] = {**metrics[key], "gates": read_json(p)}
+            metrics[key] = {**metrics[key], "gates": read_json(path)}
     cells = {c["cell"]: c for c in map(read_json, cell_files or [])}
     if partial:
         table = finished_rows(table, set(metrics), run, outdated)
