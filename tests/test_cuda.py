@@ -21,6 +21,7 @@
 - ATR's persistent kernels (RNMT_ATR_PERSISTENT=1) equal its per-step kernels at batch 80, hidden 1000.
 - The fast paths inside a captured training step are chosen by timing graph replays, keyed apart from eager
   work; an uncapturable candidate is timed eagerly, and random draws work after its failed capture.
+- An RNNSearch+LSTM trains by replay across validations, and no captured step holds cuDNN's LSTM.
 
 With RNMT_CUDA_REPORT=<file>, the measured errors are written there as JSON lines (the GPU script keeps them).
 """
@@ -386,6 +387,32 @@ def test_a_graphed_step_chooses_its_paths_by_replays(tmp_path: Path, monkeypatch
         assert losses[-1] < losses[0]
     finally:
         fastpath.forget()
+
+
+def test_an_lstm_trains_by_replay_across_validations_without_cudnn_in_its_graphs(corpus: dict[str, Path],
+                                                                                tmp_path: Path) -> None:
+    """`rnmt train` of an RNNSearch+LSTM with CUDA graphs and measured paths: validations (eager, greedy
+    decoding) between replayed steps, to the end, and no captured step holding cuDNN's LSTM (a training graph
+    holding it failed at its first replay after a validation's eager cuDNN calls)."""
+    cache = tmp_path / "fastpath.json"
+    settings = {"batch_size": 8, "lr": 0.003, "valid_every": 10, "valid_bleu": True, "threads": 1,
+                "checkpoint_every": 0, "log_every": 10, "max_steps": 40, "device": "cuda", "cuda_graphs": True}
+    c = corpus
+    cmd = [sys.executable, "-m", "rnmt", "train", "--model", json.dumps({**MODEL, "cell": "lstm"}), "--settings",
+           json.dumps(settings), "--train-src", str(c["train_src"]), "--train-tgt", str(c["train_tgt"]),
+           "--dev-src", str(c["dev_src"]), "--dev-tgt", str(c["dev_tgt"]), "--src-vocab", str(c["src_vocab"]),
+           "--tgt-vocab", str(c["tgt_vocab"]), "--out-dir", str(tmp_path / "run")]
+    env = {**os.environ, **SESSION_ENV, "RNMT_FASTPATH": "measure", "RNMT_FASTPATH_CACHE": str(cache),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    metrics = json.loads((tmp_path / "run" / "train.json").read_text())
+    record = metrics["cuda_graphs"]
+    graphed = {k: v for k, v in json.loads(cache.read_text())["paths"].items()
+               if k.startswith("cell LSTM") and k.endswith(", as a CUDA graph")}
+    report(test="lstm-graphs-across-validations", record=record, choices=graphed)
+    assert record["replays"] == metrics["steps"] == 40 and not record["failed"], record
+    assert graphed and "torch" not in graphed.values(), graphed
 
 
 # last in the file: a barrier that never opened would hang here, after every other test has run
