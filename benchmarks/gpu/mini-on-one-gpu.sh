@@ -14,6 +14,9 @@
 # BENCH: "no" leaves out the benchmarks after the tables (default yes; they take up to 160 s).
 # UD_TREES=TRAIN.conllu:DEV.conllu (environment): UD treebank files that train the stanza models the
 # UD tables' labels come from (parse.train_trees; the machine reaches no model hub), on the GPU.
+# CUDA_TESTS=yes (environment): `pytest -m cuda` beside the tables (OUT/cuda-tests.log, cuda-tests.jsonl),
+# so that one lease holds both; its kernels share the GPU with the trainings, so the tables' time is then
+# an upper bound.
 set -u
 out=${1:?usage: $0 OUT [MAX_STEPS] [SECONDS] [SEEDS] [TABLES] [BENCH]}
 steps=${2:-}
@@ -56,6 +59,11 @@ nvidia-smi dmon -s um -d 5 > "results/$run.dmon.txt" 2>&1 &
 dmon=$!
 stamp "snakemake: $tables, scale mini, run $run, ${steps:-6000} steps, $seeds seeds a row, $jobs models on one GPU"
 export RNMT_JOBS_PER_GPU=$jobs
+if [ "${CUDA_TESTS:-no}" = yes ]; then
+    RNMT_CUDA_REPORT="$out/cuda-tests.jsonl" timeout "$cap" python3 -m pytest -m cuda tests/test_cuda.py -q \
+        -p no:cacheprovider -rs > "$out/cuda-tests.log" 2>&1 &
+    tests=$!
+fi
 # the targets first: --resources and --config take every word after them
 # shellcheck disable=SC2086
 timeout "$cap" python3 -m snakemake $targets --cores 16 --keep-going \
@@ -63,8 +71,13 @@ timeout "$cap" python3 -m snakemake $targets --cores 16 --keep-going \
     "scales={mini: {$scale_config}}" \
     > "results/$run.snakemake.log" 2>&1
 rc=$?
-kill "$dmon" 2>/dev/null
 stamp "snakemake exit $rc"
+if [ -n "${tests:-}" ]; then
+    wait "$tests"
+    stamp "pytest -m cuda exit $?"
+    tail -n 30 "$out/cuda-tests.log"
+fi
+kill "$dmon" 2>/dev/null
 tail -n 15 "results/$run.snakemake.log"
 for t in $(echo "$tables" | tr ',' ' '); do
     if [ ! -f "results/$run/tables/$t.md" ]; then
