@@ -704,6 +704,30 @@ def test_a_tables_speeds_say_which_machine_and_load_they_were_timed_at() -> None
         "(avx512), 1 thread, bf16; a, b on cuda NVIDIA H200, bf16.")
 
 
+def test_training_and_decoding_speeds_timed_on_one_machine_are_not_called_different_machines() -> None:
+    """ATR Table 4 shows training and decoding speeds: rows trained under bfloat16 autocast and decoded in
+    float32 on one GPU were timed on one machine; the note says where each kind was timed, and names rows
+    apart only within a kind."""
+    from rnmt.report import ran
+
+    def row(variant: str, gpu: str = "NVIDIA H200") -> dict:
+        m = _timed(variant, 100, 6.3, device="cuda:0", gpu=gpu)
+        m["decode"] = {"decode_words_per_s_beam1": 5000.0,
+                       "hardware": {"device": "cuda:0", "gpu": gpu, "bf16_autocast": False, "load_avg": 6.3}}
+        return m
+
+    shown = ["train_tgt_words_per_s_ratio", "decode_words_per_s_beam1_ratio"]
+    table = {("a", "seed1"): row("a"), ("b", "seed1"): row("b")}
+    assert ran.machines(table, shown) == ("Timed on one machine: training on cuda NVIDIA H200, bf16, decoding on "
+                                          "cuda NVIDIA H200. Load average 6.3.")
+    assert ran.apart(table[("a", "seed1")], table[("b", "seed1")], "decode_words_per_s_beam1") == ""
+    table[("c", "seed1")] = row("c", gpu="NVIDIA H100 80GB HBM3")
+    assert ran.machines(table, shown) == (
+        "Timed on different machines, so the speeds of rows on different ones do not compare: training: c on "
+        "cuda NVIDIA H100 80GB HBM3, bf16; a, b on cuda NVIDIA H200, bf16; decoding: c on cuda NVIDIA H100 80GB "
+        "HBM3; a, b on cuda NVIDIA H200. Load average 6.3.")
+
+
 def test_a_speed_claim_and_ratio_across_machines_are_not_comparable(tmp_path: Path) -> None:
     """A speed measured on two machines says nothing about the cells: the table gives no ratio to the
     baseline for such a row and its claim reads 'not comparable', with why; on one machine both stand."""

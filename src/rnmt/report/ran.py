@@ -216,25 +216,34 @@ def _load(hardware: list[Mapping[str, Any]]) -> float | None:
 def machines(metrics: Mapping[tuple[str, str], Mapping[str, Any]], shown: Iterable[str]) -> str:
     """For a table that shows a speed (`shown`: its metrics): the machine its rows were timed on and the
     load averages they shared it at; each row's machine where they differ, each row's load where the loads
-    are LOAD_GAP or more apart; '' where the table shows no speed or no run recorded its machine."""
+    are LOAD_GAP or more apart; '' where the table shows no speed or no run recorded its machine. Training
+    and decoding speeds are told apart (`apart` compares each with its own kind): a model trained under
+    bfloat16 autocast and decoded in float32 was timed on one machine, not two."""
     speeds = [name.removesuffix("_ratio") for name in shown if timed(name)]
-    on: dict[str, set[str]] = {}
+    on: dict[str, dict[str, set[str]]] = {}        # "training" or "decoding" → machine → rows
     loads: dict[str, list[float]] = {}
     for (variant, _member), m in sorted(metrics.items()):
         for metric in speeds:
+            kind = "decoding" if metric.startswith("decode_") else "training"
             for hw in _timed_hardware(m, metric):
-                on.setdefault(machine(hw), set()).add(variant)
+                on.setdefault(kind, {}).setdefault(machine(hw), set()).add(variant)
                 if hw.get("load_avg") is not None:
                     loads.setdefault(variant, []).append(hw["load_avg"])
     if not on:
         return ""
-    if len(on) == 1:
-        text = f"Timed on one machine: {next(iter(on))}."
+    kinds = sorted(on, reverse=True)                # training first
+    if all(len(on[k]) == 1 for k in kinds):
+        where = {k: next(iter(on[k])) for k in kinds}
+        text = "Timed on one machine: " + (next(iter(where.values())) if len(set(where.values())) == 1 else
+                                           ", ".join(f"{k} on {w}" for k, w in where.items())) + "."
     else:
+        def rows_on(k: str) -> str:
+            return "; ".join(f"{', '.join(sorted(rows))} on {where}" for where, rows in sorted(on[k].items()))
         text = ("Timed on different machines, so the speeds of rows on different ones do not compare: "
-                + "; ".join(f"{', '.join(sorted(rows))} on {where}" for where, rows in sorted(on.items())) + ".")
+                + (rows_on(kinds[0]) if len(kinds) == 1 else "; ".join(f"{k}: {rows_on(k)}" for k in kinds))
+                + ".")
     every = [v for values in loads.values() for v in values]
-    unrecorded = sorted({v for rows in on.values() for v in rows} - set(loads))
+    unrecorded = sorted({v for kind in on.values() for rows in kind.values() for v in rows} - set(loads))
     if every and max(every) - min(every) >= LOAD_GAP:
         text += (" The rows shared the machine with different work (load averages "
                  + ", ".join(f"{v} {_tenths(x)}" for v, x in sorted(loads.items()))
