@@ -718,7 +718,7 @@ def test_training_and_decoding_speeds_timed_on_one_machine_are_not_called_differ
 
     shown = ["train_tgt_words_per_s_ratio", "decode_words_per_s_beam1_ratio"]
     table = {("a", "seed1"): row("a"), ("b", "seed1"): row("b")}
-    assert ran.machines(table, shown) == ("Timed on one machine: training on cuda NVIDIA H200, bf16, decoding on "
+    assert ran.machines(table, shown) == ("Timed on one machine: training on cuda NVIDIA H200, bf16; decoding on "
                                           "cuda NVIDIA H200. Load average 6.3.")
     assert ran.apart(table[("a", "seed1")], table[("b", "seed1")], "decode_words_per_s_beam1") == ""
     table[("c", "seed1")] = row("c", gpu="NVIDIA H100 80GB HBM3")

@@ -291,7 +291,7 @@ def _candidates(cell: RecurrentCell, x: Tensor, grad: bool, params: list[Tensor]
     if graphed(x.device):
         # torch's layer (cuDNN) stays out of captured training steps: a training graph holding cuDNN's LSTM
         # failed with an illegal memory access at its first replay after a validation had run cuDNN eagerly
-        # (benchmarks/gpu/README.md); rnmt's own paths replay safely there
+        # (benchmarks/gpu/README.md), where graphs holding rnmt's own paths did not fail so
         has["torch"] = False
     default = "torch" if has["torch"] else "sequence" if has["sequence"] else "loop"
     return {p: timed(p) for p in PATHS if has[p]}, default

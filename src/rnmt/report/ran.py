@@ -235,7 +235,7 @@ def machines(metrics: Mapping[tuple[str, str], Mapping[str, Any]], shown: Iterab
     if all(len(on[k]) == 1 for k in kinds):
         where = {k: next(iter(on[k])) for k in kinds}
         text = "Timed on one machine: " + (next(iter(where.values())) if len(set(where.values())) == 1 else
-                                           ", ".join(f"{k} on {w}" for k, w in where.items())) + "."
+                                           "; ".join(f"{k} on {w}" for k, w in where.items())) + "."
     else:
         def rows_on(k: str) -> str:
             return "; ".join(f"{', '.join(sorted(rows))} on {where}" for where, rows in sorted(on[k].items()))
