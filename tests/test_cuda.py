@@ -271,6 +271,21 @@ def test_every_architecture_captures_and_trains_by_replay(key: str) -> None:
     assert losses[-1] < 0.3 * losses[0], losses[::10]
 
 
+def train_command(corpus: dict[str, Path], model: dict, settings: dict, out: Path) -> list[str]:
+    """`rnmt train` of `model` with `settings` on the tiny corpus, into `out`."""
+    c = corpus
+    return [sys.executable, "-m", "rnmt", "train", "--model", json.dumps(model), "--settings", json.dumps(settings),
+            "--train-src", str(c["train_src"]), "--train-tgt", str(c["train_tgt"]), "--dev-src", str(c["dev_src"]),
+            "--dev-tgt", str(c["dev_tgt"]), "--src-vocab", str(c["src_vocab"]), "--tgt-vocab", str(c["tgt_vocab"]),
+            "--out-dir", str(out)]
+
+
+def train_env() -> dict[str, str]:
+    """The environment a `train_command` runs in: the session's, with this checkout's src/ first."""
+    return {**os.environ, **SESSION_ENV,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))}
+
+
 @pytest.mark.parametrize("cuda_graphs", [False, True], ids=["eager", "graphs"])
 def test_sigterm_and_rerun_on_cuda_end_with_the_uninterrupted_weights(corpus: dict[str, Path], tmp_path: Path,
                                                                       cuda_graphs: bool) -> None:
@@ -279,14 +294,9 @@ def test_sigterm_and_rerun_on_cuda_end_with_the_uninterrupted_weights(corpus: di
                 "cuda_graphs": cuda_graphs}
 
     def cmd(out: Path) -> list[str]:
-        c = corpus
-        return [sys.executable, "-m", "rnmt", "train", "--model", json.dumps(MODEL), "--settings",
-                json.dumps(settings), "--train-src", str(c["train_src"]), "--train-tgt", str(c["train_tgt"]),
-                "--dev-src", str(c["dev_src"]), "--dev-tgt", str(c["dev_tgt"]), "--src-vocab",
-                str(c["src_vocab"]), "--tgt-vocab", str(c["tgt_vocab"]), "--out-dir", str(out)]
+        return train_command(corpus, MODEL, settings, out)
 
-    env = {**os.environ, **SESSION_ENV,
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))}
+    env = train_env()
     whole = subprocess.run(cmd(tmp_path / "whole"), capture_output=True, text=True, env=env, timeout=300)
     assert whole.returncode == 0, whole.stderr[-2000:]
     stopped = tmp_path / "stopped"
@@ -397,13 +407,8 @@ def test_an_lstm_trains_by_replay_across_validations_without_cudnn_in_its_graphs
     cache = tmp_path / "fastpath.json"
     settings = {"batch_size": 8, "lr": 0.003, "valid_every": 10, "valid_bleu": True, "threads": 1,
                 "checkpoint_every": 0, "log_every": 10, "max_steps": 40, "device": "cuda", "cuda_graphs": True}
-    c = corpus
-    cmd = [sys.executable, "-m", "rnmt", "train", "--model", json.dumps({**MODEL, "cell": "lstm"}), "--settings",
-           json.dumps(settings), "--train-src", str(c["train_src"]), "--train-tgt", str(c["train_tgt"]),
-           "--dev-src", str(c["dev_src"]), "--dev-tgt", str(c["dev_tgt"]), "--src-vocab", str(c["src_vocab"]),
-           "--tgt-vocab", str(c["tgt_vocab"]), "--out-dir", str(tmp_path / "run")]
-    env = {**os.environ, **SESSION_ENV, "RNMT_FASTPATH": "measure", "RNMT_FASTPATH_CACHE": str(cache),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))}
+    cmd = train_command(corpus, {**MODEL, "cell": "lstm"}, settings, tmp_path / "run")
+    env = {**train_env(), "RNMT_FASTPATH": "measure", "RNMT_FASTPATH_CACHE": str(cache)}
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     metrics = json.loads((tmp_path / "run" / "train.json").read_text())

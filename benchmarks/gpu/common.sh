@@ -14,3 +14,9 @@ gpu_start() {
     cat "$1/env.txt"
 }
 stamp() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
+# pytest -m cuda, every error the CUDA tests measure kept: OUT/cuda-tests.log and OUT/cuda-tests.jsonl
+#   cuda_tests OUT LIMIT_SECONDS
+cuda_tests() {
+    RNMT_CUDA_REPORT="$1/cuda-tests.jsonl" timeout "$2" python3 -m pytest -m cuda tests/test_cuda.py -q \
+        -p no:cacheprovider -rs > "$1/cuda-tests.log" 2>&1
+}

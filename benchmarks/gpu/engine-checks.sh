@@ -92,8 +92,7 @@ if [ "$tables" = skip ]; then
 fi
 if [ "$tables" = none ]; then
     stamp "4. pytest -m cuda"
-    RNMT_CUDA_REPORT="$out/cuda-tests.jsonl" timeout "$(left)" python3 -m pytest -m cuda \
-        tests/test_cuda.py -q -p no:cacheprovider -rs > "$out/cuda-tests.log" 2>&1
+    cuda_tests "$out" "$(left)"
     echo "pytest exit $?"; tail -n 30 "$out/cuda-tests.log"
     stamp "done"
     exit 0
@@ -117,8 +116,7 @@ RNMT_JOBS_PER_GPU=$jobs timeout "$cap" python3 -m snakemake $targets --cores 16 
     --resources gpu="$jobs" --config scale=mini run=$run ${override:+"override=$override"} \
     > "results/$run.snakemake.log" 2>&1 &
 smk=$!
-RNMT_CUDA_REPORT="$out/cuda-tests.jsonl" timeout 240 python3 -m pytest -m cuda tests/test_cuda.py -q \
-    -p no:cacheprovider -rs > "$out/cuda-tests.log" 2>&1
+cuda_tests "$out" 240
 echo "pytest exit $?"; tail -n 30 "$out/cuda-tests.log"
 wait $smk
 rc=$?

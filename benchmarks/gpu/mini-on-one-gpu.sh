@@ -60,8 +60,7 @@ dmon=$!
 stamp "snakemake: $tables, scale mini, run $run, ${steps:-6000} steps, $seeds seeds a row, $jobs models on one GPU"
 export RNMT_JOBS_PER_GPU=$jobs
 if [ "${CUDA_TESTS:-no}" = yes ]; then
-    RNMT_CUDA_REPORT="$out/cuda-tests.jsonl" timeout "$cap" python3 -m pytest -m cuda tests/test_cuda.py -q \
-        -p no:cacheprovider -rs > "$out/cuda-tests.log" 2>&1 &
+    cuda_tests "$out" "$cap" &
     tests=$!
 fi
 # the targets first: --resources and --config take every word after them

@@ -288,11 +288,6 @@ def _candidates(cell: RecurrentCell, x: Tensor, grad: bool, params: list[Tensor]
                 torch.autograd.grad(out.float().sum() + last.float().sum(), [xm, *params], allow_unused=True)
         return fn
 
-    if graphed(x.device):
-        # torch's layer (cuDNN) stays out of captured training steps: a training graph holding cuDNN's LSTM
-        # failed with an illegal memory access at its first replay after a validation had run cuDNN eagerly
-        # (benchmarks/gpu/README.md), where graphs holding rnmt's own paths did not fail so
-        has["torch"] = False
     default = "torch" if has["torch"] else "sequence" if has["sequence"] else "loop"
     return {p: timed(p) for p in PATHS if has[p]}, default
 
@@ -305,7 +300,12 @@ def torch_recurrence(kind: str, x: Tensor, lengths: Tensor | None, h0: Tensor, c
     """torch's own one-layer GRU or LSTM (`kind`) over x [B, T, I] from h0 (and c0) [B, H], with a cell's
     weights under torch's names (weight_ih_l0, weight_hh_l0, bias_ih_l0, bias_hh_l0); padded sequences go
     through a packed sequence. (outputs [B, T, H], last h, last c or None); None where a sequence has
-    length 0 (torch cannot pack it)."""
+    length 0 (torch cannot pack it), and on a GPU for work a CUDA graph will hold (`capturing`)."""
+    if x.is_cuda and capturing():
+        # cuDNN's layer stays out of CUDA graphs: a training graph holding cuDNN's LSTM failed with an illegal
+        # memory access at its first replay after a validation had run cuDNN eagerly (benchmarks/gpu/README.md),
+        # where graphs holding rnmt's own paths did not fail so
+        return None
     if lengths is not None and (capturing() or bool((lengths == 0).any())):
         return None                       # packing needs the lengths on the host: not inside a CUDA graph
     key = (kind, x.size(-1), h0.size(1))
