@@ -2,13 +2,14 @@
 the device and thread count recorded. No speed is asserted (timings on shared CPUs are noise)."""
 
 import csv
+import re
 
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from conftest import ROOT
-from rnmt.bench import cells, data, decode, decoder, train
+from rnmt.bench import cells, data, decode, decoder, profile, train
 from rnmt.bench.runner import run_benchmark
 from rnmt.bench.timing import measure
 from rnmt.cells import build_cell, run
@@ -85,6 +86,17 @@ def test_train_rows_relative_to_rnnsearch_gru() -> None:
         assert isinstance(r["page_faults"], int) and r["page_faults"] >= 0
 
 
+def test_train_profile_counts_kernels_per_decoder_step_and_where_the_step_went() -> None:
+    cfg = train.Config(emb=8, hidden=8, vocab=30, batch=3, max_len=4)
+    rows = train.bench(CPU, quick=True, systems=("RNNSearch+ATR",), cfg=cfg, root=ROOT, profile=True)
+    for r in rows:
+        assert r["kernels_per_step_forward"] > 0 and r["kernels_per_step_backward"] > 0
+        assert r["kernels_per_decoder_step"] == pytest.approx(r["kernels_per_step_forward"]
+                                                              + r["kernels_per_step_backward"], abs=0.1)
+        assert r["kernels_per_training_step"] > r["kernels_per_decoder_step"] and r["gpu_busy_fraction"] == ""
+        assert re.fullmatch(r"[a-z/ -]+ \d+%(, [a-z/ -]+ \d+%){2}", r["time_by_kind"])
+
+
 def test_train_rows_are_the_tables_systems_from_any_working_directory(tmp_path, monkeypatch) -> None:
     """Run outside the checkout, `rnmt bench train` reads the systems of the checkout rnmt runs from."""
     monkeypatch.chdir(tmp_path)
@@ -130,6 +142,79 @@ def test_decode_rows_compare_batched_with_one_at_a_time() -> None:
         assert r["batched_gflop"] > 0
         assert r["batched_floor_seconds"] == pytest.approx(r["batched_gflop"] / r["peak_gflops"], rel=0.01)
         assert r["speedup_bound"] == pytest.approx(other["seconds"] / r["batched_floor_seconds"])
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32", "matmul"),
+    ("nvjet_tst_64x8_64x16_1x1_v_bz_TNT", "matmul"),
+    ("ampere_sgemm_128x64_nn", "matmul"),
+    ("void at::native::sbtopk::gatherTopK<float, unsigned int, 2, false>(at::cuda::detail::TensorInfo)", "top-k/sort"),
+    ("void at_cuda_detail::cub::DeviceRadixSortOnesweepKernel<Policy, false, float, long>", "top-k/sort"),
+    ("void (anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, LogSoftMaxForwardEpilogue>",
+     "softmax"),
+    ("atr_step_forward", "triton"),
+    ("attention_step_backward", "triton"),
+    ("Memcpy DtoH (Device -> Pinned)", "copy/fill"),
+    ("void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(...)>", "copy/fill"),
+    ("void at::native::index_elementwise_kernel<128, 4>(long, ...)", "gather/index"),
+    ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, sum_functor<float> > >", "reduce"),
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::tanh_kernel_cuda(...)>", "element-wise"),
+    ("aten::addmm", "matmul"), ("aten::topk", "top-k/sort"), ("aten::_log_softmax", "softmax"),
+    ("aten::index_select", "gather/index"), ("aten::tanh", "element-wise"), ("aten::t", "views/allocation"),
+    ("aten::empty", "views/allocation"), ("aten::_local_scalar_dense", "other"),
+])
+def test_kernels_and_operators_are_put_in_the_kind_of_work_they_do(name: str, expected: str) -> None:
+    """A profile's "where the time goes" names cuBLAS's products, torch's top-k and rnmt's Triton kernels
+    by what they do, from the names the profiler gives them (a misfiled kind would point a reader at the
+    wrong work)."""
+    assert profile.kind(name) == expected
+
+
+def test_a_trace_counts_leaf_operators_and_their_time_by_kind() -> None:
+    a, b = torch.randn(200, 200), torch.randn(200, 200)
+    t = profile.trace(lambda: torch.tanh(a @ b), CPU)
+    kinds = dict(t.by_kind)
+    assert set(kinds) >= {"matmul", "element-wise"} and t.busy_seconds == 0.0     # no device on a CPU
+    assert t.launches >= 2 and all(s >= 0 for s in kinds.values())
+    assert [k for k, _ in t.by_kind] == sorted(kinds, key=lambda k: -kinds[k])     # largest first
+    shares = [float(part.rsplit(" ", 1)[1].rstrip("%")) for part in t.top(2).split(", ")]
+    assert len(shares) == 2 and shares[0] >= shares[1] and sum(shares) <= 100.5
+
+
+def test_step_profile_counts_what_one_more_target_word_adds() -> None:
+    """The per-decoder-step counts are the difference between two target lengths, split into the forward
+    pass and the rest of the step: here each word adds one tanh to the forward and one sigmoid after it."""
+    x = torch.randn(8, 8)
+
+    def forward(T: int) -> None:
+        for _ in range(T):
+            torch.tanh(x)
+
+    def step(T: int) -> None:
+        forward(T)
+        for _ in range(T):
+            torch.sigmoid(x)
+
+    got = profile.step_profile(forward, step, (3, 7), CPU)
+    assert got.forward_per_step == profile.trace(lambda: torch.tanh(x), CPU).launches
+    assert got.backward_per_step == profile.trace(lambda: torch.sigmoid(x), CPU).launches
+    assert got.step_launches == profile.trace(lambda: step(7), CPU).launches
+    assert "element-wise" in got.time_by_kind
+    with pytest.raises(ValueError, match="two increasing target lengths"):
+        profile.step_profile(forward, step, (7, 3), CPU)
+
+
+def test_decode_profile_gives_each_batched_row_its_launches_and_where_the_time_went() -> None:
+    cfg = decode.Config(emb=8, hidden=8, vocab=30, sentences=3, max_len=4)
+    rows = decode.bench(CPU, quick=True, cfg=cfg, profile=True)
+    for r in rows:
+        if r["mode"] == "batched":
+            assert r["kernels_per_sentence"] > 0 and r["gpu_busy_fraction"] == ""     # a CPU has no busy GPU
+            assert re.fullmatch(r"[a-z/ -]+ \d+%(, [a-z/ -]+ \d+%){2}", r["time_by_kind"])   # the top three kinds
+        else:
+            assert "time_by_kind" not in r
+    with pytest.raises(InputError, match="has no --profile"):
+        run_benchmark("data", quick=True, profile=True)
 
 
 def test_data_rows_per_worker_count() -> None:

@@ -11,8 +11,9 @@
 #     skipped when not given), then this checkout's with `--graphs` (the same step as a replayed CUDA graph)
 #  2. ATR's recurrence against cuDNN's GRU (forward+backward, batch 80, length 50, hidden 1000), with ATR's
 #     per-step kernels and again with its persistent kernels (RNMT_ATR_PERSISTENT=1)
-#  3. rnmt bench decode --size paper --graphs: beam 1 and 10 at ATR Table 4's sizes, batched and one at a
-#     time with eager steps, and batched again with the search steps replayed as CUDA graphs;
+#  3. rnmt bench decode --size paper --graphs --profile: beam 1 and 10 at ATR Table 4's sizes, batched and one
+#     at a time with eager steps, and batched again with the search steps replayed as CUDA graphs, each batched
+#     decode profiled once (kernels per sentence, GPU-busy fraction, the kinds of work that took the time);
 #     rnmt bench decoder: RNNSearch's decoder, step loop against the fused function, hidden 256/512/1000
 #  4. TABLES (default "atr-table4 srnmt-table4"; "none": no table, `pytest -m cuda` alone; "skip": neither)
 #     at scale mini from the placed Multi30k files, every row side by side on the GPU, with the config
@@ -77,8 +78,8 @@ echo "exit $?"; tail -n 20 bench-cuda/cells-1000.log
 fi
 
 if wants decode; then
-stamp "3. rnmt bench decode --size paper --graphs --device cuda"
-timeout 150 python3 -m rnmt bench decode --size paper --graphs --device cuda --out bench-cuda \
+stamp "3. rnmt bench decode --size paper --graphs --profile --device cuda"
+timeout 150 python3 -m rnmt bench decode --size paper --graphs --profile --device cuda --out bench-cuda \
     > bench-cuda/decode-paper.log 2>&1
 echo "exit $?"; tail -n 12 bench-cuda/decode-paper.log
 timeout 40 python3 -m rnmt bench decoder --device cuda --out bench-cuda > bench-cuda/decoder.log 2>&1

@@ -32,8 +32,9 @@ def add_parsers(sub: Any) -> None:
                    help="train, decode: paper = each row at its paper's sizes (ATR Table 4: emb 620, hidden "
                         "1000, 40K vocabulary, batch 80; SR-NMT's; DTMT's)")
     s.add_argument("--profile", action="store_true",
-                   help="train: kernels per decoder step (forward, backward) and the GPU-busy fraction, "
-                        "from torch's profiler")
+                   help="train: kernels per decoder step (forward, backward); decode: kernels per sentence; "
+                        "both: the GPU-busy fraction and the kinds of work that took most of the time, from "
+                        "torch's profiler")
     s.add_argument("--graphs", action="store_true",
                    help="on CUDA, train: each row's step again as a replayed CUDA graph (rnmt.train.graphs); "
                         "decode: the batched rows again with each search step replayed (rnmt.decode.graphs)")

@@ -17,6 +17,12 @@ Every row decodes with eager steps (`cuda_graphs` off). `--graphs` (CUDA) decode
 with each model step replayed as a CUDA graph (rnmt.decode.graphs): its sentences/s after a first pass that
 captured the graphs (`graph_first_seconds`: that pass, captures included), and whether it found the eager
 search's hypotheses.
+
+`--profile` runs each batched decode once more under torch's profiler (rnmt.bench.profile): the kernels
+(CPU: leaf operators) it launched per sentence, the fraction of its unprofiled wall time the GPU was busy,
+and the kinds of work that took most of that time (products, the search's top-k, softmax, ...); with
+`--graphs` the same for the replayed decode. A GPU busy most of the time gains from fewer FLOPs, not from
+fewer launches.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from typing import Any
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from rnmt.bench.profile import Trace, trace
 from rnmt.bench.timing import Peak, environment, measure
 from rnmt.decode import graphs as decode_graphs
 from rnmt.decode.ensemble import Ensemble
@@ -71,7 +78,7 @@ def sources(cfg: Config, seed: int = 0) -> list[list[int]]:
 
 
 def bench(device: torch.device, quick: bool = False, cfg: Config | None = None,
-          size: str = "default", graphs: bool = False) -> list[dict[str, Any]]:
+          size: str = "default", graphs: bool = False, profile: bool = False) -> list[dict[str, Any]]:
     if size not in ("default", "paper"):
         raise ValueError(f"bench decode: unknown size {size!r}; valid: default, paper")
     if graphs and device.type != "cuda":
@@ -102,9 +109,11 @@ def bench(device: torch.device, quick: bool = False, cfg: Config | None = None,
                                  "sentences": len(src), "words": words, "seconds": t.median,
                                  "words_per_s": words / t.median, "sentences_per_s": len(src) / t.median,
                                  "seconds_per_sentence": t.median / len(src), "reps": reps}
+                if profile and mode == "batched":
+                    by_mode[mode].update(profiled(trace(decode, device), t.median, len(src)))
             if graphs:
                 by_mode["batched"].update(graphed(model, src, beam, device, reps, by_mode["batched"],
-                                                  hypotheses["batched"]))
+                                                  hypotheses["batched"], profile))
             speedup = by_mode["batched"]["sentences_per_s"] / by_mode["one at a time"]["sentences_per_s"]
             flops = batched_flops(model, src, beam, device)
             rows += [{**r, "size": size, "batched_speedup": speedup, "batched_gflop": flops / 1e9, "emb": cfg.emb,
@@ -118,10 +127,18 @@ def bench(device: torch.device, quick: bool = False, cfg: Config | None = None,
     return [{**r, **env} for r in rows]
 
 
+def profiled(t: Trace, seconds: float, sentences: int, prefix: str = "") -> dict[str, Any]:
+    """Profile columns of a decode whose unprofiled wall time was `seconds`."""
+    return {f"{prefix}kernels_per_sentence": round(t.launches / sentences, 1),
+            f"{prefix}gpu_busy_fraction": round(min(1.0, t.busy_seconds / seconds), 3) if t.busy_seconds else "",
+            f"{prefix}time_by_kind": t.top()}
+
+
 def graphed(model: Seq2Seq, src: list[list[int]], beam: int, device: torch.device, reps: int,
-            eager: dict[str, Any], eager_hypotheses: list[list[int]]) -> dict[str, Any]:
+            eager: dict[str, Any], eager_hypotheses: list[list[int]], profile: bool = False) -> dict[str, Any]:
     """The batched decode again with its steps replayed as CUDA graphs: a first pass that captures them,
-    then `reps` timed passes, against the eager batched row `eager` and its hypotheses."""
+    then `reps` timed passes, against the eager batched row `eager` and its hypotheses (and, with
+    `profile`, one profiled pass)."""
     out: list[list[list[int]]] = []
 
     def decode() -> None:
@@ -132,8 +149,9 @@ def graphed(model: Seq2Seq, src: list[list[int]], beam: int, device: torch.devic
     first = measure(decode, device, warmup=0, reps=1).median
     t = measure(decode, device, warmup=0, reps=reps)
     summary = graphed_decoder.summary()
+    columns = profiled(trace(decode, device), t.median, len(src), "graph_") if profile else {}
     decode_graphs.release(model)
-    return {"graph_sentences_per_s": len(src) / t.median, "graph_speedup": eager["seconds"] / t.median,
+    return {**columns, "graph_sentences_per_s": len(src) / t.median, "graph_speedup": eager["seconds"] / t.median,
             "graph_first_seconds": first, "graph_captures": summary["graphs"],
             "graph_failed": "; ".join(summary["failed"].values()),
             "graph_same_output": out[-1] == eager_hypotheses}
@@ -148,5 +166,7 @@ def batched_flops(model: Seq2Seq, src: list[list[int]], beam: int, device: torch
 
 COLUMNS = ("model", "beam", "mode", "words_per_s", "sentences_per_s", "seconds_per_sentence", "batched_speedup",
            "speedup_bound")
+PROFILE_COLUMNS = ("kernels_per_sentence", "gpu_busy_fraction", "time_by_kind")
 GRAPH_COLUMNS = ("graph_sentences_per_s", "graph_speedup", "graph_first_seconds", "graph_captures",
                  "graph_same_output", "graph_failed")
+GRAPH_PROFILE_COLUMNS = ("graph_kernels_per_sentence", "graph_gpu_busy_fraction", "graph_time_by_kind")

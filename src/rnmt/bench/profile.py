@@ -11,6 +11,10 @@ a launch); on a CPU, where nothing is launched, each leaf operator (a profiler e
 children), the closest thing to a kernel there. The device-busy fraction is the union of the kernels'
 device-time intervals over the step's wall time measured without the profiler (the profiler slows the host,
 not the device).
+
+Where the time goes: each kernel (CUDA, its device time) or operator (CPU, its own CPU time) is put in
+a kind by its name (`KINDS`, first match), and `Trace.top` names the kinds that took the most of it, so a
+benchmark row says whether the products, the search's top-k or the small element-wise kernels dominate.
 """
 
 from __future__ import annotations
@@ -25,11 +29,64 @@ from torch.profiler import ProfilerActivity, profile
 
 from rnmt.bench.timing import sync
 
+# What a kernel or operator does, from lower-cased fragments of its name, the first kind that matches
+# (cuBLAS's gemm kernels are named sgemm, xmma/cutlass gemm or nvjet by card and version; torch's top-k
+# runs radix-select and sort kernels). A kernel named by a bare identifier that is no product is a Triton
+# kernel (rnmt's are named by their functions: atr_step_forward, attention_step_backward, ...), since
+# torch's own kernels carry their C++ signatures and copies their direction.
+MATMUL = ("gemm", "cutlass", "xmma", "nvjet", "aten::mm", "aten::matmul", "aten::linear", "aten::addmm",
+          "aten::bmm", "aten::baddbmm", "aten::addbmm", "mkldnn", "onednn")
+# CPU operators that only make views or allocate (on CUDA they launch nothing): host time, no arithmetic
+VIEWS = frozenset(f"aten::{op}" for op in (
+    "as_strided", "slice", "view", "select", "empty", "empty_strided", "empty_like", "unsqueeze", "squeeze", "t",
+    "transpose", "reshape", "expand", "permute", "detach", "alias", "contiguous", "unbind", "split", "chunk",
+    "narrow", "resolve_conj", "resolve_neg", "_unsafe_view", "_reshape_alias", "result_type"))
+KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("top-k/sort", ("topk", "sort", "radix", "kthvalue")),
+    ("softmax", ("softmax",)),
+    ("gather/index", ("index", "gather", "scatter", "embedding")),
+    ("copy/fill", ("memcpy", "memset", "copy", "fill", "aten::cat", "catarray")),
+    ("reduce", ("reduce", "aten::sum", "aten::max", "aten::amax", "aten::min", "aten::argmax", "norm")),
+    ("element-wise", ("elementwise", "aten::add", "aten::sub", "aten::mul", "aten::div", "aten::tanh",
+                      "aten::sigmoid", "aten::exp", "aten::log", "aten::where", "aten::masked_fill",
+                      "aten::clamp", "aten::neg", "aten::rsub", "aten::eq", "aten::ne", "aten::lt",
+                      "aten::gt", "aten::le", "aten::ge", "aten::logical", "aten::bitwise", "aten::remainder",
+                      "aten::floor_divide", "aten::abs", "aten::arange", "aten::relu", "aten::pow")),
+)
+
+
+def kind(name: str) -> str:
+    """What the kernel or operator `name` does: "matmul", "triton", "views/allocation", a `KINDS` entry,
+    or "other"."""
+    low = name.lower()
+    if any(f in low for f in MATMUL):
+        return "matmul"
+    if name in VIEWS:
+        return "views/allocation"
+    if name.isidentifier():
+        return "triton"
+    return next((k for k, fragments in KINDS if any(f in low for f in fragments)), "other")
+
 
 @dataclass(frozen=True)
 class Trace:
     launches: int                 # kernels on CUDA, leaf operators on a CPU
     busy_seconds: float           # union of the kernels' intervals on the device (0 on a CPU)
+    by_kind: tuple[tuple[str, float], ...] = ()   # seconds by kind: device time (CUDA), own CPU time; largest first
+
+    def top(self, n: int = 3) -> str:
+        """The `n` kinds that took the most time, with their shares: "matmul 61%, top-k/sort 12%, ..."."""
+        total = sum(s for _, s in self.by_kind)
+        if total <= 0:
+            return ""
+        return ", ".join(f"{k} {100 * s / total:.0f}%" for k, s in self.by_kind[:n])
+
+
+def _by_kind(named_seconds: list[tuple[str, float]]) -> tuple[tuple[str, float], ...]:
+    totals: dict[str, float] = {}
+    for name, seconds in named_seconds:
+        totals[kind(name)] = totals.get(kind(name), 0.0) + seconds
+    return tuple(sorted(totals.items(), key=lambda item: -item[1]))
 
 
 def _merged_seconds(intervals: list[tuple[float, float]]) -> float:
@@ -55,10 +112,13 @@ def trace(fn: Callable[[], Any], device: torch.device) -> Trace:
     events = prof.events()
     if device.type == "cuda":
         kernels = [e for e in events if e.device_type == DeviceType.CUDA]
-        return Trace(len(kernels), _merged_seconds([(e.time_range.start, e.time_range.end) for e in kernels]))
+        return Trace(len(kernels), _merged_seconds([(e.time_range.start, e.time_range.end) for e in kernels]),
+                     _by_kind([(e.name, e.time_range.elapsed_us() / 1e6) for e in kernels]))
     leaves = [e for e in events if e.device_type == DeviceType.CPU and not e.cpu_children
               and e.name.startswith("aten::")]
-    return Trace(len(leaves), 0.0)
+    # time by kind from every operator's own time (a product's operator is no leaf: it calls small ones)
+    ops = [e for e in events if e.device_type == DeviceType.CPU and "::" in e.name]
+    return Trace(len(leaves), 0.0, _by_kind([(e.name, e.self_cpu_time_total / 1e6) for e in ops]))
 
 
 @dataclass(frozen=True)
@@ -68,6 +128,7 @@ class StepProfile:
     forward_launches: int         # the whole forward pass at the longer target length
     step_launches: int            # the whole training step at the longer target length
     busy_seconds: float           # device busy time of the whole step at the longer length
+    time_by_kind: str = ""        # the kinds that took most of that step's time (Trace.top)
 
     def row(self, step_seconds: float) -> dict[str, Any]:
         """Columns for a benchmark row, given the step's unprofiled wall time."""
@@ -76,7 +137,8 @@ class StepProfile:
                 "kernels_per_step_backward": round(self.backward_per_step, 1),
                 "kernels_per_training_step": self.step_launches,
                 "gpu_busy_fraction": round(min(1.0, self.busy_seconds / step_seconds), 3) if self.busy_seconds
-                else ""}
+                else "",
+                "time_by_kind": self.time_by_kind}
 
 
 def step_profile(forward: Callable[[int], Any], step: Callable[[int], Any], lengths: tuple[int, int],
@@ -97,4 +159,4 @@ def step_profile(forward: Callable[[int], Any], step: Callable[[int], Any], leng
     extra = long - short
     fwd = (f2.launches - f1.launches) / extra
     rest = ((s2.launches - f2.launches) - (s1.launches - f1.launches)) / extra
-    return StepProfile(fwd, rest, f2.launches, s2.launches, s2.busy_seconds)
+    return StepProfile(fwd, rest, f2.launches, s2.launches, s2.busy_seconds, s2.top())

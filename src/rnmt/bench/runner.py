@@ -18,7 +18,7 @@ def run_benchmark(name: str, out_dir: str | Path = "results/bench", quick: bool 
                   threads: int = 0, size: str = "default", profile: bool = False,
                   graphs: bool = False) -> tuple[list[dict[str, Any]], str]:
     """→ (rows, the printed table); the CSV is written to `out_dir/name.csv`. `size`, `profile` and `graphs`
-    are options of the benchmarks that have them (train, decode: `size`; train: `profile`, `graphs`)."""
+    are options of the benchmarks that have them (train, decode: `size`, `profile`, `graphs`)."""
     if name not in BENCHMARKS:
         raise InputError(f"unknown benchmark {name!r}; valid: {', '.join(BENCHMARKS)}")
     module = importlib.import_module(f"rnmt.bench.{name}")
@@ -36,7 +36,8 @@ def run_benchmark(name: str, out_dir: str | Path = "results/bench", quick: bool 
               f"measured matmul peak {env['peak_gflops']} GFLOP/s, "
               f"load average {env['load_1min_start']} at the start, {env['load_1min_end']} at the end"
               f"{', quick run' if quick else ''}")
-    columns = module.COLUMNS + (module.PROFILE_COLUMNS if profile else ()) + (module.GRAPH_COLUMNS if graphs else ())
+    columns = (module.COLUMNS + (module.PROFILE_COLUMNS if profile else ()) + (module.GRAPH_COLUMNS if graphs else ())
+               + (getattr(module, "GRAPH_PROFILE_COLUMNS", ()) if profile and graphs else ()))
     text = header + "\n" + format_table(rows, columns)
     write_csv(rows, Path(out_dir) / f"{name}.csv")
     return rows, text
