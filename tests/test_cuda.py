@@ -22,6 +22,8 @@
 - The fast paths inside a captured training step are chosen by timing graph replays, keyed apart from eager
   work; an uncapturable candidate is timed eagerly, and random draws work after its failed capture.
 - An RNNSearch+LSTM trains by replay across validations, and no captured step holds cuDNN's LSTM.
+- `rnmt bench decode --profile --graphs` names where the device time went, and the card's product kernels
+  are counted as products.
 
 With RNMT_CUDA_REPORT=<file>, the measured errors are written there as JSON lines (the GPU script keeps them).
 """
@@ -418,6 +420,32 @@ def test_an_lstm_trains_by_replay_across_validations_without_cudnn_in_its_graphs
     report(test="lstm-graphs-across-validations", record=record, choices=graphed)
     assert record["replays"] == metrics["steps"] == 40 and not record["failed"], record
     assert graphed and "torch" not in graphed.values(), graphed
+
+
+def test_the_decode_profile_on_cuda_counts_kernels_and_names_where_the_device_time_went() -> None:
+    """`rnmt bench decode --profile --graphs` on a GPU: kernels per sentence, a GPU-busy fraction, and the
+    device time by kind, eager and replayed, with the products among the kinds the profiler names."""
+    from rnmt.bench import decode as bench_decode
+    from rnmt.bench.profile import kind, trace
+
+    cfg = bench_decode.Config(emb=32, hidden=64, vocab=500, sentences=8, max_len=10)
+    rows = bench_decode.bench(CUDA, quick=True, cfg=cfg, graphs=True, profile=True)
+    batched = [r for r in rows if r["mode"] == "batched"]
+    report(test="decode-profile", rows=[{k: r.get(k) for k in ("model", "beam", "kernels_per_sentence",
+                                                               "gpu_busy_fraction", "time_by_kind",
+                                                               "graph_gpu_busy_fraction", "graph_time_by_kind")}
+                                        for r in batched])
+    for r in batched:
+        assert r["kernels_per_sentence"] > 0 and 0 < r["gpu_busy_fraction"] <= 1, r
+        assert r["time_by_kind"] and r["graph_time_by_kind"] and r["graph_same_output"], r
+    # the card's product kernels are named as `kind` expects (cuBLAS names them by card and version)
+    a = torch.randn(512, 512, device=CUDA)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        a @ a
+        torch.cuda.synchronize()
+    names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    assert names and {kind(n) for n in names} == {"matmul"}, names
+    assert dict(trace(lambda: a @ a, CUDA).by_kind).get("matmul", 0) > 0
 
 
 # last in the file: a barrier that never opened would hang here, after every other test has run

@@ -217,11 +217,12 @@ class Trainee:
             return
         self.graphed["graph_paths"] = described_paths()
         times = measure(lambda: steps.step(self.batch, tokens), self.device, warmup=2, reps=5)
-        busy = trace(lambda: steps.step(self.batch, tokens), self.device).busy_seconds
-        t = times.median
+        traced = trace(lambda: steps.step(self.batch, tokens), self.device)
+        busy, t = traced.busy_seconds, times.median
         self.graphed |= {"graph_step_seconds": t, "graph_tgt_words_per_s": tokens / t,
                          "graph_speedup": statistics.median(self.seconds) / t,
-                         "graph_gpu_busy_fraction": round(min(1.0, busy / t), 3) if busy else ""}
+                         "graph_gpu_busy_fraction": round(min(1.0, busy / t), 3) if busy else "",
+                         "graph_time_by_kind": traced.top()}
 
     def result(self) -> dict[str, Any]:
         row, cfg, b = self.row, self.cfg, self.batch
@@ -376,3 +377,4 @@ COLUMNS = ("table", "system", "params", "tgt_words_per_s", "ratio_to_rnnsearch_g
 PROFILE_COLUMNS = ("kernels_per_decoder_step", "kernels_per_step_forward", "kernels_per_step_backward",
                    "gpu_busy_fraction", "time_by_kind")
 GRAPH_COLUMNS = ("graph_tgt_words_per_s", "graph_speedup", "graph_gpu_busy_fraction", "graph_failed")
+GRAPH_PROFILE_COLUMNS = ("graph_time_by_kind",)
