@@ -34,7 +34,7 @@ from typing import Any
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from rnmt.bench.profile import Trace, trace
+from rnmt.bench.profile import Trace, busy_fraction, trace
 from rnmt.bench.timing import Peak, environment, measure
 from rnmt.decode import graphs as decode_graphs
 from rnmt.decode.ensemble import Ensemble
@@ -130,7 +130,7 @@ def bench(device: torch.device, quick: bool = False, cfg: Config | None = None,
 def profiled(t: Trace, seconds: float, sentences: int, prefix: str = "") -> dict[str, Any]:
     """Profile columns of a decode whose unprofiled wall time was `seconds`."""
     return {f"{prefix}kernels_per_sentence": round(t.launches / sentences, 1),
-            f"{prefix}gpu_busy_fraction": round(min(1.0, t.busy_seconds / seconds), 3) if t.busy_seconds else "",
+            f"{prefix}gpu_busy_fraction": busy_fraction(t.busy_seconds, seconds),
             f"{prefix}time_by_kind": t.top()}
 
 

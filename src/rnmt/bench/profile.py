@@ -85,8 +85,14 @@ class Trace:
 def _by_kind(named_seconds: list[tuple[str, float]]) -> tuple[tuple[str, float], ...]:
     totals: dict[str, float] = {}
     for name, seconds in named_seconds:
-        totals[kind(name)] = totals.get(kind(name), 0.0) + seconds
+        k = kind(name)
+        totals[k] = totals.get(k, 0.0) + seconds
     return tuple(sorted(totals.items(), key=lambda item: -item[1]))
+
+
+def busy_fraction(busy_seconds: float, wall_seconds: float) -> float | str:
+    """The device-busy share of a run's unprofiled wall time, at most 1; "" where nothing ran on a device."""
+    return round(min(1.0, busy_seconds / wall_seconds), 3) if busy_seconds else ""
 
 
 def _merged_seconds(intervals: list[tuple[float, float]]) -> float:
@@ -136,8 +142,7 @@ class StepProfile:
                 "kernels_per_step_forward": round(self.forward_per_step, 1),
                 "kernels_per_step_backward": round(self.backward_per_step, 1),
                 "kernels_per_training_step": self.step_launches,
-                "gpu_busy_fraction": round(min(1.0, self.busy_seconds / step_seconds), 3) if self.busy_seconds
-                else "",
+                "gpu_busy_fraction": busy_fraction(self.busy_seconds, step_seconds),
                 "time_by_kind": self.time_by_kind}
 
 

@@ -43,7 +43,7 @@ from typing import Any
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from rnmt.bench.profile import StepProfile, step_profile, trace
+from rnmt.bench.profile import StepProfile, busy_fraction, step_profile, trace
 from rnmt.bench.timing import Peak, environment, matmul_peak, measure
 from rnmt.cells.base import forget_taken, taken_paths, use_path
 from rnmt.config import ConfigError, load_yaml
@@ -218,10 +218,10 @@ class Trainee:
         self.graphed["graph_paths"] = described_paths()
         times = measure(lambda: steps.step(self.batch, tokens), self.device, warmup=2, reps=5)
         traced = trace(lambda: steps.step(self.batch, tokens), self.device)
-        busy, t = traced.busy_seconds, times.median
+        t = times.median
         self.graphed |= {"graph_step_seconds": t, "graph_tgt_words_per_s": tokens / t,
                          "graph_speedup": statistics.median(self.seconds) / t,
-                         "graph_gpu_busy_fraction": round(min(1.0, busy / t), 3) if busy else "",
+                         "graph_gpu_busy_fraction": busy_fraction(traced.busy_seconds, t),
                          "graph_time_by_kind": traced.top()}
 
     def result(self) -> dict[str, Any]:
