@@ -9,6 +9,7 @@ import pytest
 import sacrebleu
 import torch
 
+from rnmt.cells.base import use_path
 from rnmt.data.batching import pad
 from rnmt.data.vocab import Vocab
 from rnmt.decode.beam import beam_search, normalise
@@ -222,6 +223,17 @@ def test_atr_gate_statistics() -> None:
     assert -1.0 <= low["pearson_r"] <= 1.0
     with pytest.raises(InputError, match="decoder cells are ATR"):
         gate_statistics(model(3), SOURCES, SOURCES)
+
+
+def test_atr_gate_statistics_where_the_run_chose_the_fused_decoder() -> None:
+    """A run whose measured fast path is the fused decoder sequence (one function, no per-step gate calls)
+    still gets Figure 3's gates, the same as the step loop's."""
+    m, targets = model(3, cell="atr"), [[5, 6, 7], [8, 9], [10, 11, 12, 13], [14, 5]]
+    with use_path("loop"):
+        loop = gate_statistics(m, SOURCES, targets)
+    with use_path("sequence"):
+        fused = gate_statistics(m, SOURCES, targets)
+    assert fused == loop and len(fused["dec_lower"]["mean_forget_gate_by_position"]) == 5
 
 
 def test_score_command_uses_extra_references(tmp_path: Path) -> None:

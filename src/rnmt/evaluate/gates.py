@@ -3,7 +3,9 @@
 For every target position t of every test sentence, the decoder's ATR units (eq. 13) give the mean
 input gate (1/d) Σ_k i_{t,k} and mean forget gate (1/d) Σ_k f_{t,k}; we report Pearson's r of the two
 over all positions of the test set (the paper: −0.9819 on newstest2014) and their per-position
-averages over sentences (Figure 3). The gates are recorded under teacher forcing on the references.
+averages over sentences (Figure 3). The gates are recorded under teacher forcing on the references,
+through the decoder's step loop: the fused decoder sequence a run may have measured faster computes the
+same gates inside one function, where no per-step call can read them.
 
 Eq. 13 has two ATR units: s̃_j = ATR(s_{j−1}, y_{j−1}) and s_j = ATR(s̃_j, c_j). Only the first is a
 recurrence over target positions (its forget gate weighs the previous position's state, as in eq. 9 and
@@ -21,6 +23,7 @@ import torch
 from torch import Tensor
 
 from rnmt.cells.atr import ATR
+from rnmt.cells.base import use_path
 from rnmt.data.batching import pad
 from rnmt.io import InputError
 from rnmt.models.base import Seq2Seq
@@ -57,19 +60,20 @@ def gate_statistics(model: Seq2Seq, sources: Sequence[Sequence[int]], targets: S
         rec = _Recorder(cell)
         cell.gates = rec                      # instance attribute shadows the method while recording
         per_sentence: list[tuple[Tensor, Tensor]] = []
-        try:
-            for s in range(0, len(sources), batch_size):
-                src, mask = pad(sources[s:s + batch_size], eos=True)
-                tgt_in, tgt_mask = pad(targets[s:s + batch_size], bos=True)
-                rec.calls.clear()
-                model(src, mask, tgt_in)
-                i = torch.stack([c[0] for c in rec.calls], 1)     # one call per target step
-                f = torch.stack([c[1] for c in rec.calls], 1)
-                for b in range(src.size(0)):
-                    n = int(tgt_mask[b].sum())
-                    per_sentence.append((i[b, :n], f[b, :n]))
-        finally:
-            del cell.gates
+        with use_path("loop"):            # the path that calls the cell's gates step by step
+            try:
+                for s in range(0, len(sources), batch_size):
+                    src, mask = pad(sources[s:s + batch_size], eos=True)
+                    tgt_in, tgt_mask = pad(targets[s:s + batch_size], bos=True)
+                    rec.calls.clear()
+                    model(src, mask, tgt_in)
+                    i = torch.stack([c[0] for c in rec.calls], 1)     # one call per target step
+                    f = torch.stack([c[1] for c in rec.calls], 1)
+                    for b in range(src.size(0)):
+                        n = int(tgt_mask[b].sum())
+                        per_sentence.append((i[b, :n], f[b, :n]))
+            finally:
+                del cell.gates
         all_i = torch.cat([x for x, _ in per_sentence])
         all_f = torch.cat([y for _, y in per_sentence])
         longest = max(len(x) for x, _ in per_sentence)
