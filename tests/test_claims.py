@@ -17,6 +17,7 @@ from rnmt.config import ConfigError
 from rnmt.evaluate.bootstrap import bleu_of, paired_interval, sentence_stats
 from rnmt.evaluate.metrics import write_metrics
 from rnmt.evaluate.score import split_compounds, tok_scorer
+from rnmt.io import InputError
 from rnmt.planning.experiments import check_claims
 from rnmt.planning.plan import Row, Table, table_from_experiment
 from rnmt.report import claims
@@ -114,10 +115,14 @@ def test_bootstrap_statistics_give_the_scorers_bleu_and_an_interval_around_the_d
     assert paired_interval(scorer, sa, sb, halves)[0] == pytest.approx(mean, abs=1e-9)
 
 
-def scored_run(tmp: Path, systems: dict[tuple[str, str], list[str]], refs: list[str]) -> list[Path]:
-    """A metrics file per (variant, member), written by `rnmt score`'s own function on real files."""
+def scored_run(tmp: Path, systems: dict[tuple[str, str], list[str]], refs: list[str],
+               src: list[str] | None = None) -> list[Path]:
+    """A metrics file per (variant, member), written by `rnmt score`'s own function on real files (with
+    BLEU by the source's lengths where `src` is given)."""
     (tmp / "ref.txt").write_text("\n".join(refs) + "\n")
     (tmp / "ref.tok").write_text("\n".join(refs) + "\n")
+    if src is not None:
+        (tmp / "src.tok").write_text("\n".join(src) + "\n")
     out = []
     for (variant, member), hyps in systems.items():
         d = tmp / variant / member
@@ -126,7 +131,8 @@ def scored_run(tmp: Path, systems: dict[tuple[str, str], list[str]], refs: list[
             (d / f"test.{ext}").write_text("\n".join(hyps) + "\n")
         path = d / "test.json"
         write_metrics(str(path), str(d / "test.txt"), [str(tmp / "ref.txt")], str(d / "test.tok"),
-                      [str(tmp / "ref.tok")], meta={"variant": variant, "member": member})
+                      [str(tmp / "ref.tok")], src=str(tmp / "src.tok") if src is not None else None,
+                      meta={"variant": variant, "member": member})
         out.append(path)
     return out
 
@@ -169,6 +175,48 @@ def test_a_table_checks_its_claims_on_the_scored_translations(tmp_path: Path) ->
     assert "## The paper's claims, checked" in md and "| 1. good beats bad (holds) | Good > Bad | tok BLEU |" in md
     assert "close is on par with good (holds)" in (out / "t.html").read_text()
     assert "bad beats good (does not hold)" in (out / "t.tex").read_text()
+
+
+def test_a_claim_at_every_source_length_is_tested_on_each_lengths_sentences(tmp_path: Path) -> None:
+    """DTMT Figure 3's "DTMT#4 is best on sentences of every length": one comparison per length, each a
+    bootstrap over that length's sentences alone, its difference the scorer's BLEU on them. A system
+    better on long sentences and worse on short ones does not hold at every length; a length with no
+    test sentence has no numbers; a metrics file that does not name its source cannot be tested so."""
+    refs = corpus(seed=3)
+    src = [" ".join(["w"] * (5 if i % 2 else 15)) for i in range(len(refs))]     # odd lines short, even long
+    long_good = [r if i % 2 == 0 else damage([r], 1.0, 0)[0] for i, r in enumerate(refs)]
+    short_good = [r if i % 2 else damage([r], 1.0, 0)[0] for i, r in enumerate(refs)]
+    files = scored_run(tmp_path, {("long", "seed1"): long_good, ("short", "seed1"): short_good}, refs, src)
+    metrics = ["tok_bleu_len@0-10", "tok_bleu_len@10-inf", "tok_bleu_len@40-inf"]
+    said = [{"says": "long is best at every length", "metric": metrics[:2], "kind": "higher", "row": "Long",
+             "than": "Short"},
+            {"says": "long is best on long sentences", "metric": "tok_bleu_len@10-inf", "kind": "higher",
+             "row": "Long", "than": "Short"},
+            {"says": "long is best beyond 40 words", "metric": ["tok_bleu_len@40-inf"], "kind": "higher",
+             "row": "Long", "than": "Short"}]
+    table = Table("t", tmp_path / "t.yaml", "T", "c", "test", metrics,
+                  [Row("Short", "short", {}, (1,)), Row("Long", "long", {}, (1,))], claims=said)
+    out = tmp_path / "out"
+    build(table, files, "r", "mini", out / "t.csv", out / "t.md", out_claims=out / "t.claims.csv")
+    got = pd.read_csv(out / "t.claims.csv")
+    assert got.groupby("claim").claim_verdict.first().tolist() == [claims.FAILS, claims.HOLDS, claims.NO_NUMBERS]
+    assert got[got.claim == 1].set_index("metric").verdict.to_dict() == {
+        "tok_bleu_len@0-10": claims.FAILS, "tok_bleu_len@10-inf": claims.HOLDS}
+    scorer, longer = tok_scorer(), [i for i, x in enumerate(src) if len(x.split()) > 10]
+    exact = (scorer.corpus_score([long_good[i] for i in longer], [[refs[i] for i in longer]]).score
+             - scorer.corpus_score([short_good[i] for i in longer], [[refs[i] for i in longer]]).score)
+    row = got[(got.claim == 2)].iloc[0]
+    assert row["diff"] == pytest.approx(exact, abs=1e-9) and 0 < row.low < exact < row.high
+    md = (out / "t.md").read_text()
+    assert "| 1. long is best at every length (does not hold) | Long > Short | tok len 1-10 |" in md
+    assert "|  | Long > Short | tok len >10 |" in md and "over several rows or metrics holds" in md
+
+    for f in files:                                 # written by an rnmt that did not record the source
+        m = json.loads(f.read_text())
+        del m["files"]["src"]
+        f.write_text(json.dumps(m))
+    with pytest.raises(InputError, match="does not name the source .*--forcerun score"):
+        build(table, files, "r", "mini", out / "t.csv", out / "t.md", out_claims=out / "t.claims.csv")
 
 
 def test_a_claim_on_a_model_that_did_not_learn_is_not_judged(tmp_path: Path) -> None:

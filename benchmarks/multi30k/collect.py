@@ -163,12 +163,12 @@ def index(folder: Path = HERE) -> str:
         bleu = pd.read_csv(bleu_path) if bleu_path.is_file() else pd.DataFrame()
         hours = f"{bleu.train_minutes.sum() / 60:.1f} h" if len(bleu) else "–"
         claims_path = folder / f"{name}.claims.csv"
+        claims = pd.read_csv(claims_path).groupby("claim", sort=True).first() if claims_path.is_file() else None
         if not table.claims:
             verdicts = "the paper states none to check"
-        elif not claims_path.is_file():
-            verdicts = "not checked: committed before tables had a claims section"
+        elif claims is None or claims.empty:
+            verdicts = "not checked: collected before its claims were written (collect it again)"
         else:
-            claims = pd.read_csv(claims_path).groupby("claim", sort=True).first()
             verdicts = ", ".join(f"{n} {v}" for v, n in claims.claim_verdict.value_counts(sort=False).items())
             for c in claims.itertuples():
                 claims_lines.append(f"| `{name}` | {c.says} | {c.claim_verdict} |")

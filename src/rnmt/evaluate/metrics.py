@@ -19,12 +19,20 @@ from rnmt.io import InputError, read_json, read_lines, sha256_of, with_extra_ref
 log = logging.getLogger(__name__)
 
 
+def source_lengths(src: str | Path) -> list[int]:
+    """Each test sentence's source length in words (its tokenized source's line split on spaces): what
+    BLEU by source length (DTMT Figure 3) groups the sentences by."""
+    return [len(line.split()) for line in read_lines(src)]
+
+
 def scored_files(output: str, hyp: str, refs: Sequence[str], lowercase: bool, hyp_tok: str | None = None,
-                 refs_tok: Sequence[str] = (), parts: Sequence[tuple[str, int, int]] | None = None) -> dict[str, Any]:
+                 refs_tok: Sequence[str] = (), parts: Sequence[tuple[str, int, int]] | None = None,
+                 src: str | None = None) -> dict[str, Any]:
     """What was scored, for `rnmt compare`, the tables' significance tests and the checks of
     `verify_scored`: the translation and every reference, as paths relative to the metrics file's folder
     (so a run's folder can be moved or copied whole), their tokenized twins (`tok`), the test sets of a
-    merged split (`parts`: name, first line, lines), the casing, and the sha256 of each file scored."""
+    merged split (`parts`: name, first line, lines), the source whose lengths grouped the sentences
+    (`src`), the casing, and the sha256 of each file scored."""
     here = Path(output).absolute().parent
 
     def rel(p: str) -> str:
@@ -35,8 +43,10 @@ def scored_files(output: str, hyp: str, refs: Sequence[str], lowercase: bool, hy
         out["tok"] = {"hyp": rel(hyp_tok), "refs": [rel(r) for r in refs_tok]}
     if parts:
         out["parts"] = [list(p) for p in parts]
+    if src:
+        out["src"] = rel(src)
     out["sha256"] = {rel(f): sha256_of(f) for f in dict.fromkeys([hyp, *refs, *([hyp_tok] if hyp_tok else []),
-                                                                  *refs_tok])}
+                                                                  *refs_tok, *([src] if src else [])])}
     return out
 
 
@@ -76,6 +86,14 @@ class Scored:
     hyp_tok: Path | None = None
     refs_tok: tuple[Path, ...] = ()
     parts: tuple[tuple[str, int, int], ...] = ()
+    src: Path | None = None
+
+    def source_lengths(self) -> list[int]:
+        """The scored sentences' source lengths in words, as BLEU by source length counted them."""
+        if self.src is None:
+            raise InputError(f"{self.metrics_file}: the metrics file does not name the source whose lengths its BLEU "
+                             f"by source length grouped the sentences by (an older rnmt wrote it): {RESCORE}")
+        return source_lengths(self.src)
 
     def bleu_side(self, metric: str) -> tuple[BLEU, list[str], list[list[str]]]:
         """The scorer, hypotheses and references behind a whole-split BLEU of this file: `bleu` (13a on
@@ -108,7 +126,8 @@ def scored_file(f: Path, m: dict[str, Any] | None = None) -> Scored:
     tok = files.get("tok") or {}
     return Scored(Path(f), path(files["hyp"]), tuple(map(path, files["refs"])), bool(files.get("lowercase")),
                   m.get("scores", {}), path(tok["hyp"]) if tok else None, tuple(map(path, tok.get("refs", []))),
-                  tuple((str(n), int(a), int(k)) for n, a, k in files.get("parts", [])))
+                  tuple((str(n), int(a), int(k)) for n, a, k in files.get("parts", [])),
+                  path(files["src"]) if files.get("src") else None)
 
 
 def test_parts(manifest: dict[str, Any]) -> list[tuple[str, int, int]] | None:
@@ -149,7 +168,7 @@ def write_metrics(output: str, hyp: str, refs: Sequence[str], hyp_tok: str | Non
     parts = test_parts(read_json(manifest)) if manifest else None
     scores = score(hyps, [read_lines(r) for r in refs], read_lines(hyp_tok) if hyp_tok else None,
                    [read_lines(r) for r in refs_tok] if refs_tok else None, lowercase=lowercase,
-                   src_lengths=[len(line.split()) for line in read_lines(src)] if src else None,
+                   src_lengths=source_lengths(src) if src else None,
                    parts=parts, hyp_file=hyp, ref_files=refs, ref_tok_files=refs_tok or ())
     meta = dict(meta or {})
     if "member" in meta:
@@ -157,7 +176,7 @@ def write_metrics(output: str, hyp: str, refs: Sequence[str], hyp_tok: str | Non
     from rnmt.provenance import provenance
 
     out = {**meta, "scores": scores, "train": train_metrics(train), "decode": read_json(decode) if decode else {},
-           "files": scored_files(output, hyp, refs, lowercase, hyp_tok, refs_tok or (), parts),
+           "files": scored_files(output, hyp, refs, lowercase, hyp_tok, refs_tok or (), parts, src),
            **provenance()}
     write_json(output, out)
     if "empty_output" in scores:

@@ -42,13 +42,14 @@ def check_experiment(exp: dict[str, Any], path: Path) -> None:
 
 
 def check_claims(exp: dict[str, Any], path: Path) -> None:
-    """Each claim compares rows of the table on a metric the table shows; `within` has a margin."""
+    """Each claim compares rows of the table on metrics the table shows; `within` has a margin."""
     systems = [r["system"] for r in exp["rows"]]
     for k, c in enumerate(exp.get("claims") or [], 1):
         where = f"{path}: claims[{k - 1}] ({c['says']!r})"
-        if c["metric"] not in exp["metrics"]:
-            raise ConfigError(f"{where}: metric {c['metric']!r} is not one of the table's metrics "
-                              f"({', '.join(exp['metrics'])}); a claim is checked on a column the table shows")
+        for metric in [c["metric"]] if isinstance(c["metric"], str) else c["metric"]:
+            if metric not in exp["metrics"]:
+                raise ConfigError(f"{where}: metric {metric!r} is not one of the table's metrics "
+                                  f"({', '.join(exp['metrics'])}); a claim is checked on a column the table shows")
         for name in [c["row"], *([c["than"]] if isinstance(c["than"], str) else c["than"])]:
             if name not in systems:
                 hint = closest(name, systems)

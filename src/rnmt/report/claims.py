@@ -1,7 +1,8 @@
 """A paper's claims about one of its tables, checked on the numbers a run measured.
 
 An experiment file's `claims:` lists what the paper concludes from the table, each as a comparison of
-one row with one or more others on one of the table's metrics:
+one row with one or more others on one of the table's metrics, or on several where the paper says it holds
+at each (DTMT Figure 3: at every source length):
 
 - `higher`: the row's value is above each other row's (ATR+CA is the best RNNSearch; more layers help);
 - `lower`: below each (ATR has fewer parameters);
@@ -11,11 +12,12 @@ Each comparison gets an interval of the difference (row − other) and a verdict
 the whole interval is on the claim's side, **does not hold** where the whole interval is on the other
 side, **not separable** where it straddles (the run cannot tell). For a BLEU, the interval is the 95%
 paired bootstrap interval over the test sentences (evaluate.bootstrap: 1,000 resamples of the same
-sentences for both rows), taken for each pair of decodings (seed by seed where both rows decode the same
+sentences for both rows; for one test set of a merged split, or for the sentences of a source length,
+those sentences), taken for each pair of decodings (seed by seed where both rows decode the same
 seeds, else every pair, as the significance test pairs them), and the union over the pairs: a claim
 holds only where every seed pair says so. Any other metric (a speed, a size) has no sentences to
-resample: its interval spans the pairs' measured differences. A claim over several rows holds where
-every comparison holds, does not hold where any does not, and is not separable otherwise.
+resample: its interval spans the pairs' measured differences. A claim over several rows or metrics holds
+where every comparison holds, does not hold where any does not, and is not separable otherwise.
 
 The same rule applied to the paper's own numbers (one number a row, so the interval is the difference)
 must say "holds": that checks the claim was written down as the paper states it (tests/test_claims.py).
@@ -49,7 +51,7 @@ COLUMNS = ["table", "claim", "says", "metric", "kind", "margin", "row", "than", 
 @dataclass(frozen=True)
 class Claim:
     says: str                   # the paper's conclusion, in brief, with where it says it
-    metric: str
+    metrics: tuple[str, ...]    # where it holds at each of several (every source length), several
     kind: str
     row: str
     than: tuple[str, ...]
@@ -61,8 +63,11 @@ def parse(table: Table) -> list[Claim]:
     `rnmt table` on a hand-edited experiment file stops with the same message."""
     check_claims({"rows": [{"system": r.system} for r in table.rows], "metrics": table.metrics,
                   "claims": table.claims}, table.path)
-    return [Claim(c["says"], c["metric"], c["kind"], c["row"], (c["than"],) if isinstance(c["than"], str)
-                  else tuple(c["than"]), float(c.get("margin", 0.0))) for c in table.claims]
+    def names(x: str | list[str]) -> tuple[str, ...]:
+        return (x,) if isinstance(x, str) else tuple(x)
+
+    return [Claim(c["says"], names(c["metric"]), c["kind"], c["row"], names(c["than"]), float(c.get("margin", 0.0)))
+            for c in table.claims]
 
 
 def verdict(kind: str, low: float, high: float, margin: float = 0.0) -> str:
@@ -90,9 +95,9 @@ def combine(verdicts: Iterable[str]) -> str:
 
 def resampled(metric: str) -> bool:
     """Whether a metric's interval comes from resampling test sentences: a whole-split BLEU, one test
-    set's, or the sets' average (BLEU by source length is not among the claims' metrics)."""
+    set's, the sets' average, or the BLEU of the sentences of a source length."""
     base = tokenized(metric)[1]
-    return metric in WHOLE_SPLIT or base == "bleu_avg" or base.startswith("bleu@")
+    return metric in WHOLE_SPLIT or base == "bleu_avg" or base.startswith(("bleu@", "bleu_len@"))
 
 
 class Evidence:
@@ -103,6 +108,7 @@ class Evidence:
                  scored: dict[tuple[str, str], Scored], value: Any) -> None:
         self.table, self.metrics, self.scored, self.value = table, metrics, scored, value
         self._stats: dict[tuple[tuple[str, str], str], tuple[Any, np.ndarray, list[tuple[str, int, int]]]] = {}
+        self._lengths: dict[tuple[str, str], list[int]] = {}
 
     def stats(self, key: tuple[str, str], metric: str) -> tuple[Any, np.ndarray, list[tuple[str, int, int]]]:
         side = tokenized(metric)[0] + ("bleu_compound" if metric.endswith("_compound") else "bleu")
@@ -112,9 +118,22 @@ class Evidence:
             self._stats[(key, side)] = scorer, sentence_stats(scorer, hyps, refs), list(s.parts)
         return self._stats[(key, side)]
 
-    def groups(self, metric: str, n: int, parts: list[tuple[str, int, int]]) -> list[np.ndarray] | None:
-        """The sentence groups whose mean BLEU is `metric`: the split, its sets (avg), or one set."""
+    def lengths(self, key: tuple[str, str]) -> list[int]:
+        """The source lengths of the sentences a decoding was scored on."""
+        if key not in self._lengths:
+            self._lengths[key] = self.scored[key].source_lengths()
+        return self._lengths[key]
+
+    @staticmethod
+    def groups(metric: str, n: int, parts: list[tuple[str, int, int]], lengths: list[int] | None = None
+               ) -> list[np.ndarray] | None:
+        """The sentence groups whose mean BLEU is `metric`: the split, its sets (avg), one set, or the
+        sentences of a source length (bleu_len@a-b: a+1..b words; a-inf: longer than a) by `lengths`."""
         base = tokenized(metric)[1]
+        if base.startswith("bleu_len@"):
+            lo, hi = base[9:].split("-")
+            idx = [i for i, k in enumerate(lengths or []) if k > int(lo) and (hi == "inf" or k <= int(hi))]
+            return [np.array(idx)] if idx else None
         if base.startswith("bleu@"):
             found = [p for p in parts if p[0] == base[5:]]
             return [np.arange(found[0][1] - 1, found[0][1] - 1 + found[0][2])] if found else None
@@ -140,7 +159,10 @@ class Evidence:
                     continue
                 scorer, sa, parts = self.stats(a, metric)
                 _, sb, parts_b = self.stats(b, metric)
-                groups = self.groups(metric, len(sa), parts)
+                lengths = self.lengths(a) if tokenized(metric)[1].startswith("bleu_len@") else None
+                if lengths is not None and lengths != self.lengths(b):
+                    continue                    # not the same source sentences
+                groups = self.groups(metric, len(sa), parts, lengths)
                 if groups is None or parts != parts_b or len(sa) != len(sb):
                     continue
                 _, low, high = paired_interval(scorer, sa, sb, groups, SAMPLES)
@@ -171,15 +193,15 @@ def check(table: Table, claims: Sequence[Claim], df: pd.DataFrame, evidence: Evi
     records = []
     for k, claim in enumerate(claims, 1):
         mine = []
-        for other in claim.than:
-            paper = value.loc[(claim.row, claim.metric), "paper"] - value.loc[(other, claim.metric), "paper"]
-            ours = value.loc[(claim.row, claim.metric), "ours"] - value.loc[(other, claim.metric), "ours"]
+        for metric, other in ((m, o) for m in claim.metrics for o in claim.than):
+            paper = value.loc[(claim.row, metric), "paper"] - value.loc[(other, metric), "paper"]
+            ours = value.loc[(claim.row, metric), "ours"] - value.loc[(other, metric), "ours"]
             low = high = math.nan
             n, why = 0, ""
             if evidence is not None and rows[claim.row].trained and rows[other].trained:
-                low, high, n, why = evidence.interval(claim.metric, rows[claim.row], rows[other])
+                low, high, n, why = evidence.interval(metric, rows[claim.row], rows[other])
             mine_verdict = APART if why and not n else verdict(claim.kind, low, high, claim.margin)
-            mine.append({"table": table.name, "claim": k, "says": claim.says, "metric": claim.metric,
+            mine.append({"table": table.name, "claim": k, "says": claim.says, "metric": metric,
                          "kind": claim.kind, "margin": claim.margin if claim.kind == "within" else math.nan,
                          "row": claim.row, "than": other, "paper_diff": paper,
                          "paper_verdict": verdict(claim.kind, paper, paper, claim.margin), "diff": ours,
@@ -193,12 +215,12 @@ def note(claims: pd.DataFrame) -> str:
     """What the verdicts mean, below the claims."""
     return ("Verdicts: holds where the whole interval of the difference (row − other) is on the claim's side, "
             "does not hold where it is wholly on the other side, not separable where it straddles. A BLEU's "
-            f"interval is the {LEVEL:.0%} paired bootstrap interval over the test sentences ({SAMPLES:,} "
-            "resamples), the union over the two rows' seed pairs; any other metric's spans the seed pairs' measured "
-            "differences; two rows' speeds timed on different machines, or by one run that recorded its load and one "
-            "that did not, are not comparable, nor is a row whose model did not learn to translate (its dev loss "
-            "stayed near what word frequencies alone give). A claim over several rows holds where every comparison "
-            "does. "
+            f"interval is the {LEVEL:.0%} paired bootstrap interval over the test sentences (those of its test set "
+            f"or source length where it is one's; {SAMPLES:,} resamples), the union over the two rows' seed pairs; "
+            "any other metric's spans the seed pairs' measured differences; two rows' speeds timed on different "
+            "machines, or by one run that recorded its load and one that did not, are not comparable, nor is a row "
+            "whose model did not learn to translate (its dev loss stayed near what word frequencies alone give). "
+            "A claim over several rows or metrics holds where every comparison does. "
             "Paper: the same rule on the paper's numbers.")
 
 
