@@ -181,25 +181,30 @@ def test_a_claim_at_every_source_length_is_tested_on_each_lengths_sentences(tmp_
     """DTMT Figure 3's "DTMT#4 is best on sentences of every length": one comparison per length, each a
     bootstrap over that length's sentences alone, its difference the scorer's BLEU on them. A system
     better on long sentences and worse on short ones does not hold at every length; a length with no
-    test sentence has no numbers; a metrics file that does not name its source cannot be tested so."""
+    test sentence has no numbers, one with a handful is not compared; a metrics file that does not name
+    its source cannot be tested so."""
     refs = corpus(seed=3)
-    src = [" ".join(["w"] * (5 if i % 2 else 15)) for i in range(len(refs))]     # odd lines short, even long
+    src = [" ".join(["w"] * (5 if i % 2 else 45 if i < 20 else 15)) for i in range(len(refs))]   # odd short
     long_good = [r if i % 2 == 0 else damage([r], 1.0, 0)[0] for i, r in enumerate(refs)]
     short_good = [r if i % 2 else damage([r], 1.0, 0)[0] for i, r in enumerate(refs)]
     files = scored_run(tmp_path, {("long", "seed1"): long_good, ("short", "seed1"): short_good}, refs, src)
-    metrics = ["tok_bleu_len@0-10", "tok_bleu_len@10-inf", "tok_bleu_len@40-inf"]
+    metrics = ["tok_bleu_len@0-10", "tok_bleu_len@10-inf", "tok_bleu_len@40-inf", "tok_bleu_len@60-inf"]
     said = [{"says": "long is best at every length", "metric": metrics[:2], "kind": "higher", "row": "Long",
              "than": "Short"},
             {"says": "long is best on long sentences", "metric": "tok_bleu_len@10-inf", "kind": "higher",
              "row": "Long", "than": "Short"},
             {"says": "long is best beyond 40 words", "metric": ["tok_bleu_len@40-inf"], "kind": "higher",
+             "row": "Long", "than": "Short"},
+            {"says": "long is best beyond 60 words", "metric": ["tok_bleu_len@60-inf"], "kind": "higher",
              "row": "Long", "than": "Short"}]
     table = Table("t", tmp_path / "t.yaml", "T", "c", "test", metrics,
                   [Row("Short", "short", {}, (1,)), Row("Long", "long", {}, (1,))], claims=said)
     out = tmp_path / "out"
     build(table, files, "r", "mini", out / "t.csv", out / "t.md", out_claims=out / "t.claims.csv")
     got = pd.read_csv(out / "t.claims.csv")
-    assert got.groupby("claim").claim_verdict.first().tolist() == [claims.FAILS, claims.HOLDS, claims.NO_NUMBERS]
+    assert got.groupby("claim").claim_verdict.first().tolist() == [claims.FAILS, claims.HOLDS, claims.APART,
+                                                                   claims.NO_NUMBERS]
+    assert got[got.claim == 3].why.tolist() == ["10 test sentences, too few for a BLEU to mean much"]
     assert got[got.claim == 1].set_index("metric").verdict.to_dict() == {
         "tok_bleu_len@0-10": claims.FAILS, "tok_bleu_len@10-inf": claims.HOLDS}
     scorer, longer = tok_scorer(), [i for i, x in enumerate(src) if len(x.split()) > 10]

@@ -16,8 +16,10 @@ sentences for both rows; for one test set of a merged split, or for the sentence
 those sentences), taken for each pair of decodings (seed by seed where both rows decode the same
 seeds, else every pair, as the significance test pairs them), and the union over the pairs: a claim
 holds only where every seed pair says so. Any other metric (a speed, a size) has no sentences to
-resample: its interval spans the pairs' measured differences. A claim over several rows or metrics holds
-where every comparison holds, does not hold where any does not, and is not separable otherwise.
+resample: its interval spans the pairs' measured differences. A BLEU over fewer than 100 sentences (a long
+source length of a small test set) is not compared: its bootstrap says nothing. A claim over several rows
+or metrics holds where every comparison holds, does not hold where any does not, and is not separable
+otherwise.
 
 The same rule applied to the paper's own numbers (one number a row, so the interval is the difference)
 must say "holds": that checks the claim was written down as the paper states it (tests/test_claims.py).
@@ -38,12 +40,13 @@ from rnmt.evaluate.metrics import Scored
 from rnmt.planning.experiments import check_claims
 from rnmt.planning.plan import Row, Table
 from rnmt.report import ran
-from rnmt.report.layout import decimals_of, label, number, signed, tokenized
+from rnmt.report.layout import FEW_SENTENCES, decimals_of, label, number, signed, tokenized
 from rnmt.report.significance import WHOLE_SPLIT, pairs
 
 HOLDS, FAILS, UNSURE, NO_NUMBERS = "holds", "does not hold", "not separable", "no numbers"
-APART = "not comparable"        # speeds timed on different machines or loads unknown (report.ran.apart), or a
-                                # model that did not learn to translate (report.ran.unlearned)
+APART = "not comparable"        # speeds timed on different machines or loads unknown (report.ran.apart), a
+                                # model that did not learn to translate (report.ran.unlearned), or a BLEU
+                                # over fewer than FEW_SENTENCES test sentences
 COLUMNS = ["table", "claim", "says", "metric", "kind", "margin", "row", "than", "paper_diff", "paper_verdict",
            "diff", "low", "high", "pairs", "verdict", "claim_verdict", "why"]
 
@@ -165,6 +168,10 @@ class Evidence:
                 groups = self.groups(metric, len(sa), parts, lengths)
                 if groups is None or parts != parts_b or len(sa) != len(sb):
                     continue
+                few = sum(len(g) for g in groups)
+                if few < FEW_SENTENCES:         # a bootstrap over a handful of sentences says nothing
+                    why = why or f"{few} test sentence{'s' * (few != 1)}, too few for a BLEU to mean much"
+                    continue
                 _, low, high = paired_interval(scorer, sa, sb, groups, SAMPLES)
             else:
                 if a not in self.metrics or b not in self.metrics:
@@ -219,7 +226,8 @@ def note(claims: pd.DataFrame) -> str:
             f"or source length where it is one's; {SAMPLES:,} resamples), the union over the two rows' seed pairs; "
             "any other metric's spans the seed pairs' measured differences; two rows' speeds timed on different "
             "machines, or by one run that recorded its load and one that did not, are not comparable, nor is a row "
-            "whose model did not learn to translate (its dev loss stayed near what word frequencies alone give). "
+            "whose model did not learn to translate (its dev loss stayed near what word frequencies alone give), "
+            f"nor a BLEU over fewer than {FEW_SENTENCES} test sentences. "
             "A claim over several rows or metrics holds where every comparison does. "
             "Paper: the same rule on the paper's numbers.")
 

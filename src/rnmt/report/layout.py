@@ -74,6 +74,7 @@ def fmt(x: float, std: float = math.nan) -> str:
 
 
 COUNTS = {"weight_matrices", "matrix_transformations"}
+FEW_SENTENCES = 100     # a BLEU over fewer test sentences (a source-length column) is noise, not a trend
 
 
 def fmt_count(x: float, std: float = math.nan) -> str:

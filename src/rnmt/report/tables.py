@@ -27,7 +27,7 @@ from rnmt.io import InputError, atomic_writer, read_json
 from rnmt.planning.current import member_of
 from rnmt.planning.plan import Row, Table
 from rnmt.report import claims, ran, significance
-from rnmt.report.layout import COUNTS, fmt, fmt_count, footer, label, signature_key, tokenized
+from rnmt.report.layout import COUNTS, FEW_SENTENCES, fmt, fmt_count, footer, label, signature_key, tokenized
 
 # `row`: the paper's row order; `members`: what a row's numbers come from (seeds, or one ensemble)
 COLUMNS = ["table", "row", "system", "variant", "members", "metric", "paper", "ours", "diff", "std", "n_seeds",
@@ -35,7 +35,6 @@ COLUMNS = ["table", "row", "system", "variant", "members", "metric", "paper", "o
 
 
 
-FEW_SENTENCES = 100     # a source-length column over fewer test sentences is flagged as noise
 RECURRENT_UNIT = "dec_lower"    # ATR eq. 13's unit that recurs over target positions (evaluate/gates.py)
 
 
