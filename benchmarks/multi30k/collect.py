@@ -204,9 +204,10 @@ def index(folder: Path = HERE) -> str:
               "|---|---|---|", *earlier, ""] if earlier else []),
            "## The papers' claims, checked at `mini`", "",
            "Verdicts from the paired bootstrap intervals of each table's claims section (holds: the whole 95% "
-           "interval on the claim's side; not separable: it straddles zero; no numbers: a row is not trained; "
-           "not comparable: speeds timed on different machines, or one of them at an unknown load, a model that did "
-           "not learn to translate, or a BLEU over fewer than 100 test sentences).",
+           "interval on the claim's side; not separable: it straddles zero; no numbers: a row is not trained, or "
+           "the test has no sentence of a source length; not comparable: speeds timed on different machines, or "
+           "one of them at an unknown load, a model that did not learn to translate, or a BLEU over fewer than "
+           "100 test sentences).",
            "", "| Table | Claim | Verdict |", "|---|---|---|", *claims_lines, "",
            f"## Not trained yet ({len(missing)} tables)", "", *missing, "",
            "Each is made by `snakemake --cores 2 results/mini/tables/<table>.csv --config scale=mini run=mini` "
