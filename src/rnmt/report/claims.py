@@ -54,7 +54,7 @@ COLUMNS = ["table", "claim", "says", "metric", "kind", "margin", "row", "than", 
 @dataclass(frozen=True)
 class Claim:
     says: str                   # the paper's conclusion, in brief, with where it says it
-    metrics: tuple[str, ...]    # where it holds at each of several (every source length), several
+    metrics: tuple[str, ...]    # the metric, or several where it holds at each (every source length)
     kind: str
     row: str
     than: tuple[str, ...]
