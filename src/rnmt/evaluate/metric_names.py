@@ -50,6 +50,13 @@ def timed(metric: str) -> bool:
 BLEU_FAMILIES = (r"bleu@[a-z0-9-]+", r"bleu_len@[0-9]+-[0-9]+", r"bleu_len@[0-9]+-inf")
 
 
+def length_range(metric: str) -> tuple[int, int | None]:
+    """(lo, hi) of a bleu_len@<lo>-<hi> metric (without tok_): sources of lo+1..hi words; hi None for
+    bleu_len@<lo>-inf, sources longer than lo."""
+    lo, hi = metric.removeprefix("bleu_len@").split("-")
+    return int(lo), None if hi == "inf" else int(hi)
+
+
 def bleu_family(metric: str) -> bool:
     """bleu and the metrics made of it: per test set (bleu@), per source length (bleu_len@), the sets' mean."""
     return metric in ("bleu", "bleu_avg") or metric.startswith(("bleu@", "bleu_len@"))

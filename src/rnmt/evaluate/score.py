@@ -107,13 +107,18 @@ def bucket_name(lo: int, hi: int | None) -> str:
     return f"{lo + 1}-{hi}" if hi is not None else f">{lo}"
 
 
+def of_length(src_lengths: Sequence[int], lo: int, hi: int | None) -> list[int]:
+    """The sentences whose source has lo+1..hi words (hi None: more than lo), by index."""
+    return [i for i, n in enumerate(src_lengths) if n > lo and (hi is None or n <= hi)]
+
+
 def bleu_by_length(hyps: Sequence[str], refs: Sequence[Sequence[str]], src_lengths: Sequence[int],
                    scorer: BLEU) -> dict[str, dict[str, float]]:
     """BLEU (by `scorer`) of the sentences whose source length (words) falls in each bucket."""
     out = {}
     edges = [*LENGTH_BUCKETS, None]
     for lo, hi in zip(edges[:-1], edges[1:], strict=True):
-        idx = [i for i, n in enumerate(src_lengths) if n > lo and (hi is None or n <= hi)]
+        idx = of_length(src_lengths, lo, hi)
         if idx:
             out[bucket_name(lo, hi)] = {"bleu": _bleu(scorer, hyps, refs, idx), "sentences": len(idx)}
     return out
@@ -124,7 +129,7 @@ def bleu_longer_than(hyps: Sequence[str], refs: Sequence[Sequence[str]], src_len
     """BLEU (by `scorer`) of the sentences whose source is longer than each threshold (DTMT Figure 3)."""
     out = {}
     for lo in LONGER_THAN:
-        idx = [i for i, n in enumerate(src_lengths) if n > lo]
+        idx = of_length(src_lengths, lo, None)
         if idx:
             out[str(lo)] = _bleu(scorer, hyps, refs, idx)
     return out

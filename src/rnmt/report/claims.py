@@ -36,7 +36,9 @@ import numpy as np
 import pandas as pd
 
 from rnmt.evaluate.bootstrap import LEVEL, SAMPLES, paired_interval, sentence_stats
+from rnmt.evaluate.metric_names import length_range
 from rnmt.evaluate.metrics import Scored
+from rnmt.evaluate.score import of_length
 from rnmt.planning.experiments import check_claims
 from rnmt.planning.plan import Row, Table
 from rnmt.report import ran
@@ -134,8 +136,7 @@ class Evidence:
         sentences of a source length (bleu_len@a-b: a+1..b words; a-inf: longer than a) by `lengths`."""
         base = tokenized(metric)[1]
         if base.startswith("bleu_len@"):
-            lo, hi = base[9:].split("-")
-            idx = [i for i, k in enumerate(lengths or []) if k > int(lo) and (hi == "inf" or k <= int(hi))]
+            idx = of_length(lengths or [], *length_range(base))
             return [np.array(idx)] if idx else None
         if base.startswith("bleu@"):
             found = [p for p in parts if p[0] == base[5:]]

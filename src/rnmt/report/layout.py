@@ -9,7 +9,7 @@ import math
 
 import pandas as pd
 
-from rnmt.evaluate.metric_names import METRIC_LABELS, TOKENIZED, bleu_family
+from rnmt.evaluate.metric_names import METRIC_LABELS, TOKENIZED, bleu_family, length_range
 from rnmt.evaluate.score import bucket_name
 from rnmt.planning.plan import Table
 
@@ -38,8 +38,7 @@ def label(metric: str) -> str:
     if metric.startswith("bleu@"):
         return metric[5:].replace("nist-", "").upper()
     if metric.startswith("bleu_len@"):
-        lo, hi = metric[9:].split("-")
-        return f"len >{lo}" if hi == "inf" else f"len {bucket_name(int(lo), int(hi))}"
+        return f"len {bucket_name(*length_range(metric))}"
     return METRIC_LABELS.get(metric, metric)
 
 

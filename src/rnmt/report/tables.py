@@ -21,6 +21,7 @@ from typing import Any
 
 import pandas as pd
 
+from rnmt.evaluate.metric_names import length_range
 from rnmt.evaluate.metrics import scored_file
 from rnmt.evaluate.score import bucket_name
 from rnmt.io import InputError, atomic_writer, read_json
@@ -78,11 +79,11 @@ def _length_score(scores: dict[str, Any], name: str, what: str) -> Any:
     """A (tok_)bleu_len@ metric's `what` ("bleu", or "sentences": how many test sentences it rests on) from
     a run's scores; a-b: sources of a+1..b words (a bucket), a-inf: longer than a (a threshold)."""
     tok, base = tokenized(name)
-    lo, hi = base[9:].split("-")
-    if hi == "inf":
+    lo, hi = length_range(base)
+    if hi is None:
         key = f"{tok}bleu_longer_than" if what == "bleu" else "sentences_longer_than"
-        return (scores.get(key) or {}).get(lo)
-    bucket = (scores.get(f"{tok}bleu_by_length") or {}).get(bucket_name(int(lo), int(hi)))
+        return (scores.get(key) or {}).get(str(lo))
+    bucket = (scores.get(f"{tok}bleu_by_length") or {}).get(bucket_name(lo, hi))
     return bucket[what] if bucket else None
 
 
