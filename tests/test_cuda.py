@@ -21,7 +21,8 @@
 - ATR's persistent kernels (RNMT_ATR_PERSISTENT=1) equal its per-step kernels at batch 80, hidden 1000.
 - The fast paths inside a captured training step are chosen by timing graph replays, keyed apart from eager
   work; an uncapturable candidate is timed eagerly, and random draws work after its failed capture.
-- An RNNSearch+LSTM trains by replay across validations, and no captured step holds cuDNN's LSTM.
+- An RNNSearch+LSTM trains by replay across validations, and no captured step holds cuDNN's LSTM; a GRU's and an
+  LSTM's cuDNN path run eagerly leaves the cell's weights where a captured update writes them.
 - `rnmt bench decode --profile --graphs` names where the device time went, and the card's product kernels
   are counted as products.
 
@@ -407,7 +408,7 @@ def test_an_lstm_trains_by_replay_across_validations_without_cudnn_in_its_graphs
     decoding) between replayed steps, to the end, and no captured step holding cuDNN's LSTM (a training graph
     holding it failed at its first replay after a validation's eager cuDNN calls)."""
     cache = tmp_path / "fastpath.json"
-    settings = {"batch_size": 8, "lr": 0.003, "valid_every": 10, "valid_bleu": True, "threads": 1,
+    settings = {"batch_size": 8, "lr": 0.003, "valid_every": 10, "valid_bleu": True, "threads": 1, "amp": True,
                 "checkpoint_every": 0, "log_every": 10, "max_steps": 40, "device": "cuda", "cuda_graphs": True}
     cmd = train_command(corpus, {**MODEL, "cell": "lstm"}, settings, tmp_path / "run")
     env = {**train_env(), "RNMT_FASTPATH": "measure", "RNMT_FASTPATH_CACHE": str(cache)}
@@ -415,11 +416,44 @@ def test_an_lstm_trains_by_replay_across_validations_without_cudnn_in_its_graphs
     assert done.returncode == 0, done.stderr[-3000:]
     metrics = json.loads((tmp_path / "run" / "train.json").read_text())
     record = metrics["cuda_graphs"]
-    graphed = {k: v for k, v in json.loads(cache.read_text())["paths"].items()
+    # the machine's file of choices: {machine: {computation: path}}
+    graphed = {k: v for choices in json.loads(cache.read_text()).values() for k, v in choices.items()
                if k.startswith("cell LSTM") and k.endswith(", as a CUDA graph")}
     report(test="lstm-graphs-across-validations", record=record, choices=graphed)
     assert record["replays"] == metrics["steps"] == 40 and not record["failed"], record
     assert graphed and "torch" not in graphed.values(), graphed
+
+
+@pytest.mark.parametrize("kind", ["gru", "lstm"])
+def test_torchs_layer_leaves_the_cells_weights_where_a_graph_updates_them(kind: str) -> None:
+    """A cell's cuDNN path run eagerly (as a validation runs it between replayed training steps) leaves the
+    cell's parameters in their memory, so that an update a CUDA graph captured before still reaches them (an
+    nn.LSTM given the weights moved them into a new buffer, and the graph wrote into freed memory)."""
+    torch.manual_seed(0)
+    cell = build_cell(kind, 16, 16, **({"reset": "after"} if kind == "gru" else {})).to(CUDA)
+    params = list(cell.parameters())
+    where = [p.data_ptr() for p in params]
+    graph = torch.cuda.CUDAGraph()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side), torch.no_grad():
+        torch._foreach_add_(params, 1.0)                      # warm-up outside the capture
+    torch.cuda.current_stream().wait_stream(side)
+    with torch.no_grad(), torch.cuda.graph(graph):
+        torch._foreach_add_(params, 1.0)                      # the graph's "update"
+    x = torch.randn(6, 7, 16, device=CUDA)
+    state = torch.zeros(6, cell.state_size, device=CUDA)
+    lengths = torch.tensor([7, 3, 5, 1, 7, 2], device=CUDA)
+    for lens in (None, lengths):
+        assert cell.torch_layer(x, lens, state) is not None                        # with gradients
+        with torch.no_grad():
+            assert cell.torch_layer(x, lens, state) is not None                    # as a validation
+    assert [p.data_ptr() for p in params] == where
+    before = [p.detach().clone() for p in params]
+    graph.replay()
+    torch.cuda.synchronize()
+    for p, b in zip(params, before, strict=True):
+        torch.testing.assert_close(p.detach(), b + 1.0)
 
 
 def test_the_decode_profile_on_cuda_counts_kernels_and_names_where_the_device_time_went() -> None:

@@ -16,6 +16,7 @@ A cell that offers `step_kernel` (its step with a hand-written backward, run by 
 
 from __future__ import annotations
 
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -292,43 +293,48 @@ def _candidates(cell: RecurrentCell, x: Tensor, grad: bool, params: list[Tensor]
     return {p: timed(p) for p in PATHS if has[p]}, default
 
 
-_TORCH_LAYERS: dict[tuple[str, int, int], nn.RNNBase] = {}
-
-
 def torch_recurrence(kind: str, x: Tensor, lengths: Tensor | None, h0: Tensor, c0: Tensor | None,
-                     weights: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor | None] | None:
+                     weights: list[Tensor]) -> tuple[Tensor, Tensor, Tensor | None] | None:
     """torch's own one-layer GRU or LSTM (`kind`) over x [B, T, I] from h0 (and c0) [B, H], with a cell's
-    weights under torch's names (weight_ih_l0, weight_hh_l0, bias_ih_l0, bias_hh_l0); padded sequences go
-    through a packed sequence. (outputs [B, T, H], last h, last c or None); None where a sequence has
-    length 0 (torch cannot pack it), and on a GPU for work a CUDA graph will hold (`capturing`)."""
+    weights in torch's order (W_ih, W_hh, b_ih, b_hh); padded sequences go through a packed sequence.
+    (outputs [B, T, H], last h, last c or None); None where a sequence has length 0 (torch cannot pack it),
+    and on a GPU for work a CUDA graph will hold (`capturing`).
+
+    It calls torch's functional recurrence (torch.gru, torch.lstm), not an nn.GRU or nn.LSTM module given
+    the cell's weights: on a GPU such a module flattens the weights it is given for cuDNN
+    (nn.RNNBase.flatten_parameters), which moves the cell's own parameters into a new buffer and frees
+    their memory, while a CUDA graph captured before goes on reading and updating that memory."""
     if x.is_cuda and capturing():
-        # cuDNN's layer stays out of CUDA graphs: a training graph holding cuDNN's LSTM failed with an illegal
-        # memory access at its first replay after a validation had run cuDNN eagerly (benchmarks/gpu/README.md),
-        # where graphs holding rnmt's own paths did not fail so
+        # cuDNN's layer stays out of CUDA graphs: no GPU run has yet shown a graph holding it replaying as
+        # its eager step does (benchmarks/gpu/README.md)
         return None
     if lengths is not None and (capturing() or bool((lengths == 0).any())):
         return None                       # packing needs the lengths on the host: not inside a CUDA graph
-    key = (kind, x.size(-1), h0.size(1))
-    if key not in _TORCH_LAYERS:          # shapes only: the weights are the cell's (torch.func.functional_call)
-        layer = nn.GRU if kind == "gru" else nn.LSTM
-        _TORCH_LAYERS[key] = layer(x.size(-1), h0.size(1), batch_first=True, device="meta")
-    hx: Any = h0.unsqueeze(0).contiguous()
-    if c0 is not None:
-        hx = (hx, c0.unsqueeze(0).contiguous())
-    packed = lengths is not None
-    inp: Any = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False) \
-        if packed else x
     if x.is_cuda:
         # float32 stays float32: cuDNN's default TF32 would not be the step loop's numbers. Set for the process,
         # not around the call: the backward pass builds its own cuDNN descriptor later, from the flag as it is
         # then (a context around the forward left the backward in TF32, 3e-4 off on an H100). rnmt runs no
         # convolutions, the flag's other users.
         torch.backends.cudnn.allow_tf32 = False
-    out, last = torch.func.functional_call(_TORCH_LAYERS[key], weights, (inp, hx))
-    if packed:
-        out = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=x.size(1))[0]
-    h_n, c_n = (last, None) if c0 is None else last
-    return out, h_n[0], None if c_n is None else c_n[0]
+    lstm = kind == "lstm"
+    hx = [h0.unsqueeze(0).contiguous()] + ([c0.unsqueeze(0).contiguous()] if lstm else [])
+    # (has biases, layers, dropout, train, bidirectional): what nn.GRU and nn.LSTM pass for one training layer
+    flags = (True, 1, 0.0, True, False)
+    with warnings.catch_warnings():
+        # cuDNN copies weights that are not one buffer into one at each call, and says so
+        warnings.filterwarnings("ignore", message="RNN module weights are not part of single contiguous")
+        if lengths is None:
+            got = torch.lstm(x, hx, weights, *flags, True) if lstm else torch.gru(x, hx[0], weights, *flags, True)
+            out = got[0]
+        else:
+            packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+            hx = [h.index_select(1, packed.sorted_indices) for h in hx]
+            got = torch.lstm(packed.data, packed.batch_sizes, hx, weights, *flags) if lstm else \
+                torch.gru(packed.data, packed.batch_sizes, hx[0], weights, *flags)
+            out = nn.utils.rnn.pad_packed_sequence(packed._replace(data=got[0]), batch_first=True,
+                                                   total_length=x.size(1))[0]
+            got = (got[0], *(h.index_select(1, packed.unsorted_indices) for h in got[1:]))
+    return out, got[1][0], got[2][0] if lstm else None
 
 
 _GRAPH_SAFE: ContextVar[bool] = ContextVar("rnmt_graph_safe", default=False)

@@ -131,9 +131,8 @@ class GRU(RecurrentCell):
         product, without gate norm and, in training, without candidate dropout."""
         if self.gate_norm or self.reset != "after" or (self.candidate_dropout and self.training):
             return None
-        got = torch_recurrence("gru", x, lengths, state, None, {
-            "weight_ih_l0": self.weight_ih, "weight_hh_l0": self.weight_hh,
-            "bias_ih_l0": self.bias_ih, "bias_hh_l0": self.bias_hh})
+        got = torch_recurrence("gru", x, lengths, state, None,
+                               [self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh])
         return None if got is None else (got[0], got[1])
 
 

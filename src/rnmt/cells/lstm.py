@@ -55,9 +55,8 @@ class LSTM(RecurrentCell):
     def torch_layer(self, x: Tensor, lengths: Tensor | None, state: Tensor) -> tuple[Tensor, Tensor] | None:
         """torch's nn.LSTM with this cell's weights (the same equations and gate order)."""
         h0, c0 = state.chunk(2, -1)
-        got = torch_recurrence("lstm", x, lengths, h0, c0, {
-            "weight_ih_l0": self.weight_ih, "weight_hh_l0": self.weight_hh,
-            "bias_ih_l0": self.bias_ih, "bias_hh_l0": self.bias_hh})
+        got = torch_recurrence("lstm", x, lengths, h0, c0,
+                               [self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh])
         return None if got is None else (got[0], torch.cat([got[1], got[2]], -1))
 
 
