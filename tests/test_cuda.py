@@ -17,7 +17,8 @@
 - A training step replayed as a CUDA graph (rnmt.train.graphs) gives the eager step's weights bit for bit on
   the same padded batch; every architecture captures and trains by replay with a falling loss.
 - `rnmt train` on CUDA, eager and with CUDA graphs, stopped with SIGTERM and rerun, ends with the uninterrupted
-  run's weights, and the graphed run replayed its graphs.
+  run's weights, and the graphed run replayed its graphs; a run that restarts on a plateau counts every
+  replayed step.
 - ATR's persistent kernels (RNMT_ATR_PERSISTENT=1) equal its per-step kernels at batch 80, hidden 1000.
 - The fast paths inside a captured training step are chosen by timing graph replays, keyed apart from eager
   work; an uncapturable candidate is timed eagerly, and random draws work after its failed capture.
@@ -320,6 +321,24 @@ def test_sigterm_and_rerun_on_cuda_end_with_the_uninterrupted_weights(corpus: di
     report(test="trainer-graphs", cuda_graphs=cuda_graphs, record=record)
     if cuda_graphs:                      # every step was a replay
         assert record["graphs"] >= 1 and record["replays"] == metrics["steps"] and not record["failed"], record
+
+
+def test_a_run_that_restarts_on_a_plateau_counts_every_replayed_step(corpus: dict[str, Path],
+                                                                     tmp_path: Path) -> None:
+    """train.json's `cuda_graphs` counts the whole run: a restart from the best checkpoint (a fresh optimizer,
+    its graphs captured anew) does not start the count again, so every step still reads as replayed."""
+    settings = {"batch_size": 8, "lr": 1e-12, "valid_every": 10, "valid_bleu": False, "select_by": "loss",
+                "patience": 1, "plateau_retrains": 1, "threads": 1, "checkpoint_every": 0, "log_every": 10,
+                "max_steps": 40, "device": "cuda", "cuda_graphs": True}
+    done = subprocess.run(train_command(corpus, MODEL, settings, tmp_path / "run"), capture_output=True,
+                          text=True, env=train_env(), timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    metrics = json.loads((tmp_path / "run" / "train.json").read_text())
+    records = [json.loads(line) for line in (tmp_path / "run" / "train.jsonl").open()]
+    assert [r for r in records if r["kind"] == "retrain"], records    # weights that round back never improve
+    record = metrics["cuda_graphs"]
+    report(test="graphs-across-a-restart", record=record, steps=metrics["steps"])
+    assert record["replays"] == metrics["steps"] and not record["failed"], record
 
 
 @pytest.mark.parametrize("requested", ["cuda", "auto", "cuda:0"])

@@ -33,6 +33,10 @@ class Progress:
     lr_factor: float = 1.0              # SR-NMT retraining multiplies it by plateau_factor
     retrains_done: int = 0
     skipped_batches: int = 0            # NaN/inf losses skipped (nan_policy=skip)
+    # CUDA graphs captured and steps replayed over the whole run (a retrain's fresh optimizer and a resumed
+    # process capture their graphs anew)
+    graph_captures: int = 0
+    graph_replays: int = 0
     load_sum: float = 0.0               # the machine's load average summed over the log steps…
     load_samples: int = 0               # …and how many were taken (train.json's hardware.load_avg)
     best: dict[str, Any] = field(default_factory=dict)

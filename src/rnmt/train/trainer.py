@@ -235,7 +235,8 @@ class Trainer:
         metrics["warnings"] = self.warnings + warned
         metrics["data_parallel"] = distributed.describe(self.world)
         metrics["paths"] = taken_paths()             # the kind of path each recurrence trained on
-        metrics["cuda_graphs"] = self.graphed.summary() if self.graphed is not None else {"off": self.graphs_off}
+        metrics["cuda_graphs"] = {"off": self.graphs_off} if self.graphed is None else \
+            {**self.graphed.summary(), "graphs": self.p.graph_captures, "replays": self.p.graph_replays}
         if self.rank == 0:
             write_json(self.out_dir / "train.json", metrics)
         return metrics
@@ -288,7 +289,12 @@ class Trainer:
         set_lr(self.opt, lr)
         parts = [make_batch(self.train_data, idx[self.rank::self.world]) for idx in group]
         tokens = distributed.global_sum(sum(b.tgt_tokens for b in parts), self.world, self.device)
-        replayed = self.graphed.step(parts[0], tokens) if self.graphed is not None else None
+        replayed = None
+        if self.graphed is not None:
+            captured = len(self.graphed.graphs)
+            replayed = self.graphed.step(parts[0], tokens)
+            p.graph_captures += len(self.graphed.graphs) - captured
+            p.graph_replays += replayed is not None
         if replayed is None:
             summed = self._eager_gradients(parts, tokens)
         total = distributed.global_loss(summed if replayed is None else replayed, self.world).item()   # one sync
