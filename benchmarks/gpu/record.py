@@ -1,0 +1,92 @@
+"""Append what a GPU lease brought back to the committed CSVs of this folder, from the run's own files.
+
+    python benchmarks/gpu/record.py rows RUN_DIR --session S --run NAME [--csv benchmarks/gpu/mini-rows.csv]
+    python benchmarks/gpu/record.py tests JSONL --session S --run N [--csv benchmarks/gpu/cuda-tests-h200.csv]
+
+`rows`: one row a trained model of RUN_DIR (a `results/<run>` folder out of `mini.tgz`, whose models all
+trained on the GPU at once, as `mini-on-one-gpu.sh` runs them): steps, training
+seconds and target tokens/s from its train.json, test BLEU (detokenized, beam search) and decode seconds
+from its metrics; a model without train.json gets the last step its training log reached and why it stopped
+(the log's interruption or error line). `tests`: one row a measurement of `pytest -m cuda`'s report
+(RNMT_CUDA_REPORT), a column a field, nested fields as JSON; columns the CSV lacks are added. A session
+already in the CSV under the same run is refused, so nothing is appended twice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+HERE = Path(__file__).resolve().parent
+ROWS = HERE / "mini-rows.csv"
+TESTS = HERE / "cuda-tests-h200.csv"
+STEP = re.compile(r"step (\d+)[/;: ]")       # "step 5500/6000 ...", "... at step 5608; ..."
+STOPPED = re.compile(r"(interrupted: signal \d+ at step \d+|\w+Error: .*)")
+
+
+def model_rows(run_dir: Path) -> list[dict[str, object]]:
+    """A row for every model of `run_dir` that began training, in the order of their folders."""
+    rows = []
+    for log in sorted((run_dir / "logs" / "train").glob("*/*.log")):
+        corpus, (variant, seed) = log.parent.name, log.stem.rsplit(".", 1)
+        model = run_dir / "models" / corpus / variant / seed
+        row: dict[str, object] = {"variant": variant}
+        if (model / "train.json").is_file():
+            t = json.loads((model / "train.json").read_text())
+            m = json.loads((run_dir / "metrics" / corpus / variant / seed / "test.json").read_text())
+            row |= {"steps": t["steps"], "finished": True, "train_seconds": round(t["train_seconds"], 1),
+                    "tgt_tokens_per_s": round(t["train_tgt_tokens_per_s"]),
+                    "best_greedy_dev_bleu": round(t["best_dev_bleu_greedy"], 2), "kept_step": t["best_step"],
+                    "test_bleu_beam": round(m["scores"]["bleu"], 2), "beam": m["decode"]["beam"],
+                    "test_decode_seconds": round(m["decode"]["decode_seconds"], 2),
+                    "test_sentences": m["scores"]["sentences"], "bf16_autocast": t["train_settings"]["amp"],
+                    "gpu": t["hardware"].get("gpu"), "torch": t["hardware"].get("torch"),
+                    "stopped_by": t["stop_reason"]}
+        else:
+            text = log.read_text(encoding="utf-8", errors="replace")
+            steps = [int(s) for s in STEP.findall(text)]
+            why = STOPPED.findall(text)
+            row |= {"steps": max(steps, default=0), "finished": False,
+                    "stopped_by": why[-1] if why else "no train.json and no reason in its log"}
+        rows.append(row)
+    return [{**row, "jobs_on_the_gpu": len(rows)} for row in rows]     # every model trained at once
+
+
+def append(csv: Path, new: pd.DataFrame, session: str, run: str) -> None:
+    old = pd.read_csv(csv, dtype=str, keep_default_na=False)
+    if ((old["session"] == session) & (old["run"] == run)).any():
+        sys.exit(f"{csv} already holds session {session} run {run}: nothing appended")
+    new = new.assign(session=session, run=run)
+    columns = list(old.columns) + [c for c in new.columns if c not in old.columns]
+    pd.concat([old, new], ignore_index=True).reindex(columns=columns).to_csv(csv, index=False)
+    print(f"{csv}: {len(new)} rows of session {session} run {run} appended")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("what", choices=["rows", "tests"])
+    ap.add_argument("source", type=Path, help="rows: the run's folder; tests: the CUDA tests' JSON lines")
+    ap.add_argument("--session", required=True, help="the lease's date, with a letter for a second that day")
+    ap.add_argument("--run", required=True)
+    ap.add_argument("--csv", type=Path)
+    a = ap.parse_args()
+    if not a.source.exists():
+        sys.exit(f"{a.source} does not exist")
+    if a.what == "rows":
+        rows = model_rows(a.source)
+        if not rows:
+            sys.exit(f"{a.source} has no training logs (logs/train/<corpus>/<variant>.<seed>.log)")
+        append(a.csv or ROWS, pd.DataFrame(rows, dtype=object), a.session, a.run)
+    else:
+        records = [json.loads(line) for line in a.source.read_text().splitlines() if line.strip()]
+        flat = [{k: json.dumps(v) if isinstance(v, dict | list) else v for k, v in r.items()} for r in records]
+        append(a.csv or TESTS, pd.DataFrame(flat, dtype=object), a.session, a.run)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""benchmarks/gpu/record.py turns what a GPU lease brought back into the committed CSVs' rows: a finished
+model's numbers from its own train.json and metrics, an unfinished one's last step and why it stopped from
+its log, and a lease appended twice is refused (a doubled row would count twice in every comparison)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks/gpu/record.py"
+
+
+def _record():                                      # the script, loaded as a module (benchmarks/ is no package)
+    spec = importlib.util.spec_from_file_location("gpu_record", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    run = tmp_path / "mini-gpu"
+    logs = run / "logs/train/multi30k-en-de"
+    _write(logs / "atr-rnnsearch-atr.seed1.log", "step 50/6000 (1% of the budget) | 20,000 target tokens/s\n")
+    _write(run / "models/multi30k-en-de/atr-rnnsearch-atr/seed1/train.json", json.dumps({
+        "steps": 6000, "train_seconds": 177.94, "train_tgt_tokens_per_s": 32909.4, "best_dev_bleu_greedy": 38.213,
+        "best_step": 5000, "train_settings": {"amp": True}, "stop_reason": "max_steps",
+        "hardware": {"gpu": "NVIDIA H200", "torch": "2.11.0+cu130"}}))
+    _write(run / "metrics/multi30k-en-de/atr-rnnsearch-atr/seed1/test.json", json.dumps({
+        "scores": {"bleu": 32.6412, "sentences": 2461}, "decode": {"beam": 10, "decode_seconds": 13.318}}))
+    _write(logs / "atr-rnnsearch-lstm.seed1.log",
+           "INFO: step 450/6000 (8% of the budget)\nINFO: step 500/6000 (8% of the budget)\n"
+           "INFO: validation at step 500: dev ppl 32.288\nTraceback (most recent call last):\n"
+           "torch.AcceleratorError: CUDA error: an illegal memory access was encountered\n")
+    _write(logs / "atr-deep-rnnsearch-gru.seed1.log",
+           "INFO: step 5600/6000 (93% of the budget)\n"
+           "rnmt WARNING: interrupted: signal 15 at step 5608; last.pt saved: rerun the same command to resume\n")
+    return run
+
+
+def test_rows_come_from_each_models_own_files_and_a_lease_is_appended_once(run_dir: Path, tmp_path: Path) -> None:
+    rows = {r["variant"]: r for r in _record().model_rows(run_dir)}
+    assert rows["atr-rnnsearch-atr"] == {
+        "variant": "atr-rnnsearch-atr", "steps": 6000, "finished": True, "train_seconds": 177.9,
+        "tgt_tokens_per_s": 32909, "best_greedy_dev_bleu": 38.21, "kept_step": 5000, "test_bleu_beam": 32.64,
+        "beam": 10, "test_decode_seconds": 13.32, "test_sentences": 2461, "bf16_autocast": True,
+        "gpu": "NVIDIA H200", "torch": "2.11.0+cu130", "stopped_by": "max_steps", "jobs_on_the_gpu": 3}
+    assert rows["atr-rnnsearch-lstm"]["steps"] == 500 and not rows["atr-rnnsearch-lstm"]["finished"]
+    assert rows["atr-rnnsearch-lstm"]["stopped_by"] == \
+        "AcceleratorError: CUDA error: an illegal memory access was encountered"
+    assert rows["atr-deep-rnnsearch-gru"]["steps"] == 5608
+    assert rows["atr-deep-rnnsearch-gru"]["stopped_by"] == "interrupted: signal 15 at step 5608"
+
+    csv = tmp_path / "rows.csv"
+    pd.DataFrame([{"session": "2026-11-27", "run": "a", "variant": "x", "steps": 400}]).to_csv(csv, index=False)
+    cmd = [sys.executable, str(SCRIPT), "rows", str(run_dir), "--session", "2026-11-28b", "--run", "b",
+           "--csv", str(csv)]
+    first = subprocess.run(cmd, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    again = subprocess.run(cmd, capture_output=True, text=True)
+    assert again.returncode != 0 and "already holds session 2026-11-28b run b" in again.stderr
+    table = pd.read_csv(csv, dtype=str, keep_default_na=False)
+    assert len(table) == 4 and list(table.columns[:4]) == ["session", "run", "variant", "steps"]
+    assert table.set_index("variant").loc["atr-rnnsearch-atr", "tgt_tokens_per_s"] == "32909"   # no "32909.0"
