@@ -447,7 +447,7 @@ def test_an_lstm_trains_by_replay_across_validations_without_cudnn_in_its_graphs
 def test_torchs_layer_leaves_the_cells_weights_where_a_graph_updates_them(kind: str) -> None:
     """A cell's cuDNN path run eagerly (as a validation runs it between replayed training steps) leaves the
     cell's parameters in their memory, so that an update a CUDA graph captured before still reaches them (an
-    nn.LSTM given the weights moved them into a new buffer, and the graph wrote into freed memory)."""
+    nn.LSTM given the weights moves them into a new buffer, and the graph then writes into freed memory)."""
     torch.manual_seed(0)
     cell = build_cell(kind, 16, 16, **({"reset": "after"} if kind == "gru" else {})).to(CUDA)
     params = list(cell.parameters())
