@@ -409,7 +409,8 @@ def test_tables_and_figures_say_what_their_rows_ran_with_not_what_was_configured
     warm = {"lr": 0.001, "schedule": "rnmt_plus", "replicas": 2, "warmup_steps": 500}
     dtmt = [{**m, "train": {**m["train"], "train_settings": {**m["train"]["train_settings"], **warm}}} for m in ms]
     assert ran.summary([*dtmt, {**ms[0], "variant": "shallow"}]).endswith(
-        "learning rate 0.001 rising to 0.002 over 1,000 steps (RNMT+ schedule), constant 0.002.")
+        "learning rate 0.001 rising to 0.002 over 1,000 steps, falling from step 4,000 to 0.0005 at step 32,000 "
+        "(RNMT+ schedule), constant 0.002.")
     assert ran.override(ms) == ("Forced on every row by the run's override, over the settings the notes "
                                 "describe: train.max_steps 200.")
     assert ran.override([{**m, "override": {}} for m in ms]) == ""

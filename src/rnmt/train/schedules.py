@@ -43,15 +43,19 @@ def rnmt_plus(replicas: int = 1, warmup_steps: int = 500, decay_start: int = 800
     return factor
 
 
-def describe(name: str, lr: float, replicas: int = 1, warmup_steps: int = 500, **_: Any) -> str:
+def describe(name: str, lr: float, replicas: int = 1, warmup_steps: int = 500, decay_start: int = 8000,
+             decay_end: int = 64000, **_: Any) -> str:
     """The rate schedule `name` gives from base rate `lr`, in words for a table: 'constant 0.002', 'halved
-    every epoch from 0.0005', '0.001 rising to 0.002 over 1,000 steps (RNMT+ schedule)' (rnmt_plus reaches
-    n·lr0 at step n·p, and its decay follows)."""
-    if name == "rnmt_plus" and replicas > 1:
-        return f"{lr:g} rising to {lr * replicas:g} over {replicas * warmup_steps:,} steps (RNMT+ schedule)"
+    every epoch from 0.0005', '0.001 rising to 0.002 over 1,000 steps, falling from step 4,000 to 0.0005 at
+    step 32,000 (RNMT+ schedule)' (rnmt_plus reaches n·lr0 at step n·p, and its decay term, falling as n·t
+    passes s, meets lr0/2 where n·t = e)."""
+    if name == "rnmt_plus":
+        n, s, e = replicas, decay_start, decay_end
+        rise = f"{lr:g} rising to {lr * n:g} over {n * warmup_steps:,} steps" if n > 1 else f"{lr:g}"
+        return f"{rise}, falling from step {s // n:,} to {lr / 2:g} at step {e // n:,} (RNMT+ schedule)"
     if name == "halve_every_epoch":
         return f"halved every epoch from {lr:g}"
-    return f"constant {lr:g}" if name in ("constant", "rnmt_plus") else f"{name} {lr:g}"
+    return f"constant {lr:g}" if name == "constant" else f"{name} {lr:g}"
 
 
 SCHEDULES: dict[str, Callable[..., Schedule]] = {
