@@ -40,6 +40,10 @@ def run_dir(tmp_path: Path) -> Path:
         "hardware": {"gpu": "NVIDIA H200", "torch": "2.11.0+cu130"}}))
     _write(run / "metrics/multi30k-en-de/atr-rnnsearch-atr/seed1/test.json", json.dumps({
         "scores": {"bleu": 32.6412, "sentences": 2461}, "decode": {"beam": 10, "decode_seconds": 13.318}}))
+    _write(logs / "atr-transformer.seed1.log", "step 6000/6000 (100% of the budget)\n")
+    _write(run / "models/multi30k-en-de/atr-transformer/seed1/train.json", json.dumps({
+        "steps": 6000, "train_seconds": 142.6, "train_tgt_tokens_per_s": 41037.0, "best_dev_bleu_greedy": 36.23,
+        "best_step": 5000, "train_settings": {"amp": True}, "stop_reason": "max_steps", "hardware": {}}))
     _write(logs / "atr-rnnsearch-lstm.seed1.log",
            "INFO: step 450/6000 (8% of the budget)\nINFO: step 500/6000 (8% of the budget)\n"
            "INFO: validation at step 500: dev ppl 32.288\nTraceback (most recent call last):\n"
@@ -56,10 +60,12 @@ def test_rows_come_from_each_models_own_files_and_a_lease_is_appended_once(run_d
         "variant": "atr-rnnsearch-atr", "steps": 6000, "finished": True, "train_seconds": 177.9,
         "tgt_tokens_per_s": 32909, "best_greedy_dev_bleu": 38.21, "kept_step": 5000, "test_bleu_beam": 32.64,
         "beam": 10, "test_decode_seconds": 13.32, "test_sentences": 2461, "bf16_autocast": True,
-        "gpu": "NVIDIA H200", "torch": "2.11.0+cu130", "stopped_by": "max_steps", "jobs_on_the_gpu": 3}
+        "gpu": "NVIDIA H200", "torch": "2.11.0+cu130", "stopped_by": "max_steps", "jobs_on_the_gpu": 4}
     assert rows["atr-rnnsearch-lstm"]["steps"] == 500 and not rows["atr-rnnsearch-lstm"]["finished"]
     assert rows["atr-rnnsearch-lstm"]["stopped_by"] == \
         "AcceleratorError: CUDA error: an illegal memory access was encountered"
+    assert rows["atr-transformer"]["stopped_by"] == "max_steps; not scored on the test set"
+    assert "test_bleu_beam" not in rows["atr-transformer"] and rows["atr-transformer"]["finished"]
     assert rows["atr-deep-rnnsearch-gru"]["steps"] == 5608
     assert rows["atr-deep-rnnsearch-gru"]["stopped_by"] == "interrupted: signal 15 at step 5608"
 
@@ -72,5 +78,5 @@ def test_rows_come_from_each_models_own_files_and_a_lease_is_appended_once(run_d
     again = subprocess.run(cmd, capture_output=True, text=True)
     assert again.returncode != 0 and "already holds session 2026-11-28b run b" in again.stderr
     table = pd.read_csv(csv, dtype=str, keep_default_na=False)
-    assert len(table) == 4 and list(table.columns[:4]) == ["session", "run", "variant", "steps"]
+    assert len(table) == 5 and list(table.columns[:4]) == ["session", "run", "variant", "steps"]
     assert table.set_index("variant").loc["atr-rnnsearch-atr", "tgt_tokens_per_s"] == "32909"   # no "32909.0"

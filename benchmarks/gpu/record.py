@@ -6,7 +6,7 @@
 `rows`: one row a trained model of RUN_DIR (a `results/<run>` folder out of `mini.tgz`, whose models all
 trained on the GPU at once, as `mini-on-one-gpu.sh` runs them): steps, training
 seconds and target tokens/s from its train.json, test BLEU (detokenized, beam search) and decode seconds
-from its metrics; a model without train.json gets the last step its training log reached and why it stopped
+from its metrics where the run scored it; a model without train.json gets the last step its training log reached and why it stopped
 (the log's interruption or error line). `tests`: one row a measurement of `pytest -m cuda`'s report
 (RNMT_CUDA_REPORT), a column a field, nested fields as JSON; columns the CSV lacks are added. A session
 already in the CSV under the same run is refused, so nothing is appended twice.
@@ -38,15 +38,19 @@ def model_rows(run_dir: Path) -> list[dict[str, object]]:
         row: dict[str, object] = {"variant": variant}
         if (model / "train.json").is_file():
             t = json.loads((model / "train.json").read_text())
-            m = json.loads((run_dir / "metrics" / corpus / variant / seed / "test.json").read_text())
             row |= {"steps": t["steps"], "finished": True, "train_seconds": round(t["train_seconds"], 1),
                     "tgt_tokens_per_s": round(t["train_tgt_tokens_per_s"]),
                     "best_greedy_dev_bleu": round(t["best_dev_bleu_greedy"], 2), "kept_step": t["best_step"],
-                    "test_bleu_beam": round(m["scores"]["bleu"], 2), "beam": m["decode"]["beam"],
-                    "test_decode_seconds": round(m["decode"]["decode_seconds"], 2),
-                    "test_sentences": m["scores"]["sentences"], "bf16_autocast": t["train_settings"]["amp"],
-                    "gpu": t["hardware"].get("gpu"), "torch": t["hardware"].get("torch"),
-                    "stopped_by": t["stop_reason"]}
+                    "bf16_autocast": t["train_settings"]["amp"], "gpu": t["hardware"].get("gpu"),
+                    "torch": t["hardware"].get("torch"), "stopped_by": t["stop_reason"]}
+            scored = run_dir / "metrics" / corpus / variant / seed / "test.json"
+            if scored.is_file():
+                m = json.loads(scored.read_text())
+                row |= {"test_bleu_beam": round(m["scores"]["bleu"], 2), "beam": m["decode"]["beam"],
+                        "test_decode_seconds": round(m["decode"]["decode_seconds"], 2),
+                        "test_sentences": m["scores"]["sentences"]}
+            else:                               # trained, but the run ended before its test set was scored
+                row["stopped_by"] = f"{t['stop_reason']}; not scored on the test set"
         else:
             text = log.read_text(encoding="utf-8", errors="replace")
             steps = [int(s) for s in STEP.findall(text)]
