@@ -4,10 +4,10 @@
     python benchmarks/gpu/record.py tests JSONL --session S --run N [--csv benchmarks/gpu/cuda-tests-h200.csv]
 
 `rows`: one row a trained model of RUN_DIR (a `results/<run>` folder out of `mini.tgz`, whose models all
-trained on the GPU at once, as `mini-on-one-gpu.sh` runs them): steps, training
-seconds and target tokens/s from its train.json, test BLEU (detokenized, beam search) and decode seconds
-from its metrics where the run scored it; a model without train.json gets the last step its training log reached and why it stopped
-(the log's interruption or error line). `tests`: one row a measurement of `pytest -m cuda`'s report
+trained on the GPU at once, as `mini-on-one-gpu.sh` runs them): steps, training seconds and target tokens/s
+from its train.json, test BLEU (detokenized, beam search) and decode seconds from its metrics where the run
+scored it; a model without train.json gets the last step its training log reached and why it stopped (the
+log's interruption or error line). `tests`: one row a measurement of `pytest -m cuda`'s report
 (RNMT_CUDA_REPORT), a column a field, nested fields as JSON; columns the CSV lacks are added. A session
 already in the CSV under the same run is refused, so nothing is appended twice.
 """
