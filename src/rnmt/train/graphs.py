@@ -38,6 +38,7 @@ from rnmt.data.batching import Batch
 from rnmt.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from rnmt.machine import hardware
 from rnmt.train.loss import token_loss
+from rnmt.train.progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -162,9 +163,11 @@ class GraphedSteps:
         static.loss = loss.detach()      # the replay writes it; its autograd graph is let go
         return static
 
-    def step(self, batch: Batch, tokens: int) -> Tensor | None:
+    def step(self, batch: Batch, tokens: int, tally: Progress | None = None) -> Tensor | None:
         """One update on `batch` (of `tokens` target tokens) by graph replay: the scaled loss (a device scalar
-        whose gradient was applied unless it is not finite), or None: train this batch eagerly."""
+        whose gradient was applied unless it is not finite), or None: train this batch eagerly. `tally`: the
+        run's progress, whose counts of captures and replays span its restarts and resumes (this object's
+        own span only itself)."""
         key = bucket(batch, self.rows)
         if key in self.failed:
             return None
@@ -183,6 +186,8 @@ class GraphedSteps:
                 self.found_inf.zero_()
                 return None
             self.graphs[key] = static
+            if tally is not None:
+                tally.graph_captures += 1
             log.info("CUDA graph %d captured for bucket %s (sentences, source, target)", len(self.graphs), key)
         padded = pad_to(batch, key)
         for name in ("src", "src_mask", "tgt_in", "tgt_out"):
@@ -190,6 +195,8 @@ class GraphedSteps:
         static.scale.fill_(1.0 / tokens)
         static.graph.replay()
         self.replays += 1
+        if tally is not None:
+            tally.graph_replays += 1
         return static.loss
 
     def before_eager_step(self) -> None:

@@ -289,12 +289,7 @@ class Trainer:
         set_lr(self.opt, lr)
         parts = [make_batch(self.train_data, idx[self.rank::self.world]) for idx in group]
         tokens = distributed.global_sum(sum(b.tgt_tokens for b in parts), self.world, self.device)
-        replayed = None
-        if self.graphed is not None:
-            captured = len(self.graphed.graphs)
-            replayed = self.graphed.step(parts[0], tokens)
-            p.graph_captures += len(self.graphed.graphs) - captured
-            p.graph_replays += replayed is not None
+        replayed = self.graphed.step(parts[0], tokens, tally=p) if self.graphed is not None else None
         if replayed is None:
             summed = self._eager_gradients(parts, tokens)
         total = distributed.global_loss(summed if replayed is None else replayed, self.world).item()   # one sync
