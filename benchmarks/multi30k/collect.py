@@ -12,7 +12,17 @@ step, detokenized BLEU with beam search on the validation set and on each test s
 trained on. `--seeds N` is the run's seeds a row (its `scales={mini: {seeds: N, max_seeds: N}}`;
 `--max-seeds M` where its cap differs, as for an ensemble of 2 over rows of 1 seed);
 `--partial` collects a run that ended early: the rows that finished with the run's settings now, from
-Snakemake's partial table (results/<run>/tables/partial/), the others marked. After collecting, the
+Snakemake's partial table (results/<run>/tables/partial/), the others marked.
+
+A table's rows may come from several sessions and machines: `rows/` keeps every collected row member's
+metrics files and translations (no models; `rnmt.report.kept`), and collecting a table first restores the
+kept members the run lacks (its data made first; a member scored on other data is left out, saying why),
+trains what is still missing (none with `--partial`), then builds the table from both with Snakemake's
+partial-table rule, allowed to train nothing, and keeps the run's members. `--keep-only` only keeps the
+run's finished members (those of a GPU loan's run, or seeds toward a table that needs more sessions) and
+leaves the table's files as they are. A figure (gates, training logs) is collected from its run alone.
+
+After collecting, the
 index of this folder, `benchmarks/multi30k/README.md` (every table of the four papers: rows with numbers,
 seeds, machine, training time, the claims' verdicts, and the command for what is missing), is written
 again from the folder's files; `--index` writes only the index.
@@ -26,11 +36,13 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
+ROWS = HERE / "rows"        # the row members behind these tables: metrics and translations (rnmt.report.kept)
 
 
 def main() -> None:
@@ -41,12 +53,19 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=0, help="the run's seeds a row (default: the scale's)")
     ap.add_argument("--max-seeds", type=int, default=0, help="the run's cap on seeds a row (default: --seeds)")
     ap.add_argument("--partial", action="store_true", help="the rows that finished, the others marked")
+    ap.add_argument("--keep-only", action="store_true",
+                    help="only keep the run's finished row members in rows/, for a later session's table")
     ap.add_argument("--index", action="store_true", help="only write the index README.md from this folder")
     a = ap.parse_args()
-    if not a.index:
-        for table in a.table or ["atr-table4"]:
-            collect(table, a.run, a.cores, a.seeds, a.partial, a.max_seeds or a.seeds)
-    (HERE / "README.md").write_text(index())
+    from rnmt.io import InputError
+
+    try:
+        if not a.index:
+            for table in a.table or ["atr-table4"]:
+                collect(table, a.run, a.cores, a.seeds, a.partial, a.max_seeds or a.seeds, a.keep_only)
+        (HERE / "README.md").write_text(index())
+    except (InputError, subprocess.CalledProcessError) as e:
+        sys.exit(f"collect.py: {e}")
 
 
 def _plan(run: str, seeds: int = 0, tables: list[str] | None = None, max_seeds: int = 0
@@ -64,28 +83,55 @@ def _plan(run: str, seeds: int = 0, tables: list[str] | None = None, max_seeds: 
     return Plan({**config, "scale": "mini", "run": run, **({"tables": tables} if tables else {})}, ROOT)
 
 
-def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seeds: int = 0) -> None:
+def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seeds: int = 0,
+            keep_only: bool = False) -> None:
     override = [f"scales={{mini: {{seeds: {seeds}, max_seeds: {max_seeds or seeds}}}}}"] if seeds else []
     plan = _plan(run, seeds, [name], max_seeds)
     table = plan.table(name)
     results = ROOT / plan.results
-    tables = results / "tables" / ("partial" if partial else "")
     metrics = f"{plan.results}/metrics/{table.corpus}"
-    from rnmt.planning.current import made_with, member_of, outdated, table_expected
+    from rnmt.planning.current import differences, expected, made_with, member_of, outdated, table_expected
+    from rnmt.report import kept
 
-    # made with other settings than the run's now: asking for their files would retrain them
-    stale = {member_of(p) for p in outdated(table_expected(plan, name), ROOT)} if partial else set()
-    members = [(r, m) for r in table.trained_rows for m in r.members()
-               if not partial or ((ROOT / f"{metrics}/{r.variant}/{m}/test.json").is_file()
-                                  and (r.variant, m) not in stale)]
     config_args = ["--config", "scale=mini", f"run={run}", *override]
-    targets = [f"{metrics}/{r.variant}/{m}/dev.json" for r, m in members]
-    targets.append(str((tables / f"{name}.md").relative_to(ROOT)))
+    snakemake = [sys.executable, "-m", "snakemake", "--cores", cores]
+    everyone = [(table.corpus, r.variant, m) for r in table.trained_rows for m in r.members()]
+    # a figure reads what a run keeps beside its metrics (gates, training logs), which the store does not hold
+    pooled = not table.figure
+    if pooled:      # the data the kept rows and the run's own were scored on (a GPU loan's run comes without)
+        need = sorted(set(kept.data_files(ROWS, everyone)) | set(kept.data_files(results, everyone)))
+        if missing := [f"{plan.results}/{p}" for p in need if not (results / p).is_file()]:
+            subprocess.run([*snakemake, *missing, *config_args], cwd=ROOT, check=True)
+    if pooled and not keep_only:                # the rows kept by earlier sessions, where this run lacks them
+        print(kept.restore(ROWS, results, everyone).summary("Restored"))
+    # made with other settings than the run's now: asking for their files would retrain them
+    stale = {member_of(p) for p in outdated(table_expected(plan, name), ROOT)} if partial or pooled else set()
+
+    def done(variant: str, m: str) -> bool:
+        return (ROOT / f"{metrics}/{variant}/{m}/test.json").is_file() and (variant, m) not in stale
+
+    members = [(r, m) for r in table.trained_rows for m in r.members()
+               if not (partial or keep_only) or done(r.variant, m)]
+    if keep_only:
+        print(kept.keep(results, [(table.corpus, r.variant, m) for r, m in members], ROWS).summary("Kept"))
+        return
+    tables = results / "tables" / ("partial" if partial or pooled else "")
     figure = results / "figures" / f"{name}.png" if table.figure and not partial else None
+    if pooled:      # what is missing or stale (trained unless partial), and the run's own decodings of dev
+        targets = [f"{metrics}/{r.variant}/{m}/{s}.json" for r, m in members for s in ("test", "dev")
+                   if not done(r.variant, m) or not (ROOT / f"{metrics}/{r.variant}/{m}/{s}.json").is_file()]
+    else:
+        targets = [f"{metrics}/{r.variant}/{m}/dev.json" for r, m in members]
+        targets.append(str((tables / f"{name}.md").relative_to(ROOT)))
     if figure:                                  # ATR Figure 3's gates, UD Figure 2's cost, ...
         targets.append(str(figure.relative_to(ROOT)))
-    subprocess.run([sys.executable, "-m", "snakemake", "--cores", cores, *targets, *config_args], cwd=ROOT,
-                   check=True)
+    if targets:
+        subprocess.run([*snakemake, *targets, *config_args], cwd=ROOT, check=True)
+    if pooled:                                  # the table of the members whose metrics are here, training none
+        stale = {member_of(p) for p in outdated(table_expected(plan, name), ROOT)}
+        members = [(r, m) for r, m in members if done(r.variant, m)]
+        subprocess.run([*snakemake, str((tables / f"{name}.md").relative_to(ROOT)), "--allowed-rules",
+                        "partial_table", "cell_counts", *config_args], cwd=ROOT, check=True)
     rows = []
     for r, m in members:
         d = json.loads((ROOT / f"{metrics}/{r.variant}/{m}/dev.json").read_text())
@@ -110,6 +156,15 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seed
             shutil.copy(tables / f"{name}.{ext}", HERE / f"{name}.{ext}")
     if figure:
         shutil.copy(figure, HERE / figure.name)
+    if pooled and members:                      # kept for the next session's table; a stale kept member replaced
+        def outdated_kept(r: Any, m: str) -> bool:
+            f = ROWS / "metrics" / table.corpus / r.variant / m / "test.json"
+            return f.is_file() and bool(differences(expected(plan.variant(table.corpus, r.variant)), m,
+                                                    json.loads(f.read_text())))
+
+        print(kept.keep(results, [(table.corpus, r.variant, m) for r, m in members], ROWS,
+                        replace=[(table.corpus, r.variant, m) for r, m in members if outdated_kept(r, m)])
+              .summary("Kept"))
     if rows:
         print(out.to_string(index=False))
 
@@ -146,10 +201,19 @@ def index(folder: Path = HERE) -> str:
     synthetic = sorted(n for n, source in sources.items() if source.startswith("synthetic:"))
     names = sorted(set(plan.tables) - set(synthetic))
     from rnmt.planning.current import differences, expected
+    from rnmt.report.kept import kept_members
 
-    summary, claims_lines, missing, earlier = [], [], [], []
+    summary, claims_lines, missing, earlier, kept = [], [], [], [], []
+    held = set(kept_members(folder / ROWS.name))
     for name in names:
         table = plan.table(name)
+        members = [(r.system, m) for r in table.trained_rows for m in r.members()
+                   if (table.corpus, r.variant, m) in held]
+        if members and not table.figure:
+            n = sum(len(r.members()) for r in table.trained_rows)
+            kept.append(f"| `{name}` | {len(members)} of {n} | "
+                        + ", ".join(f"{s} {', '.join(m for x, m in members if x == s)}"
+                                    for s in dict.fromkeys(s for s, _ in members)) + " |")
         planned = [r.system for r in table.trained_rows]
         path = folder / f"{name}.csv"
         if not path.is_file():
@@ -209,6 +273,11 @@ def index(folder: Path = HERE) -> str:
            "one of them at an unknown load, a model that did not learn to translate, or a BLEU over fewer than "
            "100 test sentences).",
            "", "| Table | Claim | Verdict |", "|---|---|---|", *claims_lines, "",
+           *([f"## Row members kept for the next session ({ROWS.name}/)", "",
+              f"Their metrics files and translations, without models (`rnmt.report.kept`): collecting a table "
+              f"restores them into the run where it lacks them, and the table's rows are built from them and the "
+              f"run's own (a row shows numbers once all its seeds are there; {plan.seeds} a row at `mini`).", "",
+              "| Table | Members kept | Which |", "|---|---:|---|", *kept, ""] if kept else []),
            f"## Not trained yet ({len(missing)} tables)", "", *missing, "",
            "Each is made by `snakemake --cores 2 results/mini/tables/<table>.csv --config scale=mini run=mini` "
            "(add `\"scales={mini: {seeds: 1, max_seeds: 1}}\"` for one seed a row), then "

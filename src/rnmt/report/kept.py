@@ -1,0 +1,200 @@
+"""Rows kept beyond their run: a store of decoded row members' metrics files and translations, without
+their models.
+
+A table at `mini` needs three seeds a row, more training than one CPU session or one GPU loan gives, and a
+run's folder does not outlive the machine it ran on. `keep` copies what a table reads of each finished
+row member (its metrics files, `<testset>.json`, and the translations they scored, gzipped) out of a run's
+folder into a store (a folder a repository can hold: about 0.1 MB a member); `restore` puts them back into
+another run's folder, where that run has no metrics of its own for the member, so that the next session's
+table is built from the members kept before and its own. The store mirrors a run folder's layout
+(`metrics/<corpus>/<variant>/<member>/` and `translations/<corpus>/<variant>/<member>/`), so the relative
+paths a metrics file records still hold after a restore.
+
+A restored member is only a row of the table if it is still what the run would make: each metrics file
+records the sha256 of the references and source it scored, and a member scored on other data than the run's
+now is not restored (the reason is reported); one made with other settings is restored but left out of the
+table by the table command's own check (`rnmt.planning.current`), which says what changed. A store is
+input from elsewhere (a colleague's, an older commit's): its names must be plain folder names, every path a
+metrics file records must stay inside the run folder, and only files inside the member's own translations
+folder are ever read from it or written by it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import shutil
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rnmt.evaluate.metrics import verify_scored
+from rnmt.io import InputError, atomic_writer, read_json, sha256_of
+
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")       # a corpus, variant, member or file name
+Member = tuple[str, str, str]                               # (corpus, variant, member)
+
+
+@dataclass
+class Outcome:
+    """What `keep` or `restore` did with each member: (corpus, variant, member) lists, and why not."""
+
+    done: list[Member] = field(default_factory=list)
+    present: list[Member] = field(default_factory=list)     # restore: the run has its own metrics of it
+    same: list[Member] = field(default_factory=list)        # keep: the store holds these files already
+    skipped: dict[Member, str] = field(default_factory=dict)
+
+    def summary(self, verb: str) -> str:
+        parts = [f"{verb} {len(self.done)}"]
+        if self.present:
+            parts.append(f"{len(self.present)} the run has itself")
+        if self.same:
+            parts.append(f"{len(self.same)} kept already")
+        out = ", ".join(parts) + " row member(s)"
+        return out + "".join(f"\n  not {verb.lower()}: {'/'.join(m)}: {why}" for m, why in self.skipped.items())
+
+
+def _checked(m: Member) -> Member:
+    for name in m:
+        if not NAME.match(name) or ".." in name:
+            raise InputError(f"{'/'.join(m)}: {name!r} is not a plain folder name (letters, digits, . _ + -); a "
+                             "kept row's corpus, variant and member name its folders")
+    return m
+
+
+def _folders(root: Path, m: Member) -> tuple[Path, Path]:
+    corpus, variant, member = _checked(m)
+    return root / "metrics" / corpus / variant / member, root / "translations" / corpus / variant / member
+
+
+def _scored(metrics_file: Path, root: Path, m: Member) -> tuple[dict[str, str], dict[str, str]]:
+    """({file name: sha256} of the member's own translations, {path under `root`: sha256} of the data) that
+    a metrics file scored, each path checked to stay inside `root`."""
+    data = read_json(metrics_file)
+    recorded = (data.get("files") or {}).get("sha256")
+    if not recorded:
+        raise InputError(f"{metrics_file}: the metrics file does not record what it scored (an older rnmt wrote "
+                         "it), so it cannot be kept or checked: rerun the run's score jobs")
+    here, own = metrics_file.parent, _folders(root, m)[1]
+    translations, data_files = {}, {}
+    for rel, sha in recorded.items():
+        path = (here / rel).resolve()
+        if not path.is_relative_to(root.resolve()):
+            raise InputError(f"{metrics_file} names {rel!r}, outside the run folder {root}: a kept row reads and "
+                             "writes only inside its run's folder; this metrics file is not one rnmt wrote")
+        if path.parent == own.resolve():
+            translations[path.name] = sha
+        else:
+            data_files[str(path.relative_to(root.resolve()))] = sha
+    return translations, data_files
+
+
+def _metrics_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.glob("*.json") if NAME.match(p.name))
+
+
+def keep(run: str | Path, members: list[Member], store: str | Path, replace: Collection[Member] = ()) -> Outcome:
+    """Copy each member's metrics files and the translations they scored from the run folder `run` into
+    `store`. A member the store holds with other translations is refused, naming it, unless it is one of
+    `replace` (a kept member made with other settings than the run's now): two results for one seed are a
+    person's choice (the store's history keeps the one replaced)."""
+    run, store, out = Path(run), Path(store), Outcome()
+    for m in members:
+        metrics, translations = _folders(run, m)
+        files = _metrics_files(metrics)
+        if not files:
+            out.skipped[m] = f"no metrics files in {metrics}"
+            continue
+        names: dict[str, str] = {}
+        for f in files:
+            verify_scored(f, read_json(f))      # the translations still hold what was scored
+            names.update(_scored(f, run, m)[0])
+        kept_metrics, kept_translations = _folders(store, m)
+        old = {f.name: _scored(f, store, m)[0] for f in _metrics_files(kept_metrics)}
+        if old == {f.name: _scored(f, run, m)[0] for f in files}:
+            out.same.append(m)                  # the same translations (a deterministic rerun): kept as they were
+            continue
+        if old and m not in replace:
+            raise InputError(f"{kept_metrics} holds other translations of {'/'.join(m)} than {metrics}, made with "
+                             "the same settings: keep the two runs' rows in different stores, or remove the kept "
+                             "member first (the store's history keeps it)")
+        for folder in (kept_metrics, kept_translations):
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True)
+        for name in sorted(names):
+            # no time or name in the header: the same translation keeps the same bytes in the store
+            with open(translations / name, "rb") as src, atomic_writer(kept_translations / f"{name}.gz", "wb") as dst, \
+                    gzip.GzipFile(fileobj=dst, mode="wb", mtime=0, filename="") as z:
+                shutil.copyfileobj(src, z)
+        for f in files:                         # the metrics last: a kept metrics file means the member is whole
+            shutil.copyfile(f, kept_metrics / f.name)
+        out.done.append(m)
+    return out
+
+
+def kept_members(store: str | Path, corpus: str | None = None) -> list[Member]:
+    """The members a store holds (of `corpus` only where given)."""
+    root = Path(store) / "metrics"
+    found = sorted((c.name, v.name, m.name) for c in root.glob("*") for v in c.glob("*") for m in v.glob("*")
+                   if m.is_dir())
+    return [_checked(m) for m in found if corpus is None or m[0] == corpus]
+
+
+def data_files(store: str | Path, members: list[Member]) -> list[str]:
+    """The data files (paths under a run folder) that the store's `members` were scored on: what a run must
+    have made before `restore` can check them."""
+    store, out = Path(store), set()
+    held = set(kept_members(store))
+    for m in (x for x in members if _checked(x) in held):
+        for f in _metrics_files(_folders(store, m)[0]):
+            out.update(_scored(f, store, m)[1])
+    return sorted(out)
+
+
+def restore(store: str | Path, run: str | Path, members: list[Member] | None = None) -> Outcome:
+    """Put the store's members (those of `members` only, where given) into the run folder `run`, where it has
+    no metrics of the member yet and its data files are the ones the member was scored on (the run's data
+    must be made first: a member whose data files are missing or differ is not restored, with the reason)."""
+    store, run, out = Path(store), Path(run), Outcome()
+    held = set(kept_members(store))
+    for m in (kept_members(store) if members is None else [_checked(x) for x in members if x in held]):
+        kept_metrics, kept_translations = _folders(store, m)
+        metrics, translations = _folders(run, m)
+        if _metrics_files(metrics):
+            out.present.append(m)
+            continue
+        files, why = _metrics_files(kept_metrics), ""
+        wanted: dict[str, str] = {}
+        for f in files:
+            own, data = _scored(f, store, m)       # its paths, as recorded, inside the store's copy of the run
+            wanted.update(own)
+            for rel, sha in sorted(data.items()):
+                path = run / rel
+                if why:                         # the first reason is the one to act on
+                    break
+                if not path.is_file():
+                    why = f"{path} is missing: make the run's data first"
+                elif sha256_of(path) != sha:
+                    why = f"scored on another {rel} than the run's now (its sha256 differs): retrain it"
+        if why:
+            out.skipped[m] = why
+            continue
+        for name in wanted:
+            gz = kept_translations / f"{name}.gz"
+            if not NAME.match(name) or not gz.is_file():
+                raise InputError(f"{gz}: missing from the store, which keeps {'/'.join(m)}'s metrics: the store is "
+                                 "damaged; keep the member again from a run that has it")
+        translations.mkdir(parents=True, exist_ok=True)
+        for name, sha in wanted.items():
+            with gzip.open(kept_translations / f"{name}.gz", "rb") as src, \
+                    atomic_writer(translations / name, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+            if sha256_of(translations / name) != sha:
+                (translations / name).unlink()
+                raise InputError(f"{kept_translations / name}.gz does not hold what {'/'.join(m)}'s metrics scored "
+                                 "(its sha256 differs): the store is damaged; keep the member again")
+        metrics.mkdir(parents=True, exist_ok=True)
+        for f in files:                         # the metrics last: a metrics file means the member is whole
+            shutil.copyfile(f, metrics / f.name)
+        out.done.append(m)
+    return out

@@ -1,0 +1,184 @@
+"""Rows kept beyond their run (rnmt.report.kept): a table built in a later session from the members an earlier
+one kept must be the table their own run gives, significance included; a kept member scored on other data
+must not reach it; and a store from elsewhere must not read or write outside its folders."""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from sacrebleu.significance import PairedTest
+from test_claims import corpus, damage
+
+from rnmt.evaluate.metrics import write_metrics
+from rnmt.evaluate.score import detok_scorer
+from rnmt.io import InputError
+from rnmt.planning.plan import Row, Table
+from rnmt.report import kept
+from rnmt.report.tables import build
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def data(run: Path, refs: list[str]) -> None:
+    """A run's references, as the data rules lay them out."""
+    for side in ("raw", "tok"):
+        (run / "data/c" / side).mkdir(parents=True, exist_ok=True)
+        (run / "data/c" / side / "test.tgt").write_text("\n".join(refs) + "\n")
+
+
+def decoded(run: Path, variant: str, member: str, hyps: list[str]) -> Path:
+    """A member's translations and the metrics file `rnmt score` writes for them, in a run's folder."""
+    t = run / "translations/c" / variant / member
+    t.mkdir(parents=True)
+    for ext in ("txt", "tok"):
+        (t / f"test.{ext}").write_text("\n".join(hyps) + "\n")
+    m = run / "metrics/c" / variant / member / "test.json"
+    m.parent.mkdir(parents=True)
+    write_metrics(str(m), str(t / "test.txt"), [str(run / "data/c/raw/test.tgt")], str(t / "test.tok"),
+                  [str(run / "data/c/tok/test.tgt")], meta={"variant": variant, "member": member})
+    return m
+
+
+SYSTEMS = {("gru", "seed1"): 0.3, ("gru", "seed2"): 0.35, ("atr", "seed1"): 0.2, ("atr", "seed2"): 0.45}
+
+
+@pytest.fixture
+def refs() -> list[str]:
+    return corpus(120, seed=3)
+
+
+def hyps(refs: list[str], variant: str, member: str) -> list[str]:
+    return damage(refs, SYSTEMS[(variant, member)], len(variant) + int(member[-1]))
+
+
+TABLE = Table("t", Path("t.yaml"), "T", "c", "test", ["bleu"],
+              [Row("GRU", "gru", {}, (1, 2)), Row("ATR", "atr", {}, (1, 2))], baseline="GRU")
+
+
+def table_of(run: Path, out: Path) -> pd.DataFrame:
+    files = sorted(run.glob("metrics/c/*/*/test.json"))
+    return build(TABLE, [str(f) for f in files], "r", "mini", out / "t.csv", out / "t.md")
+
+
+def test_a_table_of_kept_and_own_members_is_the_table_of_the_run_that_made_them(tmp_path: Path, refs) -> None:
+    """Session 1 decodes seed 1 of both rows and keeps them; session 2 (another folder, its data made again)
+    decodes seed 2, restores seed 1: its table equals the one run with all four, p-values too, and the
+    p-value is sacrebleu's paired test on the same files."""
+    whole, first, second, store = (tmp_path / x for x in ("whole", "first", "second", "store"))
+    for run in (whole, first, second):
+        data(run, refs)
+    for (v, m) in SYSTEMS:
+        decoded(whole, v, m, hyps(refs, v, m))
+        decoded(first if m == "seed1" else second, v, m, hyps(refs, v, m))
+    done = kept.keep(first, [("c", "gru", "seed1"), ("c", "atr", "seed1")], store)
+    assert done.done == [("c", "gru", "seed1"), ("c", "atr", "seed1")]
+    shutil.rmtree(first)                                    # the first session's machine is gone
+    back = kept.restore(store, second)
+    assert back.done == [("c", "atr", "seed1"), ("c", "gru", "seed1")] and not back.skipped
+    expected, got = table_of(whole, tmp_path / "a"), table_of(second, tmp_path / "b")
+    pd.testing.assert_frame_equal(expected, got)
+    p = []
+    for s in ("seed1", "seed2"):
+        _, results = PairedTest([("base", hyps(refs, "gru", s)), ("sys", hyps(refs, "atr", s))],
+                                {"BLEU": detok_scorer(False)}, [refs], test_type="bs", n_samples=1000)()
+        p.append(results["BLEU"][1].p_value)
+    assert got.set_index(["system", "metric"]).p_value[("ATR", "bleu")] == pytest.approx(max(p), abs=1e-12)
+    assert (tmp_path / "a/t.md").read_text() == (tmp_path / "b/t.md").read_text()
+
+
+def test_restore_leaves_out_members_scored_on_other_data_and_keeps_the_runs_own(tmp_path: Path, refs) -> None:
+    run, store, later = tmp_path / "run", tmp_path / "store", tmp_path / "later"
+    data(run, refs)
+    for v in ("gru", "atr"):
+        decoded(run, v, "seed1", hyps(refs, v, "seed1"))
+    kept.keep(run, [("c", "gru", "seed1"), ("c", "atr", "seed1")], store)
+    # no data yet: restore names what to make first; the references changed since: the member is not restored
+    out = kept.restore(store, later)
+    assert out.done == [] and "data/c/raw/test.tgt is missing: make the run's data first" in out.skipped[
+        ("c", "gru", "seed1")]
+    assert kept.data_files(store, [("c", "gru", "seed1")]) == ["data/c/raw/test.tgt", "data/c/tok/test.tgt"]
+    data(later, [r + " x" for r in refs])
+    out = kept.restore(store, later)
+    assert out.done == [] and "scored on another data/c/raw/test.tgt than the run's now" in out.skipped[
+        ("c", "atr", "seed1")]
+    assert not (later / "metrics").exists() and not (later / "translations").exists()
+    # the run's own decoding of a member is never replaced by the kept one
+    data(later, refs)
+    own = decoded(later, "gru", "seed1", hyps(refs, "atr", "seed1"))
+    before = own.read_bytes()
+    out = kept.restore(store, later, [("c", "gru", "seed1"), ("c", "atr", "seed1"), ("c", "lstm", "seed1")])
+    assert out.present == [("c", "gru", "seed1")] and out.done == [("c", "atr", "seed1")]
+    assert own.read_bytes() == before
+    assert "Restored 1, 1 the run has itself row member(s)" in out.summary("Restored")
+
+
+def test_keeping_a_member_again_keeps_its_bytes_and_another_decoding_of_it_is_refused(tmp_path: Path, refs) -> None:
+    run, other, store = tmp_path / "run", tmp_path / "other", tmp_path / "store"
+    for r in (run, other):
+        data(r, refs)
+    decoded(run, "gru", "seed1", hyps(refs, "gru", "seed1"))
+    member = [("c", "gru", "seed1")]
+    kept.keep(run, member, store)
+    gz = store / "translations/c/gru/seed1/test.txt.gz"
+    first = gz.read_bytes()
+    assert gzip.decompress(first) == (run / "translations/c/gru/seed1/test.txt").read_bytes()
+    decoded(other, "gru", "seed1", hyps(refs, "gru", "seed1"))          # a deterministic rerun: the same text
+    assert kept.keep(other, member, store).same == member and gz.read_bytes() == first
+    shutil.rmtree(other / "translations")
+    shutil.rmtree(other / "metrics")
+    decoded(other, "gru", "seed1", hyps(refs, "atr", "seed2"))          # the same seed decoded otherwise
+    with pytest.raises(InputError, match="holds other translations of c/gru/seed1"):
+        kept.keep(other, member, store)
+    assert gz.read_bytes() == first
+    assert kept.keep(other, member, store, replace=member).done == member      # a stale kept member
+    assert gzip.decompress(gz.read_bytes()) == (other / "translations/c/gru/seed1/test.txt").read_bytes()
+    assert kept.keep(other, [("c", "atr", "seed1")], store).skipped        # nothing decoded: named, not kept
+
+
+def test_a_store_from_elsewhere_stays_inside_its_folders(tmp_path: Path, refs) -> None:
+    run, store, later = tmp_path / "run", tmp_path / "store", tmp_path / "later"
+    for r in (run, later):
+        data(r, refs)
+    decoded(run, "gru", "seed1", hyps(refs, "gru", "seed1"))
+    kept.keep(run, [("c", "gru", "seed1")], store)
+    metrics = store / "metrics/c/gru/seed1/test.json"
+    good = json.loads(metrics.read_text())
+    # a translation that is not what the metrics scored: refused, and nothing left behind
+    gz = store / "translations/c/gru/seed1/test.txt.gz"
+    saved = gz.read_bytes()
+    gz.write_bytes(gzip.compress(b"something else\n"))
+    with pytest.raises(InputError, match="does not hold what c/gru/seed1's metrics scored"):
+        kept.restore(store, later)
+    assert not (later / "translations/c/gru/seed1/test.txt").exists() and not (later / "metrics").exists()
+    gz.write_bytes(saved)
+    # a metrics file naming a file outside the run folder
+    bad = json.loads(json.dumps(good))
+    bad["files"]["sha256"]["../../../../../../outside.txt"] = "0" * 64
+    metrics.write_text(json.dumps(bad))
+    with pytest.raises(InputError, match="outside the run folder"):
+        kept.restore(store, later)
+    metrics.write_text(json.dumps(good))
+    # a folder whose name is no plain name
+    shutil.copytree(store / "metrics/c/gru", store / "metrics/c/g r u")
+    with pytest.raises(InputError, match="'g r u' is not a plain folder name"):
+        kept.restore(store, later)
+    shutil.rmtree(store / "metrics/c/g r u")
+    assert kept.restore(store, later).done == [("c", "gru", "seed1")]
+
+
+def test_the_mini_index_lists_the_kept_members_of_a_table(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location("mini_collect", ROOT / "benchmarks/multi30k/collect.py")
+    collect = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(collect)
+    assert "Row members kept" not in collect.index(tmp_path)
+    for variant in ("dtmt-4", "dtmt-1"):
+        (tmp_path / "rows/metrics/multi30k-en-de" / variant / "seed2").mkdir(parents=True)
+    text = collect.index(tmp_path)
+    assert "| `dtmt-table1` | 2 of 9 | DTMT#1 seed2, DTMT#4 seed2 |" in text
+    assert "`dtmt-figure3`" not in text.split("Row members kept")[1].split("## Not trained yet")[0]
