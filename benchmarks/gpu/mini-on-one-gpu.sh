@@ -42,9 +42,18 @@ plan = Plan({**config, "scale": "mini", "run": "mini-gpu", "tables": sys.argv[1]
 print(sum(len(v.seeds) for v in plan.variants.values()))
 PY
 )
-targets=$(echo "$tables" | tr ',' '\n' | sed "s|.*|results/mini-gpu/tables/&.csv|" | tr '\n' ' ')
-
 run=mini-gpu
+# the row members benchmarks/multi30k/rows/ keeps (earlier sessions' and loans') are restored into the run,
+# not trained again: the targets are the metrics files of the others (a figure's: its table and figure);
+# a run with another step budget restores none (its rows are other settings)
+targets=""
+for t in $(echo "$tables" | tr ',' ' '); do
+    if [ -n "$steps" ] || ! found=$(python3 benchmarks/multi30k/collect.py --run $run --table "$t" --seeds "$seeds" \
+            --cores 16 --restore-only 2>> "results/$run.restore.log"); then
+        found="results/$run/tables/$t.csv"
+    fi
+    targets="$targets $found"
+done
 scale_config="seeds: $seeds, max_seeds: $seeds"
 if [ -n "${UD_TREES:-}" ]; then
     scale_config="$scale_config, parse: {models: train, train_trees: {train: ${UD_TREES%%:*}, dev: ${UD_TREES#*:}},
@@ -63,9 +72,9 @@ if [ "${CUDA_TESTS:-no}" = yes ]; then
     cuda_tests "$out" "$cap" &
     tests=$!
 fi
-# the targets first: --resources and --config take every word after them
+# the targets first: --resources and --config take every word after them (none: every row is kept)
 # shellcheck disable=SC2086
-timeout "$cap" python3 -m snakemake $targets --cores 16 --keep-going \
+[ -z "${targets// /}" ] || timeout "$cap" python3 -m snakemake $targets --cores 16 --keep-going \
     --resources gpu=$RNMT_JOBS_PER_GPU --config scale=mini run=$run "tables=[$tables]" ${override:+"$override"} \
     "scales={mini: {$scale_config}}" \
     > "results/$run.snakemake.log" 2>&1
@@ -80,20 +89,21 @@ kill "$dmon" 2>/dev/null
 tail -n 15 "results/$run.snakemake.log"
 for t in $(echo "$tables" | tr ',' ' '); do
     if [ ! -f "results/$run/tables/$t.md" ]; then
-        # cut short: the table of the rows that finished, the others marked (it starts no unfinished row)
+        # the table of the rows that finished here or were restored, the others marked (whole when none is
+        # missing); allowed to train nothing: a restored row has no model
         stamp "partial table $t"
         python3 -m snakemake --unlock --config scale=mini run=$run "tables=[$tables]" > /dev/null 2>&1
         # shellcheck disable=SC2086
-        python3 -m snakemake "results/$run/tables/partial/$t.md" --cores 16 --config scale=mini run=$run \
-            "tables=[$tables]" ${override:+"$override"} "scales={mini: {$scale_config}}" \
-            >> "results/$run.snakemake.log" 2>&1
+        python3 -m snakemake "results/$run/tables/partial/$t.md" --cores 16 --allowed-rules partial_table \
+            cell_counts --config scale=mini run=$run "tables=[$tables]" ${override:+"$override"} \
+            "scales={mini: {$scale_config}}" >> "results/$run.snakemake.log" 2>&1
         cat "results/$run/tables/partial/$t.md" 2>/dev/null
     else
         cat "results/$run/tables/$t.md"
     fi
 done
 tar czf "$out/mini.tgz" --exclude='*.pt' --exclude='*.keep' --exclude='results/*/data' \
-    "results/$run" "results/$run.snakemake.log" "results/$run.dmon.txt" 2>/dev/null
+    "results/$run" "results/$run.snakemake.log" "results/$run.restore.log" "results/$run.dmon.txt" 2>/dev/null
 stamp "collected"
 if [ "$bench" = no ]; then
     stamp "done"

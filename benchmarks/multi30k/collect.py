@@ -20,7 +20,9 @@ kept members the run lacks (its data made first; a member scored on other data i
 trains what is still missing (none with `--partial`), then builds the table from both with Snakemake's
 partial-table rule, allowed to train nothing, and keeps the run's members. `--keep-only` only keeps the
 run's finished members (those of a GPU loan's run, or seeds toward a table that needs more sessions) and
-leaves the table's files as they are. A figure (gates, training logs) is collected from its run alone.
+leaves the table's files as they are; `--restore-only` only restores, and prints the metrics files still
+to make (a GPU loan's targets, benchmarks/gpu/mini-on-one-gpu.sh). A figure (gates, training logs) is
+collected from its run alone.
 
 After collecting, the
 index of this folder, `benchmarks/multi30k/README.md` (every table of the four papers: rows with numbers,
@@ -43,6 +45,7 @@ import pandas as pd
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 ROWS = HERE / "rows"        # the row members behind these tables: metrics and translations (rnmt.report.kept)
+sys.path.insert(0, str(ROOT / "src"))     # this checkout's rnmt, before any installed one
 
 
 def main() -> None:
@@ -55,6 +58,8 @@ def main() -> None:
     ap.add_argument("--partial", action="store_true", help="the rows that finished, the others marked")
     ap.add_argument("--keep-only", action="store_true",
                     help="only keep the run's finished row members in rows/, for a later session's table")
+    ap.add_argument("--restore-only", action="store_true",
+                    help="only restore the kept members into the run; print the metrics files still to make")
     ap.add_argument("--index", action="store_true", help="only write the index README.md from this folder")
     a = ap.parse_args()
     from rnmt.io import InputError
@@ -62,7 +67,8 @@ def main() -> None:
     try:
         if not a.index:
             for table in a.table or ["atr-table4"]:
-                collect(table, a.run, a.cores, a.seeds, a.partial, a.max_seeds or a.seeds, a.keep_only)
+                collect(table, a.run, a.cores, a.seeds, a.partial, a.max_seeds or a.seeds,
+                        "keep" if a.keep_only else "restore" if a.restore_only else "collect")
         (HERE / "README.md").write_text(index())
     except (InputError, subprocess.CalledProcessError) as e:
         sys.exit(f"collect.py: {e}")
@@ -72,7 +78,6 @@ def _plan(run: str, seeds: int = 0, tables: list[str] | None = None, max_seeds: 
           ):  # -> rnmt.planning.plan.Plan
     """The project's plan of `run` at scale mini from config.yaml (its `tables:`, every paper's, unless
     `tables` names some), with `seeds` a row and at most `max_seeds` (default `seeds`) where given."""
-    sys.path.insert(0, str(ROOT / "src"))
     import yaml
 
     from rnmt.planning.plan import Plan
@@ -84,7 +89,10 @@ def _plan(run: str, seeds: int = 0, tables: list[str] | None = None, max_seeds: 
 
 
 def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seeds: int = 0,
-            keep_only: bool = False) -> None:
+            mode: str = "collect") -> None:
+    """Collect table `name` of run `run` into this folder (`mode` "collect"), or only keep the run's finished
+    members in rows/ ("keep"), or only restore the kept members into the run and print the metrics files
+    of those still to make, one a line, for a GPU loan's Snakemake targets ("restore")."""
     override = [f"scales={{mini: {{seeds: {seeds}, max_seeds: {max_seeds or seeds}}}}}"] if seeds else []
     plan = _plan(run, seeds, [name], max_seeds)
     table = plan.table(name)
@@ -101,9 +109,9 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seed
     if pooled:      # the data the kept rows and the run's own were scored on (a GPU loan's run comes without)
         need = sorted(set(kept.data_files(ROWS, everyone)) | set(kept.data_files(results, everyone)))
         if missing := [f"{plan.results}/{p}" for p in need if not (results / p).is_file()]:
-            subprocess.run([*snakemake, *missing, *config_args], cwd=ROOT, check=True)
-    if pooled and not keep_only:                # the rows kept by earlier sessions, where this run lacks them
-        print(kept.restore(ROWS, results, everyone).summary("Restored"))
+            subprocess.run([*snakemake, *missing, *config_args], cwd=ROOT, check=True, stdout=sys.stderr)
+    if pooled and mode != "keep":               # the rows kept by earlier sessions, where this run lacks them
+        print(kept.restore(ROWS, results, everyone).summary("Restored"), file=sys.stderr)
     # made with other settings than the run's now: asking for their files would retrain them
     stale = {member_of(p) for p in outdated(table_expected(plan, name), ROOT)} if partial or pooled else set()
 
@@ -111,8 +119,8 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seed
         return (ROOT / f"{metrics}/{variant}/{m}/test.json").is_file() and (variant, m) not in stale
 
     members = [(r, m) for r in table.trained_rows for m in r.members()
-               if not (partial or keep_only) or done(r.variant, m)]
-    if keep_only:
+               if not (partial or mode == "keep") or done(r.variant, m)]
+    if mode == "keep":
         print(kept.keep(results, [(table.corpus, r.variant, m) for r, m in members], ROWS).summary("Kept"))
         return
     tables = results / "tables" / ("partial" if partial or pooled else "")
@@ -125,6 +133,9 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seed
         targets.append(str((tables / f"{name}.md").relative_to(ROOT)))
     if figure:                                  # ATR Figure 3's gates, UD Figure 2's cost, ...
         targets.append(str(figure.relative_to(ROOT)))
+    if mode == "restore":
+        print("\n".join(targets))
+        return
     if targets:
         subprocess.run([*snakemake, *targets, *config_args], cwd=ROOT, check=True)
     if pooled:                                  # the table of the members whose metrics are here, training none
