@@ -108,6 +108,26 @@ def test_step_matches_forward_and_beam_one_is_greedy(key: str) -> None:
     assert len(beam_search(model, src, mask, beam=3, max_len=8)) == 3
 
 
+@pytest.mark.parametrize("path", ["loop", "sequence", "torch"])
+@pytest.mark.parametrize("key", ["deep-rnnsearch", "gnmt-atr-3"])
+def test_a_deep_decoders_layers_above_the_attention_run_whole_sequences_with_the_steps_numbers(key: str,
+                                                                                              path: str) -> None:
+    """Training runs a GNMT-style decoder layer by layer (layers 2..L over the whole target at once, from
+    their bridged initial states) and decoding step by step: each of the cells' paths must give the step's
+    scores, at padded positions too."""
+    from rnmt.cells.base import use_path
+
+    model = make(key).eval()
+    src, mask = source(key)
+    tgt_in, _ = pad(TGT, bos=True)
+    with use_path(path):
+        full = torch.log_softmax(model(src, mask, tgt_in), -1)
+    state = model.start(src, mask)
+    for t in range(tgt_in.size(1)):
+        logp, state = model.step(tgt_in[:, t], state)
+        torch.testing.assert_close(logp, full[:, t], atol=1e-5, rtol=1e-5)
+
+
 def test_a_deep_atr_stack_stays_bounded_when_its_layers_pass_tanh_on() -> None:
     """GNMT + ATR at `mini`'s width: eq. 9's h is unbounded and the residual stack adds every layer's output to
     its input, so at initialisation the 8-layer encoder's memory reaches values in the hundreds and training

@@ -85,7 +85,8 @@ class Row:
 
 
 SYSTEMS = (("atr-table4", "RNNSearch+GRU"), ("atr-table4", "RNNSearch+LSTM"), ("atr-table4", "RNNSearch+RAN"),
-           ("atr-table4", "RNNSearch+ATR"), ("atr-table4", "RNNSearch+ATR+CA"), ("srnmt-table1", "LSTM 2L"),
+           ("atr-table4", "RNNSearch+ATR"), ("atr-table4", "RNNSearch+ATR+CA"), ("atr-table4", "DeepRNNSearch"),
+           ("srnmt-table1", "LSTM 2L"),
            ("srnmt-table1", "SRU 3L"), ("srnmt-table1", "SR-NMT 1L"), ("srnmt-table1", "SR-NMT 2L"))
 PAPER_SYSTEMS = (("dtmt-table1", "ShallowRNMT"), ("dtmt-table1", "DTMT#1"))      # only at `--size paper`
 SIZES = ("emb", "hidden", "dropout", "rnn_dropout")      # the benchmark's own (Config; dropout: the model's)

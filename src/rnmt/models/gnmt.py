@@ -89,15 +89,27 @@ class GNMT(Seq2Seq):
         return torch.stack(states, 1), out, context
 
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher-forced scores, layer by layer: only decoder layer 1 and the attention it queries need a step
+        loop (nothing above feeds back into them), so layers 2..L each run over the whole target sequence
+        at once, as `step` runs them one position at a time (the same numbers; their input projections one
+        product a layer, their recurrences the cell's fastest measured whole-sequence path). On a GPU that
+        is a few kernels a target step instead of every layer's."""
         st = self.start(src, src_mask)
         emb = self.tgt_emb(tgt_in)
-        p0 = self.dec[0].project_inputs(self.drop(emb))
-        outs, contexts = [], []
+        lower = self.dec[0]
+        p0 = lower.project_inputs(self.drop(emb))
+        s, outs, contexts = st["states"][:, 0], [], []
         for p_t in p0.unbind(1):                          # one gradient copy, not one per step
-            st["states"], out, context = self._decode(p_t, st)
-            outs.append(out)
-            contexts.append(context)
-        return self.readout(torch.stack(outs, 1), torch.stack(contexts, 1), emb, self.tgt_emb)
+            s = lower.step(p_t, s)
+            outs.append(lower.output(s))
+            contexts.append(self.attention(outs[-1], st["keys"], st["memory"], st["mask"])[0])
+        out, context = torch.stack(outs, 1), torch.stack(contexts, 1)
+        every = torch.ones_like(tgt_in, dtype=torch.bool)     # no masking: the step loop's numbers at padding too
+        for i in range(1, self.layers):
+            inp = self.drop(out)
+            new, _ = run(self.dec[i], torch.cat([inp, context], -1), every, st["states"][:, i])
+            out = new + inp if i >= 2 else new
+        return self.readout(out, context, emb, self.tgt_emb)
 
     def step(self, prev: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
         emb = self.tgt_emb(prev)
