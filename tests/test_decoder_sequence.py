@@ -1,5 +1,6 @@
 """RNNSearch's fused decoder (models/decoder_sequence.py) against its step loop: logits and the gradient of
-every parameter, with padded sources, for each cell it serves; the cells it does not serve keep the loop."""
+every parameter, with padded sources, for each cell it serves, and for a GNMT decoder's first layer; the
+cells it does not serve keep the loop."""
 
 from __future__ import annotations
 
@@ -28,6 +29,9 @@ MODELS = {
     "atr-ca": ("rnnsearch-ca", {"cell": "atr"}),
     # the kernels draw dropout's noise step by step as F.dropout does: a seeded pass drops the same units
     "gru-candidate-dropout": ("rnnsearch", {"cell": "gru", "cell_options": {"candidate_dropout": 0.3}}),
+    # a GNMT decoder's first layer and its attention, without a higher cell; the layers above run after it
+    "deep-rnnsearch": ("deep-rnnsearch", {"cell": "gru", "init": "bridge", "layers": 3}),
+    "gnmt-atr": ("gnmt", {"cell": "atr", "layers": 2}),
 }
 
 
@@ -67,7 +71,7 @@ def test_the_fused_decoder_equals_the_step_loop_in_float64(key: str) -> None:
         torch.testing.assert_close(fused_grads[name], g, rtol=1e-9, atol=1e-11, msg=name)
 
 
-@pytest.mark.parametrize("key", ["gru-reset-before", "gru", "atr"])
+@pytest.mark.parametrize("key", ["gru-reset-before", "gru", "atr", "deep-rnnsearch"])
 def test_the_fused_decoder_under_bf16_autocast_is_no_further_from_float32_than_the_loop(key: str) -> None:
     """Under autocast the fused loop runs in float32 (as the cells' whole-sequence paths do) and the products
     around it in bfloat16: its logits and its worst parameter gradient are no further from float32's than the
@@ -103,11 +107,12 @@ from rnmt.cells.base import use_path
 from rnmt.data.batching import pad
 from rnmt.models import build_model, decoder_sequence
 errors = {}
-for cell, options in (("atr", {}), ("gru", {"reset": "before"})):
+for arch, cell, options in (("rnnsearch", "atr", {}), ("rnnsearch", "gru", {"reset": "before"}),
+                            ("deep-rnnsearch", "gru", {})):
     for dtype in (torch.float64, torch.float32):
         torch.manual_seed(0)
-        model = build_model("rnnsearch", 20, 20, emb=6, hidden=40, dropout=0.0, cell=cell,
-                            cell_options=options).to(dtype)
+        model = build_model(arch, 20, 20, emb=6, hidden=40, dropout=0.0, cell=cell,
+                            cell_options=options, **({"layers": 2} if arch != "rnnsearch" else {})).to(dtype)
         src, mask = pad([[5, 6, 7, 8, 9, 10], [11, 12], [13, 5, 6, 7]], eos=True)
         tgt, _ = pad([[7, 6, 5, 9], [11, 10], [6, 5, 8, 8, 9]], bos=True)
         runs = []
@@ -122,7 +127,7 @@ for cell, options in (("atr", {}), ("gru", {"reset": "before"})):
                     logits = model(src, mask, tgt)
             (logits * torch.linspace(-1, 1, logits.numel(), dtype=dtype).view_as(logits)).sum().backward()
             runs.append([logits.detach()] + [p.grad.clone() for p in model.parameters()])
-        errors[f"{cell} {dtype}"] = max(float(((a - b).abs() / (b.abs() + 1e-3)).max()) for a, b in zip(*runs))
+        errors[f"{arch} {cell} {dtype}"] = max(float(((a - b).abs() / (b.abs() + 1e-3)).max()) for a, b in zip(*runs))
 print(json.dumps(errors))
 '''
 
@@ -131,8 +136,8 @@ print(json.dumps(errors))
                     "`pip install -e .[dev]` on Linux); the CUDA kernels are tested through its interpreter")
 def test_the_attention_kernels_equal_the_torch_steps_through_tritons_interpreter() -> None:
     """models/triton/attention.py's step kernels (attention widths 80, over the kernels' 64-wide blocks, and a
-    padded source) give the torch path's logits and every gradient: float64 to 1e-9, float32 to 3e-4 (measured:
-    6e-14 and 7e-5)."""
+    padded source) give the torch path's logits and every gradient, in RNNSearch and in a GNMT decoder's
+    first layer: float64 to 1e-9, float32 to 3e-4 (measured: 6e-14 and 7e-5)."""
     src = str(Path(rnmt.__file__).resolve().parents[1])
     path = os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": path}
@@ -140,7 +145,8 @@ def test_the_attention_kernels_equal_the_torch_steps_through_tritons_interpreter
     proc = subprocess.run([sys.executable, "-c", INTERPRETED], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-4000:]
     errors = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert set(errors) == {f"{c} torch.float{b}" for c in ("atr", "gru") for b in (64, 32)}
+    assert set(errors) == {f"{a} {c} torch.float{b}" for a, c in (("rnnsearch", "atr"), ("rnnsearch", "gru"),
+                                                                   ("deep-rnnsearch", "gru")) for b in (64, 32)}
     for case, error in errors.items():
         assert error <= (1e-9 if "float64" in case else 3e-4), (case, error)
 

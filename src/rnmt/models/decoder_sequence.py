@@ -27,11 +27,12 @@ time-major ([T, B, S, A]), so each step's slice is dense.
 On CUDA each step's attention, forward and backward, is one Triton kernel (models/triton/attention.py)
 instead of about seven and ten torch operations.
 
-It serves the cells with a step kernel whose output is the state itself and whose input projection
-is affine (GRU and ATR with their papers' options); under autocast it runs in float32 with autocast
-off, as the cells' whole-sequence paths do (cells/base.py `_whole`). Which path a run takes is
-measured once per run (rnmt.machine.fastpath; `use_path("loop")` forces the step loop,
-`use_path("sequence")` this one); the step loop is the default where nothing is measured.
+A GNMT decoder (models/gnmt.py) has no higher cell: its first layer is the lower one, s_j = s̃_j, and the
+layers above it run after this loop. It serves the cells with a step kernel whose output is the state
+itself and whose input projection is affine (GRU and ATR with their papers' options); under autocast it
+runs in float32 with autocast off, as the cells' whole-sequence paths do (cells/base.py `_whole`). Which
+path a run takes is measured once per run (rnmt.machine.fastpath; `use_path("loop")` forces the step
+loop, `use_path("sequence")` this one); the step loop is the default where nothing is measured.
 """
 
 from __future__ import annotations
@@ -51,22 +52,26 @@ from rnmt.machine.matmul import addmm, mm
 
 class DecoderSequence(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, lower: StepKernel, higher: StepKernel, kernels: Any, p: Tensor, s0: Tensor,
-                memory: Tensor, keys: Tensor, mask: Tensor, w_q: Tensor, v: Tensor, w_c: Tensor, b_c: Tensor | None,
-                *params: Tensor) -> tuple[Tensor, Tensor]:
+    def forward(ctx: Any, lower: StepKernel, higher: StepKernel | None, kernels: Any, p: Tensor, s0: Tensor,
+                memory: Tensor, keys: Tensor, mask: Tensor, w_q: Tensor, v: Tensor, w_c: Tensor | None,
+                b_c: Tensor | None, *params: Tensor) -> tuple[Tensor, Tensor]:
         """p [B, T, P] (the lower cell's projected inputs), s0 [B, H], memory [B, S, M], keys [B, S, A],
         mask [B, S] (True at real source tokens) → (states s_j [B, T, H], contexts c_j [B, T, M]);
-        `kernels`: the attention's Triton kernels (`attention_kernels`), or None for torch's operations."""
+        `kernels`: the attention's Triton kernels (`attention_kernels`), or None for torch's operations.
+        Without a `higher` cell (and `w_c`), s_j = s̃_j: a GNMT decoder's first layer and its attention."""
         B, T = p.shape[:2]
         H, S, M, A = s0.size(1), memory.size(1), memory.size(2), keys.size(2)
         hs = p.new_empty(B, T + 1, H)                  # s_0 .. s_T
         hs[:, 0] = s0
-        tilde, u = p.new_empty(B, T, H), p.new_empty(T, B, S, A)    # u_j = σ(2q_j + 2K), as autograd keeps it
+        tilde = p.new_empty(B, T, H) if higher else hs[:, 1:]
+        u = p.new_empty(T, B, S, A)                    # u_j = σ(2q_j + 2K), as autograd keeps it
         alpha, contexts = p.new_empty(B, T, S), p.new_empty(B, T, M)
-        p2 = p.new_empty(B, T, w_c.size(0))            # the higher cell's projected inputs
+        p2 = p.new_empty(B, T, w_c.size(0)) if higher else None     # the higher cell's projected inputs
         lower.begin(p, s0)
-        higher.begin(p2, s0)
-        keys2, v2, w_q_t, w_c_t, outside = keys * 2, v.reshape(-1) * 2, w_q.t(), w_c.t(), ~mask
+        if higher:
+            higher.begin(p2, s0)
+        keys2, v2, w_q_t, outside = keys * 2, v.reshape(-1) * 2, w_q.t(), ~mask
+        w_c_t = w_c.t() if higher else None
         keep = mask.to(torch.int8) if kernels else None
         for t in range(T):
             lower.forward(t, p[:, t], hs[:, t], tilde[:, t])
@@ -78,8 +83,9 @@ class DecoderSequence(torch.autograd.Function):
                 scores = torch.matmul(u_t, v2).masked_fill_(outside, float("-inf"))
                 torch.softmax(scores, -1, out=alpha[:, t])
                 contexts[:, t] = torch.bmm(alpha[:, t, None], memory).squeeze(1)
-            p2[:, t] = mm(contexts[:, t], w_c_t) if b_c is None else addmm(b_c, contexts[:, t], w_c_t)
-            higher.forward(t, p2[:, t], tilde[:, t], hs[:, t + 1])
+            if higher:
+                p2[:, t] = mm(contexts[:, t], w_c_t) if b_c is None else addmm(b_c, contexts[:, t], w_c_t)
+                higher.forward(t, p2[:, t], tilde[:, t], hs[:, t + 1])
         ctx.kernels, ctx.has_bias, ctx.attention = (lower, higher), b_c is not None, kernels
         ctx.save_for_backward(p, hs, tilde, u, alpha, contexts, p2, memory, v2, w_q, w_c)
         return hs[:, 1:], contexts
@@ -90,7 +96,8 @@ class DecoderSequence(torch.autograd.Function):
         p, hs, tilde, u, alpha, contexts, p2, memory, v2, w_q, w_c = ctx.saved_tensors
         lower, higher = ctx.kernels
         T = p.size(1)
-        dp, dp2, dc = torch.empty_like(p), torch.empty_like(p2), torch.empty_like(contexts)
+        dp, dc = torch.empty_like(p), torch.empty_like(contexts)
+        dp2 = torch.empty_like(p2) if higher else None
         dq = p.new_empty(p.size(0), T, w_q.size(0))
         dv, d_keys = v2.new_zeros(1, v2.size(0)), torch.zeros_like(u[0])       # ∂K = 2v ⊙ d_keys
         v4 = v2 * 2
@@ -99,8 +106,12 @@ class DecoderSequence(torch.autograd.Function):
         dv_rows = torch.zeros_like(u[0, :, 0]) if kernels else None      # [B, A]: ∂v by sentence
         for t in range(T - 1, -1, -1):
             g = g + d_states[:, t]
-            g_tilde = higher.backward(t, p2[:, t], tilde[:, t], g, dp2[:, t])
-            dc[:, t] = addmm(d_contexts[:, t], dp2[:, t], w_c)
+            if higher:
+                g_tilde = higher.backward(t, p2[:, t], tilde[:, t], g, dp2[:, t])
+                dc[:, t] = addmm(d_contexts[:, t], dp2[:, t], w_c)
+            else:                                       # s_j is s̃_j: its gradient goes to the lower cell whole
+                g_tilde = g
+                dc[:, t] = d_contexts[:, t]
             if kernels:
                 kernels.backward(dc[:, t], memory, alpha[:, t], u[t], v4, dq[:, t], d_keys, dv_rows)
                 g = lower.backward(t, p[:, t], hs[:, t], addmm(g_tilde, dq[:, t], w_q), dp[:, t])
@@ -118,8 +129,8 @@ class DecoderSequence(torch.autograd.Function):
             dv = dv_rows.sum(0, keepdim=True)
         d_keys.mul_(v4)                                                               # 2 Σ_j ∂a_j
         d_memory = torch.bmm(alpha.transpose(1, 2), dc)
-        d_w_c = product_grad(dp2, contexts)
-        grads = [*lower.grads(hs[:, :-1], dp), *higher.grads(tilde, dp2)]
+        d_w_c = product_grad(dp2, contexts) if higher else None
+        grads = [*lower.grads(hs[:, :-1], dp), *(higher.grads(tilde, dp2) if higher else ())]
         return (None, None, None, dp, g, d_memory, d_keys, None, product_grad(dq, tilde), dv * 2, d_w_c,
                 row_sum(dp2) if ctx.has_bias else None, *grads)
 
@@ -136,13 +147,16 @@ def attention_kernels(x: Tensor, source: int) -> Any:
     return triton_attention if source <= triton_attention.MAX_SOURCE else None
 
 
-def _parts(model: Any) -> tuple[StepKernel, StepKernel] | None:
-    """The decoder's two step kernels where this path serves its cells and mode, else None."""
-    cells = (model.dec_lower, model.dec_higher)
+def _parts(model: Any) -> tuple[StepKernel, StepKernel | None] | None:
+    """The decoder's step kernels (the higher cell's None where the model has none: GNMT) where this path
+    serves its cells and mode, else None."""
+    cells = [c for c in (model.dec_lower, model.dec_higher) if c is not None]
     if any(not c.passes_state() or c.input_weights() is None for c in cells):
         return None
-    kernels = (cells[0].step_kernel(), cells[1].step_kernel())
-    return None if kernels[0] is None or kernels[1] is None else kernels
+    kernels = [c.step_kernel() for c in cells]
+    if any(k is None for k in kernels):
+        return None
+    return kernels[0], kernels[1] if len(kernels) > 1 else None
 
 
 def decode(model: Any, p_lower: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, Tensor] | None:
@@ -156,8 +170,8 @@ def decode(model: Any, p_lower: Tensor, state: dict[str, Tensor]) -> tuple[Tenso
         with torch.autocast(amp, enabled=False):
             return decode(model, p_lower.float(), {k: v.float() if v.is_floating_point() else v
                                                    for k, v in state.items()})
-    w_c, b_c = model.dec_higher.input_weights()
-    params = [t for k in kernels for t in k.params]
+    w_c, b_c = model.dec_higher.input_weights() if model.dec_higher is not None else (None, None)
+    params = [t for k in kernels if k is not None for t in k.params]
     attention = attention_kernels(p_lower, state["memory"].size(1))
     if torch.is_grad_enabled():
         record(model, "rnmt kernel (Triton attention)" if attention else "rnmt kernel")
@@ -169,7 +183,8 @@ def decode(model: Any, p_lower: Tensor, state: dict[str, Tensor]) -> tuple[Tenso
 def record(model: Any, label: str) -> None:
     """Keep the kind of path the model's decoder trained on, the first time (rnmt.cells.base.taken_paths)."""
     if unrecorded(model):
-        record_path(f"RNNSearch decoder ({model.dec_lower.path_key()})", label, model)
+        what = "RNNSearch decoder" if model.dec_higher is not None else "GNMT decoder's first layer"
+        record_path(f"{what} ({model.dec_lower.path_key()})", label, model)
 
 
 MEASURE_STEPS = 24           # the target length a choice is measured at
@@ -188,10 +203,12 @@ def chosen(model: Any, p_lower: Tensor, memory: Tensor) -> str:
     grad = torch.is_grad_enabled() and bool(params)
     amp = autocast_device()
     B, S = p_lower.size(0), memory.size(1)
-    key = (model.dec_lower.path_key(), model.dec_higher.path_key(), tuple(memory.shape[2:]), B.bit_length(),
+    higher = model.dec_higher.path_key() if model.dec_higher is not None else "none"
+    key = (model.dec_lower.path_key(), higher, tuple(memory.shape[2:]), B.bit_length(),
            S.bit_length(), grad, p_lower.device, p_lower.dtype, amp, torch.get_num_threads(), graphed(p_lower.device))
     if key not in _CHOICES:
-        what = (f"rnnsearch decoder {key[0]} / {key[1]}, memory {key[2][0]}, batch < {2 ** key[3]}, "
+        name = f"rnnsearch decoder {key[0]} / {key[1]}" if model.dec_higher is not None else f"gnmt layer 1 {key[0]}"
+        what = (f"{name}, memory {key[2][0]}, batch < {2 ** key[3]}, "
                 f"source < {2 ** key[4]}, {'forward+backward' if grad else 'forward'}, {p_lower.device.type} "
                 f"{str(p_lower.dtype).removeprefix('torch.')}{', autocast' if amp else ''}")
         with torch.random.fork_rng(devices=[p_lower.device] if p_lower.device.type == "cuda" else []):

@@ -22,7 +22,7 @@ from rnmt.cells import build_cell, run
 from rnmt.data.vocab import PAD_ID
 from rnmt.io import InputError
 from rnmt.machine.matmul import Linear
-from rnmt.models import rnnsearch
+from rnmt.models import decoder_sequence, rnnsearch
 from rnmt.models.attention import AdditiveAttention
 from rnmt.models.base import DecoderState, Seq2Seq
 from rnmt.models.embedding import FactoredEmbedding
@@ -92,24 +92,40 @@ class GNMT(Seq2Seq):
         """Teacher-forced scores, layer by layer: only decoder layer 1 and the attention it queries need a step
         loop (nothing above feeds back into them), so layers 2..L each run over the whole target sequence
         at once, as `step` runs them one position at a time (the same numbers; their input projections one
-        product a layer, their recurrences the cell's fastest measured whole-sequence path). On a GPU that
-        is a few kernels a target step instead of every layer's."""
+        product a layer, their recurrences the cell's fastest measured whole-sequence path), and layer 1 with
+        its attention runs as RNNSearch's fused decoder where that measured faster (models/decoder_sequence.py).
+        On a GPU that is a few kernels a target step instead of every layer's."""
         st = self.start(src, src_mask)
         emb = self.tgt_emb(tgt_in)
-        lower = self.dec[0]
-        p0 = lower.project_inputs(self.drop(emb))
-        s, outs, contexts = st["states"][:, 0], [], []
-        for p_t in p0.unbind(1):                          # one gradient copy, not one per step
-            s = lower.step(p_t, s)
-            outs.append(lower.output(s))
-            contexts.append(self.attention(outs[-1], st["keys"], st["memory"], st["mask"])[0])
-        out, context = torch.stack(outs, 1), torch.stack(contexts, 1)
+        p0 = self.dec_lower.project_inputs(self.drop(emb))
+        first = {"state": st["states"][:, 0], "memory": st["memory"], "keys": st["keys"], "mask": st["mask"]}
+        fused = decoder_sequence.chosen(self, p0, st["memory"]) == "sequence"
+        out, context = decoder_sequence.decode(self, p0, first) if fused else self.decoder_loop(p0, first)
+        if torch.is_grad_enabled() and not fused:
+            decoder_sequence.record(self, "step loop")
         every = torch.ones_like(tgt_in, dtype=torch.bool)     # no masking: the step loop's numbers at padding too
         for i in range(1, self.layers):
             inp = self.drop(out)
             new, _ = run(self.dec[i], torch.cat([inp, context], -1), every, st["states"][:, i])
             out = new + inp if i >= 2 else new
         return self.readout(out, context, emb, self.tgt_emb)
+
+    @property
+    def dec_lower(self) -> nn.Module:
+        """Decoder layer 1, whose output queries the attention (the lower cell of models/decoder_sequence.py)."""
+        return self.dec[0]
+
+    dec_higher = None                                     # no cell between the attention and the layers above
+
+    def decoder_loop(self, p0: Tensor, st: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
+        """Decoder layer 1 and its attention step by step over its projected inputs [B, T, P], from st["state"]
+        → (outputs [B, T, H], contexts [B, T, M]); models/decoder_sequence.py is the same as one function."""
+        lower, s, outs, contexts = self.dec_lower, st["state"], [], []
+        for p_t in p0.unbind(1):                          # one gradient copy, not one per step
+            s = lower.step(p_t, s)
+            outs.append(lower.output(s))
+            contexts.append(self.attention(outs[-1], st["keys"], st["memory"], st["mask"])[0])
+        return torch.stack(outs, 1), torch.stack(contexts, 1)
 
     def step(self, prev: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
         emb = self.tgt_emb(prev)
