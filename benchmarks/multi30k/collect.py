@@ -46,6 +46,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 ROWS = HERE / "rows"        # the row members behind these tables: metrics and translations (rnmt.report.kept)
 sys.path.insert(0, str(ROOT / "src"))     # this checkout's rnmt, before any installed one
+UNPOOLED = ("gates", "cost", "perplexity")  # figures of what a run keeps beside its metrics (gates, training logs)
 
 
 def main() -> None:
@@ -104,8 +105,8 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seed
     config_args = ["--config", "scale=mini", f"run={run}", *override]
     snakemake = [sys.executable, "-m", "snakemake", "--cores", cores]
     everyone = [(table.corpus, r.variant, m) for r in table.trained_rows for m in r.members()]
-    # a figure reads what a run keeps beside its metrics (gates, training logs), which the store does not hold
-    pooled = not table.figure
+    # rows/ holds metrics and translations, not what a figure of gates or of training logs reads
+    pooled = (table.figure or {}).get("kind") not in UNPOOLED
     if pooled:      # the data the kept rows and the run's own were scored on (a GPU loan's run comes without)
         need = sorted(set(kept.data_files(ROWS, everyone)) | set(kept.data_files(results, everyone)))
         if missing := [f"{plan.results}/{p}" for p in need if not (results / p).is_file()]:
@@ -131,7 +132,7 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seed
     else:
         targets = [f"{metrics}/{r.variant}/{m}/dev.json" for r, m in members]
         targets.append(str((tables / f"{name}.md").relative_to(ROOT)))
-    if figure:                                  # ATR Figure 3's gates, UD Figure 2's cost, ...
+    if figure and not pooled:                   # ATR Figure 3's gates, UD Figure 2's cost, ...
         targets.append(str(figure.relative_to(ROOT)))
     if mode == "restore":
         print("\n".join(targets))
@@ -140,9 +141,14 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seed
         subprocess.run([*snakemake, *targets, *config_args], cwd=ROOT, check=True)
     if pooled:                                  # the table of the members whose metrics are here, training none
         stale = {member_of(p) for p in outdated(table_expected(plan, name), ROOT)}
+        whole = all(done(r.variant, m) for r, m in members)
         members = [(r, m) for r, m in members if done(r.variant, m)]
-        subprocess.run([*snakemake, str((tables / f"{name}.md").relative_to(ROOT)), "--allowed-rules",
-                        "partial_table", "cell_counts", *config_args], cwd=ROOT, check=True)
+        # a figure (DTMT Figure 3's BLEU by source length) is drawn with the whole table, once every row is here
+        figure = figure if figure and whole else None
+        figures = [str(figure.relative_to(ROOT))] if figure else []
+        subprocess.run([*snakemake, str((tables / f"{name}.md").relative_to(ROOT)), *figures, "--allowed-rules",
+                        "partial_table", "cell_counts", *(["table", "figure"] if figure else []), *config_args],
+                       cwd=ROOT, check=True)
     rows = []
     for r, m in members:
         d = json.loads((ROOT / f"{metrics}/{r.variant}/{m}/dev.json").read_text())
@@ -220,7 +226,7 @@ def index(folder: Path = HERE) -> str:
         table = plan.table(name)
         members = [(r.system, m) for r in table.trained_rows for m in r.members()
                    if (table.corpus, r.variant, m) in held]
-        if members and not table.figure:
+        if members and (table.figure or {}).get("kind") not in UNPOOLED:
             n = sum(len(r.members()) for r in table.trained_rows)
             kept.append(f"| `{name}` | {len(members)} of {n} | "
                         + ", ".join(f"{s} {', '.join(m for x, m in members if x == s)}"
