@@ -17,10 +17,11 @@ from test_claims import corpus, damage
 
 from rnmt.evaluate.metrics import write_metrics
 from rnmt.evaluate.score import detok_scorer
-from rnmt.io import InputError
+from rnmt.io import InputError, write_json
 from rnmt.planning.plan import Row, Table
 from rnmt.report import kept
 from rnmt.report.tables import build
+from rnmt.train.resume import input_identity
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,16 +33,24 @@ def data(run: Path, refs: list[str]) -> None:
         (run / "data/c" / side / "test.tgt").write_text("\n".join(refs) + "\n")
 
 
-def decoded(run: Path, variant: str, member: str, hyps: list[str]) -> Path:
-    """A member's translations and the metrics file `rnmt score` writes for them, in a run's folder."""
+def decoded(run: Path, variant: str, member: str, hyps: list[str], trained: bool = False) -> Path:
+    """A member's translations and the metrics file `rnmt score` writes for them, in a run's folder; with
+    `trained`, beside its model's train.json naming the BPE'd training text it read (as the trainer writes)."""
     t = run / "translations/c" / variant / member
     t.mkdir(parents=True)
     for ext in ("txt", "tok"):
         (t / f"test.{ext}").write_text("\n".join(hyps) + "\n")
+    train = []
+    if trained:
+        folder = run / "models/c" / variant / member
+        folder.mkdir(parents=True)
+        inputs, files = input_identity({"train_src": run / "data/c/bpe/train.src"}, folder)
+        write_json(folder / "train.json", {"inputs": inputs, "input_files": files})
+        train = [str(folder / "train.json")]
     m = run / "metrics/c" / variant / member / "test.json"
     m.parent.mkdir(parents=True)
     write_metrics(str(m), str(t / "test.txt"), [str(run / "data/c/raw/test.tgt")], str(t / "test.tok"),
-                  [str(run / "data/c/tok/test.tgt")], meta={"variant": variant, "member": member})
+                  [str(run / "data/c/tok/test.tgt")], meta={"variant": variant, "member": member}, train=train)
     return m
 
 
@@ -105,7 +114,7 @@ def test_restore_leaves_out_members_scored_on_other_data_and_keeps_the_runs_own(
     assert kept.data_files(store, [("c", "gru", "seed1")]) == ["data/c/raw/test.tgt", "data/c/tok/test.tgt"]
     data(later, [r + " x" for r in refs])
     out = kept.restore(store, later)
-    assert out.done == [] and "scored on another data/c/raw/test.tgt than the run's now" in out.skipped[
+    assert out.done == [] and "made from another data/c/raw/test.tgt than the run's now" in out.skipped[
         ("c", "atr", "seed1")]
     assert not (later / "metrics").exists() and not (later / "translations").exists()
     # the run's own decoding of a member is never replaced by the kept one
@@ -116,6 +125,23 @@ def test_restore_leaves_out_members_scored_on_other_data_and_keeps_the_runs_own(
     assert out.present == [("c", "gru", "seed1")] and out.done == [("c", "atr", "seed1")]
     assert own.read_bytes() == before
     assert "Restored 1, 1 the run has itself row member(s)" in out.summary("Restored")
+
+
+def test_a_member_trained_on_other_text_than_the_runs_now_is_not_restored(tmp_path: Path, refs) -> None:
+    """The references alone do not show a changed BPE (or labels): the files the models trained on do."""
+    run, store, later = tmp_path / "run", tmp_path / "store", tmp_path / "later"
+    for r, text in ((run, "a b@@ c\n"), (later, "a b c\n")):
+        data(r, refs)
+        (r / "data/c/bpe").mkdir(parents=True)
+        (r / "data/c/bpe/train.src").write_text(text)
+    decoded(run, "gru", "seed1", hyps(refs, "gru", "seed1"), trained=True)
+    kept.keep(run, [("c", "gru", "seed1")], store)
+    assert "data/c/bpe/train.src" in kept.data_files(store, [("c", "gru", "seed1")])
+    out = kept.restore(store, later)
+    assert out.skipped == {("c", "gru", "seed1"): "made from another data/c/bpe/train.src than the run's now (its "
+                                                  "sha256 differs): retrain it"}
+    (later / "data/c/bpe/train.src").write_text("a b@@ c\n")
+    assert kept.restore(store, later).done == [("c", "gru", "seed1")]
 
 
 def test_keeping_a_member_again_keeps_its_bytes_and_another_decoding_of_it_is_refused(tmp_path: Path, refs) -> None:

@@ -11,8 +11,9 @@ table is built from the members kept before and its own. The store mirrors a run
 paths a metrics file records still hold after a restore.
 
 A restored member is only a row of the table if it is still what the run would make: each metrics file
-records the sha256 of the references and source it scored, and a member scored on other data than the run's
-now is not restored (the reason is reported); one made with other settings is restored but left out of the
+records the sha256 of the references and source it scored and of the files its models trained on (with
+where they were, since train.json records it), and a member made from other data than the run's now is not
+restored (the reason is reported); one made with other settings is restored but left out of the
 table by the table command's own check (`rnmt.planning.current`), which says what changed. A store is
 input from elsewhere (a colleague's, an older commit's): its names must be plain folder names, every path a
 metrics file records must stay inside the run folder, and only files inside the member's own translations
@@ -89,6 +90,23 @@ def _scored(metrics_file: Path, root: Path, m: Member) -> tuple[dict[str, str], 
     return translations, data_files
 
 
+def _trained_on(metrics_file: Path, root: Path, m: Member) -> dict[str, str]:
+    """{path under `root`: sha256} of the files the member's models trained on (BPE'd text, vocabularies,
+    labels), where its train.json recorded where they were (`input_files`, relative to each model's folder
+    `models/<corpus>/<variant>/seed<N>`). A file outside the run folder (pretrained vectors) is not read."""
+    from rnmt.planning.plan import member_seeds
+
+    train = read_json(metrics_file).get("train") or {}
+    out = {}
+    for seed, model in zip(member_seeds(m[2]), train.get("members") or [train], strict=False):
+        folder = root / "models" / m[0] / m[1] / f"seed{seed}"
+        for role, rel in (model.get("input_files") or {}).items():
+            path = (folder / rel).resolve()
+            if path.is_relative_to(root.resolve()) and role in (model.get("inputs") or {}):
+                out[str(path.relative_to(root.resolve()))] = model["inputs"][role]
+    return out
+
+
 def _metrics_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.glob("*.json") if NAME.match(p.name))
 
@@ -141,13 +159,13 @@ def kept_members(store: str | Path, corpus: str | None = None) -> list[Member]:
 
 
 def data_files(store: str | Path, members: list[Member]) -> list[str]:
-    """The data files (paths under a run folder) that the store's `members` were scored on: what a run must
-    have made before `restore` can check them."""
+    """The data files (paths under a run folder) that the store's `members` were made from and scored on: what
+    a run must have made before `restore` can check them."""
     store, out = Path(store), set()
     held = set(kept_members(store))
     for m in (x for x in members if _checked(x) in held):
         for f in _metrics_files(_folders(store, m)[0]):
-            out.update(_scored(f, store, m)[1])
+            out.update(_scored(f, store, m)[1], _trained_on(f, store, m))
     return sorted(out)
 
 
@@ -167,6 +185,7 @@ def restore(store: str | Path, run: str | Path, members: list[Member] | None = N
         wanted: dict[str, str] = {}
         for f in files:
             own, data = _scored(f, store, m)       # its paths, as recorded, inside the store's copy of the run
+            data.update(_trained_on(f, store, m))
             wanted.update(own)
             for rel, sha in sorted(data.items()):
                 path = run / rel
@@ -175,7 +194,7 @@ def restore(store: str | Path, run: str | Path, members: list[Member] | None = N
                 if not path.is_file():
                     why = f"{path} is missing: make the run's data first"
                 elif sha256_of(path) != sha:
-                    why = f"scored on another {rel} than the run's now (its sha256 differs): retrain it"
+                    why = f"made from another {rel} than the run's now (its sha256 differs): retrain it"
         if why:
             out.skipped[m] = why
             continue

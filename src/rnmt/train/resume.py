@@ -3,6 +3,7 @@ run's (a budget may grow), else the run starts afresh or stops, saying what diff
 
 from __future__ import annotations
 
+import os
 import random
 from dataclasses import asdict
 from pathlib import Path
@@ -44,11 +45,15 @@ def differences(ckpt: dict[str, Any], model_config: dict[str, Any], src_vocab: V
     return out
 
 
-def input_identity(files: dict[str, str | Path | None]) -> dict[str, str]:
+def input_identity(files: dict[str, str | Path | None], folder: str | Path) -> tuple[dict[str, str], dict[str, str]]:
     """The sha256 of each file a model is trained from, by role (train_src, dev_tgt, src_vocab, ...; a role
-    without a file is left out). Saved in every checkpoint and in train.json: a rerun whose files differ is
-    another run, never a continuation of this one."""
-    return {role: sha256_of(path) for role, path in files.items() if path is not None}
+    without a file is left out), and each file's path relative to the model's `folder`. The sha256 are saved
+    in every checkpoint and in train.json (a rerun whose files differ is another run, never a continuation
+    of this one), the paths in train.json: a row kept beyond its run is checked against the data of the run
+    it is restored into (rnmt.report.kept)."""
+    given = {role: Path(path) for role, path in files.items() if path is not None}
+    return ({role: sha256_of(path) for role, path in given.items()},
+            {role: os.path.relpath(path.absolute(), Path(folder).absolute()) for role, path in given.items()})
 
 
 def input_differences(saved: dict[str, str] | None, current: dict[str, str]) -> list[str]:

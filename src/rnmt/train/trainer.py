@@ -100,7 +100,8 @@ class Trainer:
         # a multi-reference dev set (NIST MT06) selects models by BLEU against all its references
         extra = extra_references(dev_ref, self.dev_data) if dev_ref else {}
         self.dev_refs = list(extra.values())
-        self.inputs = resume.input_identity({**inputs, **{f"dev_ref{k}": p for k, p in enumerate(extra, 2)}})
+        inputs.update({f"dev_ref{k}": p for k, p in enumerate(extra, 2)})
+        self.inputs, self.input_files = resume.input_identity(inputs, self.out_dir)
         cfg = dict(self.model_config)
         self.model = build_model(cfg.pop("arch"), len(self.src_vocab), len(self.tgt_vocab), **cfg)
         initialise(self.model, settings.init, settings.init_scale)
@@ -229,10 +230,8 @@ class Trainer:
         metrics = run_metrics(self.p, self.s, stop, params=count_parameters(self.model),
                               train_pairs=len(self.train_data), accumulate=self.accumulate, world=self.world,
                               device=self.device, model_config=self.model_config, bf16=self.bf16)
-        metrics["inputs"] = self.inputs
         learned, warned = learning(self.p.curve, self.frequency_loss)
-        metrics.update(learned)
-        metrics["warnings"] = self.warnings + warned
+        metrics.update(learned, inputs=self.inputs, input_files=self.input_files, warnings=self.warnings + warned)
         metrics["data_parallel"] = distributed.describe(self.world)
         metrics["paths"] = taken_paths()             # the kind of path each recurrence trained on
         metrics["cuda_graphs"] = {"off": self.graphs_off} if self.graphed is None else \
