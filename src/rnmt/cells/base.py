@@ -136,7 +136,7 @@ def autocast_device() -> str | None:
     return None
 
 
-def _whole(cell: RecurrentCell, projected: Tensor, mask: Tensor, full: bool,
+def _whole(cell: RecurrentCell, projected: Tensor, mask: Tensor | None, full: bool,
            state: Tensor) -> tuple[Tensor, Tensor] | None:
     """(outputs, final state) from the cell's `sequence`; None where it has none for its options.
 
@@ -160,7 +160,7 @@ def _whole(cell: RecurrentCell, projected: Tensor, mask: Tensor, full: bool,
     return cell.output(states), torch.where((last > 0).unsqueeze(1), gathered, state)
 
 
-def _torch(cell: RecurrentCell, x: Tensor, lengths: Tensor, full: bool,
+def _torch(cell: RecurrentCell, x: Tensor, lengths: Tensor | None, full: bool,
            state: Tensor) -> tuple[Tensor, Tensor] | None:
     """(outputs, final state) from torch's own layer (in float32 under autocast, as `_whole`)."""
     amp = autocast_device()
@@ -170,7 +170,8 @@ def _torch(cell: RecurrentCell, x: Tensor, lengths: Tensor, full: bool,
     return cell.torch_layer(x, None if full else lengths, state)
 
 
-def _loop(cell: RecurrentCell, projected: Tensor, mask: Tensor, full: bool, state: Tensor) -> tuple[Tensor, Tensor]:
+def _loop(cell: RecurrentCell, projected: Tensor, mask: Tensor | None, full: bool,
+          state: Tensor) -> tuple[Tensor, Tensor]:
     outputs = []
     for t, p_t in enumerate(projected.unbind(1)):  # not projected[:, t]: its backward fills a
         new = cell.step(p_t, state)                  # full-size zero gradient at every step
@@ -179,7 +180,7 @@ def _loop(cell: RecurrentCell, projected: Tensor, mask: Tensor, full: bool, stat
     return torch.stack(outputs, 1), state
 
 
-def _through(path: str, cell: RecurrentCell, x: Tensor, mask: Tensor, lengths: Tensor, full: bool,
+def _through(path: str, cell: RecurrentCell, x: Tensor, mask: Tensor | None, lengths: Tensor | None, full: bool,
              state: Tensor | None) -> tuple[Tensor, Tensor, str]:
     """The recurrence by `path`, or by the next path down where the cell has not that one; → (outputs,
     final state, the path taken)."""
@@ -371,20 +372,24 @@ def reverse_padded(x: Tensor, lengths: Tensor) -> Tensor:
     return x.gather(1, idx)
 
 
-def run(cell: RecurrentCell, x: Tensor, mask: Tensor, state: Tensor | None = None,
+def run(cell: RecurrentCell, x: Tensor, mask: Tensor | None, state: Tensor | None = None,
         reverse: bool = False) -> tuple[Tensor, Tensor]:
-    """Run `cell` over x [batch, time, input] with mask [batch, time] (True at real tokens).
+    """Run `cell` over x [batch, time, input] with mask [batch, time] (True at real tokens), or None where
+    the caller knows every position is to be run (a teacher-forced decoder layer: the step loop's numbers,
+    padding included), which takes the unmasked path without looking.
 
     Padded positions leave the state unchanged and give zero outputs; with `reverse=True` each
     sentence is read from its own last real token backwards. Returns (outputs [batch, time, hidden],
     final state).
     """
-    lengths = mask.sum(1)
+    if mask is None and reverse:
+        raise ValueError("run: reverse=True reads each sentence from its own end, which needs its mask")
+    lengths = mask.sum(1) if mask is not None else None
     if reverse:
         x = reverse_padded(x, lengths)
     # whether no sentence is padded (the unmasked path): a host sync, so a CUDA graph being captured takes
     # the masked path, which gives the same numbers
-    full = not capturing() and bool(mask.all())
+    full = mask is None or (not capturing() and bool(mask.all()))
     out, state, taken = _through(chosen_path(cell, x), cell, x, mask, lengths, full, state)
     if torch.is_grad_enabled() and unrecorded(cell):
         record_path(cell.path_key(), _label(taken, out), cell)

@@ -75,11 +75,15 @@ class GNMT(Seq2Seq):
             states = h.new_zeros(B, self.layers, self.state_size)
         return DecoderState(states=states, memory=h, keys=self.attention.keys(h), mask=src_mask)
 
+    def _first(self, p_t: Tensor, s: Tensor, st: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor]:
+        """Decoder layer 1's step and the attention its output queries → (state, output, context)."""
+        s = self.dec_lower.step(p_t, s)
+        out = self.dec_lower.output(s)
+        return s, out, self.attention(out, st["keys"], st["memory"], st["mask"])[0]
+
     def _decode(self, p0: Tensor, st: DecoderState) -> tuple[Tensor, Tensor, Tensor]:
         states = list(st["states"].unbind(1))
-        states[0] = self.dec[0].step(p0, states[0])
-        out = self.dec[0].output(states[0])
-        context, _ = self.attention(out, st["keys"], st["memory"], st["mask"])
+        states[0], out, context = self._first(p0, states[0], st)
         for i in range(1, self.layers):
             inp = self.drop(out)
             cell = self.dec[i]
@@ -103,10 +107,9 @@ class GNMT(Seq2Seq):
         out, context = decoder_sequence.decode(self, p0, first) if fused else self.decoder_loop(p0, first)
         if torch.is_grad_enabled() and not fused:
             decoder_sequence.record(self, "step loop")
-        every = torch.ones_like(tgt_in, dtype=torch.bool)     # no masking: the step loop's numbers at padding too
-        for i in range(1, self.layers):
+        for i in range(1, self.layers):                   # unmasked: the step loop's numbers at padding too
             inp = self.drop(out)
-            new, _ = run(self.dec[i], torch.cat([inp, context], -1), every, st["states"][:, i])
+            new, _ = run(self.dec[i], torch.cat([inp, context], -1), None, st["states"][:, i])
             out = new + inp if i >= 2 else new
         return self.readout(out, context, emb, self.tgt_emb)
 
@@ -120,11 +123,11 @@ class GNMT(Seq2Seq):
     def decoder_loop(self, p0: Tensor, st: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
         """Decoder layer 1 and its attention step by step over its projected inputs [B, T, P], from st["state"]
         → (outputs [B, T, H], contexts [B, T, M]); models/decoder_sequence.py is the same as one function."""
-        lower, s, outs, contexts = self.dec_lower, st["state"], [], []
+        s, outs, contexts = st["state"], [], []
         for p_t in p0.unbind(1):                          # one gradient copy, not one per step
-            s = lower.step(p_t, s)
-            outs.append(lower.output(s))
-            contexts.append(self.attention(outs[-1], st["keys"], st["memory"], st["mask"])[0])
+            s, out, context = self._first(p_t, s, st)
+            outs.append(out)
+            contexts.append(context)
         return torch.stack(outs, 1), torch.stack(contexts, 1)
 
     def step(self, prev: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:

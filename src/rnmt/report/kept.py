@@ -123,13 +123,14 @@ def keep(run: str | Path, members: list[Member], store: str | Path, replace: Col
         if not files:
             out.skipped[m] = f"no metrics files in {metrics}"
             continue
-        names: dict[str, str] = {}
+        scored = {}
         for f in files:
             verify_scored(f, read_json(f))      # the translations still hold what was scored
-            names.update(_scored(f, run, m)[0])
+            scored[f.name] = _scored(f, run, m)[0]
+        names = {name: sha for own in scored.values() for name, sha in own.items()}
         kept_metrics, kept_translations = _folders(store, m)
         old = {f.name: _scored(f, store, m)[0] for f in _metrics_files(kept_metrics)}
-        if old == {f.name: _scored(f, run, m)[0] for f in files}:
+        if old == scored:
             out.same.append(m)                  # the same translations (a deterministic rerun): kept as they were
             continue
         if old and m not in replace:
