@@ -26,7 +26,8 @@ collected from its run alone.
 
 After collecting, the
 index of this folder, `benchmarks/multi30k/README.md` (every table of the four papers: rows with numbers,
-seeds, machine, training time, the claims' verdicts, and the command for what is missing), is written
+seeds, machine, training time, the claims' verdicts, the row members still to train for the scale's
+seeds a row with their estimated hours, and the command for what is missing), is written
 again from the folder's files; `--index` writes only the index.
 """
 
@@ -207,6 +208,28 @@ def _machines(bleu: pd.DataFrame) -> str:
     return "; ".join(sorted(names))
 
 
+def _training_minutes(folder: Path, plan: Any, names: list[str]) -> dict[tuple[str, str], float]:
+    """(corpus, variant) → the median training minutes of its members in this folder's `-bleu.csv` files."""
+    seen: dict[tuple[str, str], list[float]] = {}
+    for name in names:
+        path = folder / f"{name}-bleu.csv"
+        if path.is_file():
+            bleu = pd.read_csv(path)
+            for r in bleu.dropna(subset=["train_minutes"]).itertuples():
+                seen.setdefault((plan.table(name).corpus, r.variant), []).append(float(r.train_minutes))
+    return {k: float(pd.Series(v).median()) for k, v in seen.items()}
+
+
+def _hours(members: set[tuple[str, str, str]], minutes: dict[tuple[str, str], float]) -> str:
+    """The estimated one-core hours of training `members` (corpus, variant, member), and how many have none."""
+    if not members:
+        return "–"
+    known = [minutes[(c, v)] for c, v, _ in members if (c, v) in minutes]
+    unknown = len(members) - len(known)
+    return (f"{sum(known) / 60:.1f} h" if known else "") + (
+        f"{' + ' if known else ''}{unknown} never measured" if unknown else "")
+
+
 def index(folder: Path = HERE) -> str:
     """The folder's index: for every table of the four papers (config.yaml's `tables:`), what
     was trained at `mini` on real text, from the committed `<table>.csv`, `-bleu.csv` and `.claims.csv`
@@ -220,12 +243,23 @@ def index(folder: Path = HERE) -> str:
     from rnmt.planning.current import differences, expected
     from rnmt.report.kept import kept_members
 
-    summary, claims_lines, missing, earlier, kept = [], [], [], [], []
+    summary, claims_lines, missing, earlier, kept, left = [], [], [], [], [], []
     held = set(kept_members(folder / ROWS.name))
+    minutes = _training_minutes(folder, plan, names)
+    needed_all: set[tuple[str, str, str]] = set()
     for name in names:
         table = plan.table(name)
         members = [(r.system, m) for r in table.trained_rows for m in r.members()
                    if (table.corpus, r.variant, m) in held]
+        needed = {(table.corpus, r.variant, m) for r in table.trained_rows for m in r.members()}
+        if needed:
+            # a figure of what a run keeps beside its metrics is made in one run: kept members do not serve it
+            one_run = (table.figure or {}).get("kind") in UNPOOLED
+            todo = needed if one_run else needed - held
+            if not one_run:
+                needed_all |= todo
+            left.append(f"| `{name}` | {len(todo)} of {len(needed)}{' (in one run)' if one_run else ''} | "
+                        f"{_hours(todo, minutes)} |")
         if members and (table.figure or {}).get("kind") not in UNPOOLED:
             n = sum(len(r.members()) for r in table.trained_rows)
             kept.append(f"| `{name}` | {len(members)} of {n} | "
@@ -295,6 +329,18 @@ def index(folder: Path = HERE) -> str:
               f"restores them into the run where it lacks them, and the table's rows are built from them and the "
               f"run's own (a row shows numbers once all its seeds are there; {plan.seeds} a row at `mini`).", "",
               "| Table | Members kept | Which |", "|---|---:|---|", *kept, ""] if kept else []),
+           f"## Left to train for {plan.seeds} seeds a row", "",
+           "Row members neither kept in rows/ nor, for a figure made in one run, anywhere: every one a table at "
+           f"{plan.seeds} seeds a row still needs (a row's members committed in a table but not kept are trained "
+           "again). The time is one core's, estimated from the training minutes measured for the same model "
+           "(corpus and variant) in this folder's `-bleu.csv` files (their median, on the machines the Built "
+           "table names), decoding not counted.", "",
+           "| Table | Members left | Training time left (estimated) |", "|---|---:|---:|", *left, "",
+           f"The pooled tables share members (DTMT's Tables 1-6 their three systems): {len(needed_all)} distinct "
+           f"members left, {_hours(needed_all, minutes)}. A session trains them by `snakemake --cores 2 "
+           "<their metrics files> --config scale=mini run=mini \"scales={mini: {seeds: 3, max_seeds: 3}}\"` "
+           "and keeps them by `python benchmarks/multi30k/collect.py --table <table> --seeds 3 --keep-only` "
+           "(benchmarks/README.md has the commands of each session).", "",
            f"## Not trained yet ({len(missing)} tables)", "", *missing, "",
            "Each is made by `snakemake --cores 2 results/mini/tables/<table>.csv --config scale=mini run=mini` "
            "(add `\"scales={mini: {seeds: 1, max_seeds: 1}}\"` for one seed a row), then "
