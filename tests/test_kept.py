@@ -198,6 +198,47 @@ def test_a_store_from_elsewhere_stays_inside_its_folders(tmp_path: Path, refs) -
     assert kept.restore(store, later).done == [("c", "gru", "seed1")]
 
 
+def test_the_training_log_and_gates_a_figure_reads_go_with_their_member(tmp_path: Path, refs) -> None:
+    """UD Figure 2 draws each row's training cost from its model's log and ATR Figure 3 its gate statistics:
+    kept with the member, they come back byte for byte, checked, where the run has no model of its own."""
+    run, store, later, own = (tmp_path / x for x in ("run", "store", "later", "own"))
+    for r in (run, later, own):
+        data(r, refs)
+    decoded(run, "gru", "seed1", hyps(refs, "gru", "seed1"))
+    log = run / "models/c/gru/seed1/train.jsonl"
+    gates = run / "analysis/c/gru/seed1/gates.test.json"
+    for path, text in ((log, '{"kind": "train", "step": 50, "loss": 4.1}\n'), (gates, '{"pearson_r": -0.98}\n')):
+        path.parent.mkdir(parents=True)
+        path.write_text(text)
+    member = [("c", "gru", "seed1")]
+    assert kept.keep(run, member, store).done == member
+    assert kept.keep(run, member, store).same == member
+    assert kept.restore(store, later).done == member
+    for path in (log, gates):
+        assert (later / path.relative_to(run)).read_bytes() == path.read_bytes()
+    # a run that trained the member itself decodes its own model: nothing of the kept one goes in
+    (own / "models/c/gru/seed1").mkdir(parents=True)
+    (own / "models/c/gru/seed1/train.json").write_text("{}\n")
+    assert kept.restore(store, own).present == member
+    assert not (own / "metrics").exists() and not (own / "models/c/gru/seed1/train.jsonl").exists()
+    # a member kept before its log was: keeping it again adds the log
+    shutil.rmtree(store / "beside")
+    assert kept.keep(run, member, store).done == member and (store / "beside/c/gru/seed1/sha256.json").is_file()
+    # a damaged log is refused, and the member is not whole in the run
+    shutil.rmtree(later)
+    data(later, refs)
+    gz = store / "beside/c/gru/seed1/seed1/train.jsonl.gz"
+    gz.write_bytes(gzip.compress(b"{}\n"))
+    with pytest.raises(InputError, match="does not hold what c/gru/seed1's seed1/train.jsonl was when kept"):
+        kept.restore(store, later)
+    assert not (later / "metrics").exists() and not (later / "models/c/gru/seed1/train.jsonl").exists()
+    # a kept name that would write elsewhere than the member's own log or gates
+    (store / "beside/c/gru/seed1/sha256.json").write_text(json.dumps({"seed1/../../../../x.jsonl": "0" * 64}))
+    with pytest.raises(InputError, match="is no file a figure reads beside this member's metrics"):
+        kept.restore(store, later)
+    assert not (later / "metrics").exists()
+
+
 def test_the_mini_index_lists_the_kept_members_of_a_table(tmp_path: Path) -> None:
     spec = importlib.util.spec_from_file_location("mini_collect", ROOT / "benchmarks/multi30k/collect.py")
     collect = importlib.util.module_from_spec(spec)
@@ -205,11 +246,13 @@ def test_the_mini_index_lists_the_kept_members_of_a_table(tmp_path: Path) -> Non
     assert "Row members kept" not in collect.index(tmp_path)
     for variant in ("dtmt-4", "dtmt-1", "srnmt-3l"):
         (tmp_path / "rows/metrics/multi30k-en-de" / variant / "seed2").mkdir(parents=True)
+    (tmp_path / "rows/metrics/multi30k-en-fr/ud-gru/seed2").mkdir(parents=True)
     text = collect.index(tmp_path)
     assert "| `dtmt-table1` | 2 of 9 | DTMT#1 seed2, DTMT#4 seed2 |" in text
     kept = text.split("Row members kept")[1].split("## Left to train")[0]
     assert "| `dtmt-figure3` | 2 of 9 |" in kept                 # BLEU by length: drawn from the metrics
-    assert "`srnmt-table2`" in kept and "`srnmt-figure3`" not in kept      # perplexity curves: from its logs
+    assert "`srnmt-table2`" in kept and "`srnmt-figure3`" not in kept      # perplexity against time: one machine's
+    assert "| `ud-figure2` | 1 of 12 | GRU seed2 |" in kept                 # its cost curves: kept logs
     # what 3 seeds a row still need, timed by the minutes measured for the same models
     pd.DataFrame({"variant": ["dtmt-4", "dtmt-4", "dtmt-4", "dtmt-1"], "train_minutes": [120.0, 100.0, 500.0, 60.0]}
                  ).to_csv(tmp_path / "dtmt-table1-bleu.csv", index=False)

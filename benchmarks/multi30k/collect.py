@@ -21,8 +21,9 @@ trains what is still missing (none with `--partial`), then builds the table from
 partial-table rule, allowed to train nothing, and keeps the run's members. `--keep-only` only keeps the
 run's finished members (those of a GPU loan's run, or seeds toward a table that needs more sessions) and
 leaves the table's files as they are; `--restore-only` only restores, and prints the metrics files still
-to make (a GPU loan's targets, benchmarks/gpu/mini-on-one-gpu.sh). A figure (gates, training logs) is
-collected from its run alone.
+to make (a GPU loan's targets, benchmarks/gpu/mini-on-one-gpu.sh). The training logs and gate statistics
+that UD Figure 2 and ATR Figure 3 draw are kept with their members; a figure against training time (SR-NMT
+Figure 3) compares on one machine only, so it is collected from its run alone.
 
 After collecting, the
 index of this folder, `benchmarks/multi30k/README.md` (every table of the four papers: rows with numbers,
@@ -47,7 +48,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 ROWS = HERE / "rows"        # the row members behind these tables: metrics and translations (rnmt.report.kept)
 sys.path.insert(0, str(ROOT / "src"))     # this checkout's rnmt, before any installed one
-UNPOOLED = ("gates", "cost", "perplexity")  # figures of what a run keeps beside its metrics (gates, training logs)
+UNPOOLED = ("perplexity",)    # a figure against training time: its curves compare on one machine, so from one run
 
 
 def main() -> None:
@@ -106,7 +107,7 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seed
     config_args = ["--config", "scale=mini", f"run={run}", *override]
     snakemake = [sys.executable, "-m", "snakemake", "--cores", cores]
     everyone = [(table.corpus, r.variant, m) for r in table.trained_rows for m in r.members()]
-    # rows/ holds metrics and translations, not what a figure of gates or of training logs reads
+    # rows/ holds metrics, translations, training logs and gate statistics; a time axis is one machine's
     pooled = (table.figure or {}).get("kind") not in UNPOOLED
     if pooled:      # the data the kept rows and the run's own were scored on (a GPU loan's run comes without)
         need = sorted(set(kept.data_files(ROWS, everyone)) | set(kept.data_files(results, everyone)))
@@ -133,7 +134,7 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seed
     else:
         targets = [f"{metrics}/{r.variant}/{m}/dev.json" for r, m in members]
         targets.append(str((tables / f"{name}.md").relative_to(ROOT)))
-    if figure and not pooled:                   # ATR Figure 3's gates, UD Figure 2's cost, ...
+    if figure and not pooled:                   # SR-NMT Figure 3's perplexity against training time
         targets.append(str(figure.relative_to(ROOT)))
     if mode == "restore":
         print("\n".join(targets))
@@ -144,7 +145,7 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seed
         stale = {member_of(p) for p in outdated(table_expected(plan, name), ROOT)}
         whole = all(done(r.variant, m) for r, m in members)
         members = [(r, m) for r, m in members if done(r.variant, m)]
-        # a figure (DTMT Figure 3's BLEU by source length) is drawn with the whole table, once every row is here
+        # a figure (BLEU by source length, cost, gates) is drawn with the whole table, once every row is here
         figure = figure if figure and whole else None
         figures = [str(figure.relative_to(ROOT))] if figure else []
         subprocess.run([*snakemake, str((tables / f"{name}.md").relative_to(ROOT)), *figures, "--allowed-rules",
@@ -325,7 +326,8 @@ def index(folder: Path = HERE) -> str:
            "100 test sentences).",
            "", "| Table | Claim | Verdict |", "|---|---|---|", *claims_lines, "",
            *([f"## Row members kept for the next session ({ROWS.name}/)", "",
-              f"Their metrics files and translations, without models (`rnmt.report.kept`): collecting a table "
+              f"Their metrics files and translations, training logs and gate statistics, without models "
+              f"(`rnmt.report.kept`): collecting a table "
               f"restores them into the run where it lacks them, and the table's rows are built from them and the "
               f"run's own (a row shows numbers once all its seeds are there; {plan.seeds} a row at `mini`).", "",
               "| Table | Members kept | Which |", "|---|---:|---|", *kept, ""] if kept else []),

@@ -5,10 +5,13 @@ A table at `mini` needs three seeds a row, more training than one CPU session or
 run's folder does not outlive the machine it ran on. `keep` copies what a table reads of each finished
 row member (its metrics files, `<testset>.json`, and the translations they scored, gzipped) out of a run's
 folder into a store (a folder a repository can hold: about 0.1 MB a member); `restore` puts them back into
-another run's folder, where that run has no metrics of its own for the member, so that the next session's
-table is built from the members kept before and its own. The store mirrors a run folder's layout
-(`metrics/<corpus>/<variant>/<member>/` and `translations/<corpus>/<variant>/<member>/`), so the relative
-paths a metrics file records still hold after a restore.
+another run's folder, where that run has neither metrics nor a model of its own for the member, so that the
+next session's table is built from the members kept before and its own. The store mirrors a run folder's
+layout (`metrics/<corpus>/<variant>/<member>/` and `translations/<corpus>/<variant>/<member>/`), so the
+relative paths a metrics file records still hold after a restore. What a figure reads beside a one-seed
+member's metrics goes with it (`beside/<corpus>/<variant>/<member>/`: its model's training log, UD Figure
+2's cost, and gate statistics, ATR Figure 3's), with their sha256 as kept (`sha256.json`), so that those
+figures' seeds can come from several sessions too.
 
 A restored member is only a row of the table if it is still what the run would make: each metrics file
 records the sha256 of the references and source it scored and of the files its models trained on (with
@@ -30,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rnmt.evaluate.metrics import verify_scored
-from rnmt.io import InputError, atomic_writer, read_json, sha256_of
+from rnmt.io import InputError, atomic_writer, read_json, sha256_of, write_json
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")       # a corpus, variant, member or file name
 Member = tuple[str, str, str]                               # (corpus, variant, member)
@@ -111,6 +114,40 @@ def _metrics_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.glob("*.json") if NAME.match(p.name))
 
 
+BESIDE = re.compile(r"^seed[0-9]+/(train\.jsonl|gates\.[A-Za-z0-9][A-Za-z0-9._+-]*\.json)$")
+
+
+def _beside_path(root: Path, m: Member, name: str) -> Path:
+    """Where a file a figure reads beside member `m`'s metrics lies in a run folder: `name` is
+    `seed<N>/train.jsonl` (models/...) or `seed<N>/gates.<testset>.json` (analysis/...), N the member's seed."""
+    corpus, variant, member = _checked(m)
+    if not BESIDE.match(name) or name.split("/")[0] != member:
+        raise InputError(f"{'/'.join(m)}: {name!r} is no file a figure reads beside this member's metrics (seed<N>/"
+                         "train.jsonl or seed<N>/gates.<testset>.json of its own seed): the store is not one rnmt "
+                         "wrote")
+    seed, file = name.split("/")
+    return root / ("models" if file == "train.jsonl" else "analysis") / corpus / variant / seed / file
+
+
+def _beside(run: Path, m: Member) -> dict[str, str]:
+    """{name: sha256} of the files a figure reads beside a one-seed member's metrics in `run` (its training
+    log, its gate statistics), those that are there."""
+    corpus, variant, member = _checked(m)
+    if not re.fullmatch(r"seed[0-9]+", member):     # an ensemble: its members' logs are their own rows'
+        return {}
+    names = [f"{member}/train.jsonl"] + [f"{member}/{p.name}" for p in sorted(
+        (run / "analysis" / corpus / variant / member).glob("gates.*.json"))]
+    return {n: sha256_of(path) for n in names if BESIDE.match(n) and (path := _beside_path(run, m, n)).is_file()}
+
+
+def _own_model(run: Path, m: Member) -> Path | None:
+    """The run's own trained model of one of `m`'s seeds (its train.json), if there is one."""
+    from rnmt.planning.plan import member_seeds
+
+    return next((f for s in member_seeds(m[2]) if (f := run / "models" / m[0] / m[1] / f"seed{s}" /
+                                                   "train.json").is_file()), None)
+
+
 def keep(run: str | Path, members: list[Member], store: str | Path, replace: Collection[Member] = ()) -> Outcome:
     """Copy each member's metrics files and the translations they scored from the run folder `run` into
     `store`. A member the store holds with other translations is refused, naming it, unless it is one of
@@ -128,27 +165,71 @@ def keep(run: str | Path, members: list[Member], store: str | Path, replace: Col
             verify_scored(f, read_json(f))      # the translations still hold what was scored
             scored[f.name] = _scored(f, run, m)[0]
         names = {name: sha for own in scored.values() for name, sha in own.items()}
+        beside = _beside(run, m)
         kept_metrics, kept_translations = _folders(store, m)
+        kept_beside = _beside_folder(store, m)
         old = {f.name: _scored(f, store, m)[0] for f in _metrics_files(kept_metrics)}
-        if old == scored:
+        if old == scored and _kept_beside(store, m) == beside:
             out.same.append(m)                  # the same translations (a deterministic rerun): kept as they were
             continue
-        if old and m not in replace:
+        if old and old != scored and m not in replace:
             raise InputError(f"{kept_metrics} holds other translations of {'/'.join(m)} than {metrics}, made with "
                              "the same settings: keep the two runs' rows in different stores, or remove the kept "
                              "member first (the store's history keeps it)")
-        for folder in (kept_metrics, kept_translations):
+        # (the same translations with another log or none: the log of the same training, timed elsewhere)
+        for folder in (kept_metrics, kept_translations, kept_beside):
             shutil.rmtree(folder, ignore_errors=True)
+        for folder in (kept_metrics, kept_translations):
             folder.mkdir(parents=True)
         for name in sorted(names):
-            # no time or name in the header: the same translation keeps the same bytes in the store
-            with open(translations / name, "rb") as src, atomic_writer(kept_translations / f"{name}.gz", "wb") as dst, \
-                    gzip.GzipFile(fileobj=dst, mode="wb", mtime=0, filename="") as z:
-                shutil.copyfileobj(src, z)
+            _gzip(translations / name, kept_translations / f"{name}.gz")
+        for name in sorted(beside):
+            _gzip(_beside_path(run, m, name), kept_beside / f"{name}.gz")
+        if beside:
+            write_json(kept_beside / "sha256.json", beside)
         for f in files:                         # the metrics last: a kept metrics file means the member is whole
             shutil.copyfile(f, kept_metrics / f.name)
         out.done.append(m)
     return out
+
+
+def _beside_folder(store: Path, m: Member) -> Path:
+    return store / "beside" / Path(*_checked(m))
+
+
+def _kept_beside(store: Path, m: Member) -> dict[str, str]:
+    """{name: sha256} of the files kept beside member `m`'s metrics, as kept."""
+    f = _beside_folder(store, m) / "sha256.json"
+    recorded = read_json(f) if f.is_file() else {}
+    if not isinstance(recorded, dict) or not all(isinstance(v, str) for v in recorded.values()):
+        raise InputError(f"{f}: not a list of kept files and their sha256: the store is not one rnmt wrote")
+    for name in recorded:
+        _beside_path(store, m, name)            # each name checked before anything is read or written
+    return recorded
+
+
+def _gzip(src_path: Path, dst_path: Path) -> None:
+    """`src_path` gzipped to `dst_path`, with no time or name in the header: the same file keeps the same
+    bytes in the store."""
+    dst_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(src_path, "rb") as src, atomic_writer(dst_path, "wb") as dst, \
+            gzip.GzipFile(fileobj=dst, mode="wb", mtime=0, filename="") as z:
+        shutil.copyfileobj(src, z)
+
+
+def _gunzip(src_path: Path, dst_path: Path, sha: str, what: str) -> None:
+    """The kept `src_path` (gzipped) into `dst_path`, which must then have the recorded `sha`; nothing is
+    left of it where it has not."""
+    if not src_path.is_file():
+        raise InputError(f"{src_path}: missing from the store, which keeps {what}: the store is damaged; keep the "
+                         "member again from a run that has it")
+    dst_path.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(src_path, "rb") as src, atomic_writer(dst_path, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    if sha256_of(dst_path) != sha:
+        dst_path.unlink()
+        raise InputError(f"{src_path} does not hold what {what} (its sha256 differs): the store is damaged; keep "
+                         "the member again")
 
 
 def kept_members(store: str | Path, corpus: str | None = None) -> list[Member]:
@@ -179,7 +260,7 @@ def restore(store: str | Path, run: str | Path, members: list[Member] | None = N
     for m in (kept_members(store) if members is None else [_checked(x) for x in members if x in held]):
         kept_metrics, kept_translations = _folders(store, m)
         metrics, translations = _folders(run, m)
-        if _metrics_files(metrics):
+        if _metrics_files(metrics) or _own_model(run, m):      # the run decodes its own model of it
             out.present.append(m)
             continue
         files, why = _metrics_files(kept_metrics), ""
@@ -204,15 +285,12 @@ def restore(store: str | Path, run: str | Path, members: list[Member] | None = N
             if not NAME.match(name) or not gz.is_file():
                 raise InputError(f"{gz}: missing from the store, which keeps {'/'.join(m)}'s metrics: the store is "
                                  "damaged; keep the member again from a run that has it")
-        translations.mkdir(parents=True, exist_ok=True)
+        beside = _kept_beside(store, m)
         for name, sha in wanted.items():
-            with gzip.open(kept_translations / f"{name}.gz", "rb") as src, \
-                    atomic_writer(translations / name, "wb") as dst:
-                shutil.copyfileobj(src, dst)
-            if sha256_of(translations / name) != sha:
-                (translations / name).unlink()
-                raise InputError(f"{kept_translations / name}.gz does not hold what {'/'.join(m)}'s metrics scored "
-                                 "(its sha256 differs): the store is damaged; keep the member again")
+            _gunzip(kept_translations / f"{name}.gz", translations / name, sha, f"{'/'.join(m)}'s metrics scored")
+        for name, sha in beside.items():
+            _gunzip(_beside_folder(store, m) / f"{name}.gz", _beside_path(run, m, name), sha,
+                    f"{'/'.join(m)}'s {name} was when kept")
         metrics.mkdir(parents=True, exist_ok=True)
         for f in files:                         # the metrics last: a metrics file means the member is whole
             shutil.copyfile(f, metrics / f.name)
