@@ -3,7 +3,7 @@
   - xavier: Xavier-normal matrices and U(−0.1, 0.1) vectors (SR-NMT reference code);
   - diagonal: nonzero diagonals, zero biases (UD paper, after Le et al. 2015; `diagonal_init_`);
   - default: each module's own initialisation.
-Layer-norm gains stay at 1 and biases at 0 under every scheme but `uniform`, which the papers apply to all.
+Layer-norm gains stay at 1 and biases at 0 under every scheme (`initialise`).
 
 Diagonal initialisation (UD paper, section 2, after Le et al. 2015): "all matrices (here including
 standard, non-recurrent weight matrices) are initialized with nonzero values along the diagonal only";
