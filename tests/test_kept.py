@@ -216,22 +216,29 @@ def test_the_training_log_and_gates_a_figure_reads_go_with_their_member(tmp_path
     assert kept.restore(store, later).done == member
     for path in (log, gates):
         assert (later / path.relative_to(run)).read_bytes() == path.read_bytes()
-    # a run that trained the member itself decodes its own model: nothing of the kept one goes in
+    # a run that trained the member itself (or began to: its log) decodes its own model: nothing kept goes in
     (own / "models/c/gru/seed1").mkdir(parents=True)
-    (own / "models/c/gru/seed1/train.json").write_text("{}\n")
+    (own / "models/c/gru/seed1/train.jsonl").write_text('{"kind": "train", "step": 50, "loss": 5.0}\n')
     assert kept.restore(store, own).present == member
-    assert not (own / "metrics").exists() and not (own / "models/c/gru/seed1/train.jsonl").exists()
+    assert not (own / "metrics").exists() and not (own / "analysis").exists()
     # a member kept before its log was: keeping it again adds the log
     shutil.rmtree(store / "beside")
     assert kept.keep(run, member, store).done == member and (store / "beside/c/gru/seed1/sha256.json").is_file()
-    # a damaged log is refused, and the member is not whole in the run
+    # the same decoding from a run without gate statistics: the kept ones stay
+    gates.unlink()
+    assert kept.keep(run, member, store).same == member
+    assert (store / "beside/c/gru/seed1/seed1/gates.test.json.gz").is_file()
+    # a damaged log (other bytes, or a cut gzip) is refused, and nothing of the member stays in the run
     shutil.rmtree(later)
     data(later, refs)
     gz = store / "beside/c/gru/seed1/seed1/train.jsonl.gz"
-    gz.write_bytes(gzip.compress(b"{}\n"))
-    with pytest.raises(InputError, match="does not hold what c/gru/seed1's seed1/train.jsonl was when kept"):
-        kept.restore(store, later)
-    assert not (later / "metrics").exists() and not (later / "models/c/gru/seed1/train.jsonl").exists()
+    whole = gz.read_bytes()
+    for damaged, says in ((gzip.compress(b"{}\n"), "does not hold what c/gru/seed1's seed1/train.jsonl was when kept"),
+                          (whole[: len(whole) // 2], "not a whole gzip file")):
+        gz.write_bytes(damaged)
+        with pytest.raises(InputError, match=says):
+            kept.restore(store, later)
+        assert not [p for p in later.rglob("*") if p.is_file() and "data" not in p.parts]
     # a kept name that would write elsewhere than the member's own log or gates
     (store / "beside/c/gru/seed1/sha256.json").write_text(json.dumps({"seed1/../../../../x.jsonl": "0" * 64}))
     with pytest.raises(InputError, match="is no file a figure reads beside this member's metrics"):
@@ -253,9 +260,13 @@ def test_the_mini_index_lists_the_kept_members_of_a_table(tmp_path: Path) -> Non
     assert "| `dtmt-figure3` | 2 of 9 |" in kept                 # BLEU by length: drawn from the metrics
     assert "`srnmt-table2`" in kept and "`srnmt-figure3`" not in kept      # perplexity against time: one machine's
     assert "| `ud-figure2` | 1 of 12 | GRU seed2 |" in kept                 # its cost curves: kept logs
-    # what 3 seeds a row still need, timed by the minutes measured for the same models
-    pd.DataFrame({"variant": ["dtmt-4", "dtmt-4", "dtmt-4", "dtmt-1"], "train_minutes": [120.0, 100.0, 500.0, 60.0]}
-                 ).to_csv(tmp_path / "dtmt-table1-bleu.csv", index=False)
+    # what 3 seeds a row still need, timed by the minutes measured for the same models: each model once
+    # though two tables list it, an ensemble's minutes (its seeds') not a model's
+    pd.DataFrame({"variant": ["dtmt-4"] * 3 + ["dtmt-1"] * 2, "member": ["seed1", "seed2", "seed3", "seed1", "ens1-2"],
+                  "train_minutes": [100.0, 120.0, 500.0, 60.0, 999.0]}).to_csv(tmp_path / "dtmt-table1-bleu.csv",
+                                                                               index=False)
+    pd.DataFrame({"variant": ["dtmt-4"], "member": ["seed1"], "train_minutes": [100.0]}).to_csv(
+        tmp_path / "dtmt-table2-bleu.csv", index=False)
     left = collect.index(tmp_path).split("## Left to train for 3 seeds a row")[1].split("## Not trained yet")[0]
     # seeds 1 and 3 of DTMT#4 (median 120 min) and DTMT#1 (60 min); ShallowRNMT's three never trained
     assert "| `dtmt-table1` | 7 of 9 | 6.0 h + 3 never measured |" in left

@@ -128,9 +128,16 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seed
         return
     tables = results / "tables" / ("partial" if partial or pooled else "")
     figure = results / "figures" / f"{name}.png" if table.figure and not partial else None
+    gates = plan.gates_paths(name)
+
+    def model_of(gates_file: str) -> Path:      # .../analysis/<corpus>/<variant>/seed<N>/gates.<set>.json
+        return results / "models" / Path(gates_file).relative_to(f"{plan.results}/analysis").parent / "model.pt"
+
     if pooled:      # what is missing or stale (trained unless partial), and the run's own decodings of dev
         targets = [f"{metrics}/{r.variant}/{m}/{s}.json" for r, m in members for s in ("test", "dev")
                    if not done(r.variant, m) or not (ROOT / f"{metrics}/{r.variant}/{m}/{s}.json").is_file()]
+        # the gate statistics ATR Figure 3 reads, made from each model (with --partial, where it is here)
+        targets += [g for g in gates if not (ROOT / g).is_file() and (not partial or model_of(g).is_file())]
     else:
         targets = [f"{metrics}/{r.variant}/{m}/dev.json" for r, m in members]
         targets.append(str((tables / f"{name}.md").relative_to(ROOT)))
@@ -143,7 +150,7 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seed
         subprocess.run([*snakemake, *targets, *config_args], cwd=ROOT, check=True)
     if pooled:                                  # the table of the members whose metrics are here, training none
         stale = {member_of(p) for p in outdated(table_expected(plan, name), ROOT)}
-        whole = all(done(r.variant, m) for r, m in members)
+        whole = all(done(r.variant, m) for r, m in members) and all((ROOT / g).is_file() for g in gates)
         members = [(r, m) for r, m in members if done(r.variant, m)]
         # a figure (BLEU by source length, cost, gates) is drawn with the whole table, once every row is here
         figure = figure if figure and whole else None
@@ -210,15 +217,17 @@ def _machines(bleu: pd.DataFrame) -> str:
 
 
 def _training_minutes(folder: Path, plan: Any, names: list[str]) -> dict[tuple[str, str], float]:
-    """(corpus, variant) → the median training minutes of its members in this folder's `-bleu.csv` files."""
-    seen: dict[tuple[str, str], list[float]] = {}
+    """(corpus, variant) → the median training minutes of its one-seed members in this folder's `-bleu.csv`
+    files, each member once though several tables list it (an ensemble's minutes are its seeds')."""
+    seen: dict[tuple[str, str], dict[str, float]] = {}
     for name in names:
         path = folder / f"{name}-bleu.csv"
         if path.is_file():
             bleu = pd.read_csv(path)
             for r in bleu.dropna(subset=["train_minutes"]).itertuples():
-                seen.setdefault((plan.table(name).corpus, r.variant), []).append(float(r.train_minutes))
-    return {k: float(pd.Series(v).median()) for k, v in seen.items()}
+                if str(r.member).startswith("seed"):
+                    seen.setdefault((plan.table(name).corpus, r.variant), {})[r.member] = float(r.train_minutes)
+    return {k: float(pd.Series(list(v.values())).median()) for k, v in seen.items()}
 
 
 def _hours(members: set[tuple[str, str, str]], minutes: dict[tuple[str, str], float]) -> str:
@@ -252,13 +261,13 @@ def index(folder: Path = HERE) -> str:
         table = plan.table(name)
         members = [(r.system, m) for r in table.trained_rows for m in r.members()
                    if (table.corpus, r.variant, m) in held]
-        needed = {(table.corpus, r.variant, m) for r in table.trained_rows for m in r.members()}
+        # the models to train: an ensemble's are its seeds' (it is decoded, not trained)
+        needed = {(table.corpus, r.variant, f"seed{s}") for r in table.trained_rows for s in r.seeds}
         if needed:
-            # a figure of what a run keeps beside its metrics is made in one run: kept members do not serve it
+            # a figure against training time is made in one run: kept members do not serve it
             one_run = (table.figure or {}).get("kind") in UNPOOLED
             todo = needed if one_run else needed - held
-            if not one_run:
-                needed_all |= todo
+            needed_all |= todo
             left.append(f"| `{name}` | {len(todo)} of {len(needed)}{' (in one run)' if one_run else ''} | "
                         f"{_hours(todo, minutes)} |")
         if members and (table.figure or {}).get("kind") not in UNPOOLED:
@@ -332,15 +341,16 @@ def index(folder: Path = HERE) -> str:
               f"run's own (a row shows numbers once all its seeds are there; {plan.seeds} a row at `mini`).", "",
               "| Table | Members kept | Which |", "|---|---:|---|", *kept, ""] if kept else []),
            f"## Left to train for {plan.seeds} seeds a row", "",
-           "Row members neither kept in rows/ nor, for a figure made in one run, anywhere: every one a table at "
-           f"{plan.seeds} seeds a row still needs (a row's members committed in a table but not kept are trained "
-           "again). The time is one core's, estimated from the training minutes measured for the same model "
-           "(corpus and variant) in this folder's `-bleu.csv` files (their median, on the machines the Built "
-           "table names), decoding not counted.", "",
-           "| Table | Members left | Training time left (estimated) |", "|---|---:|---:|", *left, "",
-           f"The pooled tables share members (DTMT's Tables 1-6 their three systems): {len(needed_all)} distinct "
-           f"members left, {_hours(needed_all, minutes)}. A session trains them by `snakemake --cores 2 "
-           "<their metrics files> --config scale=mini run=mini \"scales={mini: {seeds: 3, max_seeds: 3}}\"` "
+           "The models neither kept in rows/ nor, for a figure made in one run, anywhere: every one a table at "
+           f"{plan.seeds} seeds a row still needs (an ensemble's models are its seeds'; a row's members committed "
+           "in a table but not kept are trained again). The time is one core's, estimated from the training "
+           "minutes measured for the same model (corpus and variant) in this folder's `-bleu.csv` files (their "
+           "median, on the machines the Built table names), decoding not counted.", "",
+           "| Table | Models left | Training time left (estimated) |", "|---|---:|---:|", *left, "",
+           f"The tables share models (DTMT's Tables 1-6 their three systems, SR-NMT Figure 3 two of Table 2's "
+           f"in one run): {len(needed_all)} distinct models left, {_hours(needed_all, minutes)}. A session trains them "
+           "by `snakemake --cores 2 <their metrics files> --config scale=mini run=mini "
+           "\"scales={mini: {seeds: 3, max_seeds: 3}}\"` "
            "and keeps them by `python benchmarks/multi30k/collect.py --table <table> --seeds 3 --keep-only` "
            "(benchmarks/README.md has the commands of each session).", "",
            f"## Not trained yet ({len(missing)} tables)", "", *missing, "",

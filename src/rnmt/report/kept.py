@@ -28,6 +28,7 @@ from __future__ import annotations
 import gzip
 import re
 import shutil
+import zlib
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -140,12 +141,13 @@ def _beside(run: Path, m: Member) -> dict[str, str]:
     return {n: sha256_of(path) for n in names if BESIDE.match(n) and (path := _beside_path(run, m, n)).is_file()}
 
 
-def _own_model(run: Path, m: Member) -> Path | None:
-    """The run's own trained model of one of `m`'s seeds (its train.json), if there is one."""
+def _trained_here(run: Path, m: Member) -> bool:
+    """Whether the run trained (or began to train) one of `m`'s seeds itself: its model, train.json or
+    training log is there. Its own decoding of that model is the member, not a kept one."""
     from rnmt.planning.plan import member_seeds
 
-    return next((f for s in member_seeds(m[2]) if (f := run / "models" / m[0] / m[1] / f"seed{s}" /
-                                                   "train.json").is_file()), None)
+    return any((run / "models" / m[0] / m[1] / f"seed{s}" / f).is_file() for s in member_seeds(m[2])
+               for f in ("model.pt", "train.json", "train.jsonl"))
 
 
 def keep(run: str | Path, members: list[Member], store: str | Path, replace: Collection[Member] = ()) -> Outcome:
@@ -169,14 +171,24 @@ def keep(run: str | Path, members: list[Member], store: str | Path, replace: Col
         kept_metrics, kept_translations = _folders(store, m)
         kept_beside = _beside_folder(store, m)
         old = {f.name: _scored(f, store, m)[0] for f in _metrics_files(kept_metrics)}
-        if old == scored and _kept_beside(store, m) == beside:
-            out.same.append(m)                  # the same translations (a deterministic rerun): kept as they were
+        if old == scored:
+            # the same translations (a deterministic rerun): the files beside them are the same training's,
+            # timed where each ran; what the run has is added, what it lacks stays as kept
+            kept_before = _kept_beside(store, m)
+            merged = {**kept_before, **beside}
+            if merged == kept_before:
+                out.same.append(m)
+                continue
+            for name, sha in sorted(beside.items()):
+                if kept_before.get(name) != sha:
+                    _gzip(_beside_path(run, m, name), kept_beside / f"{name}.gz")
+            write_json(kept_beside / "sha256.json", merged)     # last: it names only files already there
+            out.done.append(m)
             continue
-        if old and old != scored and m not in replace:
+        if old and m not in replace:
             raise InputError(f"{kept_metrics} holds other translations of {'/'.join(m)} than {metrics}, made with "
                              "the same settings: keep the two runs' rows in different stores, or remove the kept "
                              "member first (the store's history keeps it)")
-        # (the same translations with another log or none: the log of the same training, timed elsewhere)
         for folder in (kept_metrics, kept_translations, kept_beside):
             shutil.rmtree(folder, ignore_errors=True)
         for folder in (kept_metrics, kept_translations):
@@ -217,19 +229,21 @@ def _gzip(src_path: Path, dst_path: Path) -> None:
         shutil.copyfileobj(src, z)
 
 
+DAMAGED = "the store is damaged: remove the member's folders from it and keep it again from a run that has it"
+
+
 def _gunzip(src_path: Path, dst_path: Path, sha: str, what: str) -> None:
     """The kept `src_path` (gzipped) into `dst_path`, which must then have the recorded `sha`; nothing is
     left of it where it has not."""
-    if not src_path.is_file():
-        raise InputError(f"{src_path}: missing from the store, which keeps {what}: the store is damaged; keep the "
-                         "member again from a run that has it")
     dst_path.parent.mkdir(parents=True, exist_ok=True)
-    with gzip.open(src_path, "rb") as src, atomic_writer(dst_path, "wb") as dst:
-        shutil.copyfileobj(src, dst)
+    try:
+        with gzip.open(src_path, "rb") as src, atomic_writer(dst_path, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+    except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+        raise InputError(f"{src_path}: not a whole gzip file ({e}); {DAMAGED}") from None
     if sha256_of(dst_path) != sha:
         dst_path.unlink()
-        raise InputError(f"{src_path} does not hold what {what} (its sha256 differs): the store is damaged; keep "
-                         "the member again")
+        raise InputError(f"{src_path} does not hold what {what} (its sha256 differs); {DAMAGED}")
 
 
 def kept_members(store: str | Path, corpus: str | None = None) -> list[Member]:
@@ -260,7 +274,7 @@ def restore(store: str | Path, run: str | Path, members: list[Member] | None = N
     for m in (kept_members(store) if members is None else [_checked(x) for x in members if x in held]):
         kept_metrics, kept_translations = _folders(store, m)
         metrics, translations = _folders(run, m)
-        if _metrics_files(metrics) or _own_model(run, m):      # the run decodes its own model of it
+        if _metrics_files(metrics) or _trained_here(run, m):   # the run decodes its own model of it
             out.present.append(m)
             continue
         files, why = _metrics_files(kept_metrics), ""
@@ -280,17 +294,23 @@ def restore(store: str | Path, run: str | Path, members: list[Member] | None = N
         if why:
             out.skipped[m] = why
             continue
-        for name in wanted:
-            gz = kept_translations / f"{name}.gz"
-            if not NAME.match(name) or not gz.is_file():
-                raise InputError(f"{gz}: missing from the store, which keeps {'/'.join(m)}'s metrics: the store is "
-                                 "damaged; keep the member again from a run that has it")
         beside = _kept_beside(store, m)
-        for name, sha in wanted.items():
-            _gunzip(kept_translations / f"{name}.gz", translations / name, sha, f"{'/'.join(m)}'s metrics scored")
-        for name, sha in beside.items():
-            _gunzip(_beside_folder(store, m) / f"{name}.gz", _beside_path(run, m, name), sha,
-                    f"{'/'.join(m)}'s {name} was when kept")
+        copies = [(kept_translations / f"{name}.gz", translations / name, sha, f"{'/'.join(m)}'s metrics scored")
+                  for name, sha in wanted.items()] + [
+                 (_beside_folder(store, m) / f"{name}.gz", _beside_path(run, m, name), sha,
+                  f"{'/'.join(m)}'s {name} was when kept") for name, sha in beside.items()]
+        for gz, *_ in copies:                   # all there before anything is written
+            if not NAME.match(gz.name) or not gz.is_file():
+                raise InputError(f"{gz}: missing from the store, which keeps {'/'.join(m)}'s metrics; {DAMAGED}")
+        written: list[Path] = []
+        try:
+            for gz, dst, sha, what in copies:
+                _gunzip(gz, dst, sha, what)
+                written.append(dst)
+        except InputError:
+            for path in written:                # nothing of a member that is not whole stays in the run
+                path.unlink(missing_ok=True)
+            raise
         metrics.mkdir(parents=True, exist_ok=True)
         for f in files:                         # the metrics last: a metrics file means the member is whole
             shutil.copyfile(f, metrics / f.name)
