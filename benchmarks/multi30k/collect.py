@@ -51,6 +51,11 @@ sys.path.insert(0, str(ROOT / "src"))     # this checkout's rnmt, before any ins
 UNPOOLED = ("perplexity",)    # a figure against training time: its curves compare on one machine, so from one run
 
 
+def one_run(table: Any) -> bool:
+    """Whether `table` is made from one run's models alone (UNPOOLED), not from kept members and its own."""
+    return (table.figure or {}).get("kind") in UNPOOLED
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--table", action="append", help="a table to collect (again for several; default atr-table4)")
@@ -108,7 +113,7 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seed
     snakemake = [sys.executable, "-m", "snakemake", "--cores", cores]
     everyone = [(table.corpus, r.variant, m) for r in table.trained_rows for m in r.members()]
     # rows/ holds metrics, translations, training logs and gate statistics; a time axis is one machine's
-    pooled = (table.figure or {}).get("kind") not in UNPOOLED
+    pooled = not one_run(table)
     if pooled:      # the data the kept rows and the run's own were scored on (a GPU loan's run comes without)
         need = sorted(set(kept.data_files(ROWS, everyone)) | set(kept.data_files(results, everyone)))
         if missing := [f"{plan.results}/{p}" for p in need if not (results / p).is_file()]:
@@ -264,13 +269,11 @@ def index(folder: Path = HERE) -> str:
         # the models to train: an ensemble's are its seeds' (it is decoded, not trained)
         needed = {(table.corpus, r.variant, f"seed{s}") for r in table.trained_rows for s in r.seeds}
         if needed:
-            # a figure against training time is made in one run: kept members do not serve it
-            one_run = (table.figure or {}).get("kind") in UNPOOLED
-            todo = needed if one_run else needed - held
+            todo = needed if one_run(table) else needed - held      # kept members do not serve a one-run figure
             needed_all |= todo
-            left.append(f"| `{name}` | {len(todo)} of {len(needed)}{' (in one run)' if one_run else ''} | "
+            left.append(f"| `{name}` | {len(todo)} of {len(needed)}{' (in one run)' if one_run(table) else ''} | "
                         f"{_hours(todo, minutes)} |")
-        if members and (table.figure or {}).get("kind") not in UNPOOLED:
+        if members and not one_run(table):
             n = sum(len(r.members()) for r in table.trained_rows)
             kept.append(f"| `{name}` | {len(members)} of {n} | "
                         + ", ".join(f"{s} {', '.join(m for x, m in members if x == s)}"

@@ -94,6 +94,12 @@ def _scored(metrics_file: Path, root: Path, m: Member) -> tuple[dict[str, str], 
     return translations, data_files
 
 
+def _seed_folder(root: Path, kind: str, m: Member, seed: int | str) -> Path:
+    """A seed's folder of member `m` under a run folder: `kind` models (its model, train.json, training log)
+    or analysis (its gate statistics); `seed` a number or `seed<N>`."""
+    return root / kind / m[0] / m[1] / (seed if isinstance(seed, str) else f"seed{seed}")
+
+
 def _trained_on(metrics_file: Path, root: Path, m: Member) -> dict[str, str]:
     """{path under `root`: sha256} of the files the member's models trained on (BPE'd text, vocabularies,
     labels), where its train.json recorded where they were (`input_files`, relative to each model's folder
@@ -103,7 +109,7 @@ def _trained_on(metrics_file: Path, root: Path, m: Member) -> dict[str, str]:
     train = read_json(metrics_file).get("train") or {}
     out = {}
     for seed, model in zip(member_seeds(m[2]), train.get("members") or [train], strict=False):
-        folder = root / "models" / m[0] / m[1] / f"seed{seed}"
+        folder = _seed_folder(root, "models", m, seed)
         for role, rel in (model.get("input_files") or {}).items():
             path = (folder / rel).resolve()
             if path.is_relative_to(root.resolve()) and role in (model.get("inputs") or {}):
@@ -121,23 +127,22 @@ BESIDE = re.compile(r"^seed[0-9]+/(train\.jsonl|gates\.[A-Za-z0-9][A-Za-z0-9._+-
 def _beside_path(root: Path, m: Member, name: str) -> Path:
     """Where a file a figure reads beside member `m`'s metrics lies in a run folder: `name` is
     `seed<N>/train.jsonl` (models/...) or `seed<N>/gates.<testset>.json` (analysis/...), N the member's seed."""
-    corpus, variant, member = _checked(m)
-    if not BESIDE.match(name) or name.split("/")[0] != member:
+    if not BESIDE.match(name) or name.split("/")[0] != _checked(m)[2]:
         raise InputError(f"{'/'.join(m)}: {name!r} is no file a figure reads beside this member's metrics (seed<N>/"
                          "train.jsonl or seed<N>/gates.<testset>.json of its own seed): the store is not one rnmt "
                          "wrote")
     seed, file = name.split("/")
-    return root / ("models" if file == "train.jsonl" else "analysis") / corpus / variant / seed / file
+    return _seed_folder(root, "models" if file == "train.jsonl" else "analysis", m, seed) / file
 
 
 def _beside(run: Path, m: Member) -> dict[str, str]:
     """{name: sha256} of the files a figure reads beside a one-seed member's metrics in `run` (its training
     log, its gate statistics), those that are there."""
-    corpus, variant, member = _checked(m)
+    member = _checked(m)[2]
     if not re.fullmatch(r"seed[0-9]+", member):     # an ensemble: its members' logs are their own rows'
         return {}
     names = [f"{member}/train.jsonl"] + [f"{member}/{p.name}" for p in sorted(
-        (run / "analysis" / corpus / variant / member).glob("gates.*.json"))]
+        _seed_folder(run, "analysis", m, member).glob("gates.*.json"))]
     return {n: sha256_of(path) for n in names if BESIDE.match(n) and (path := _beside_path(run, m, n)).is_file()}
 
 
@@ -146,7 +151,7 @@ def _trained_here(run: Path, m: Member) -> bool:
     training log is there. Its own decoding of that model is the member, not a kept one."""
     from rnmt.planning.plan import member_seeds
 
-    return any((run / "models" / m[0] / m[1] / f"seed{s}" / f).is_file() for s in member_seeds(m[2])
+    return any((_seed_folder(run, "models", m, s) / f).is_file() for s in member_seeds(m[2])
                for f in ("model.pt", "train.json", "train.jsonl"))
 
 
