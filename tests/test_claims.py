@@ -249,6 +249,36 @@ def test_a_claim_on_a_model_that_did_not_learn_is_not_judged(tmp_path: Path) -> 
     assert "Warning: stuck (seed 1): the model did not learn to translate." in md       # named by row and seed
 
 
+def test_a_row_with_a_seed_that_gave_no_output_says_over_how_many_seeds_and_pairs(tmp_path: Path) -> None:
+    """One of a row's seeds did not learn and wrote no output (its BLEU unscored): the row's mean is over the
+    other seed and says so in the Markdown, and the claim is judged on the one seed pair left, saying which
+    model it set aside, where the table would otherwise read as two seeds' mean and verdict."""
+    refs = corpus()
+    files = scored_run(tmp_path, {("good", "seed1"): damage(refs, 0.1, 1), ("good", "seed2"): damage(refs, 0.1, 2),
+                                  ("deep", "seed1"): damage(refs, 0.6, 3), ("deep", "seed2"): [""] * len(refs)},
+                       refs)
+    stuck = json.loads(files[3].read_text())
+    assert "empty_output" in stuck["scores"]
+    stuck["train"] = {"steps": 5500, "learned": False, "lowest_dev_loss": 6.239, "frequency_dev_loss": 6.1955,
+                      "train_settings": {"seed": 2}, "warnings": ["the model did not learn to translate"]}
+    files[3].write_text(json.dumps(stuck))
+    said = [{"says": "deep beats good", "metric": "bleu", "kind": "higher", "row": "Deep", "than": "Good"}]
+    table = Table("t", tmp_path / "t.yaml", "T", "c", "test", ["bleu"],
+                  [Row("Good", "good", {}, (1, 2)), Row("Deep", "deep", {}, (1, 2))], baseline="Good", claims=said)
+    out = tmp_path / "out"
+    build(table, files, "r", "mini", out / "t.csv", out / "t.md", out_claims=out / "t.claims.csv")
+    rows = pd.read_csv(out / "t.csv").set_index("system")
+    assert rows.n_seeds.to_dict() == {"Good": 2, "Deep": 1}
+    got = pd.read_csv(out / "t.claims.csv")
+    assert got.verdict.tolist() == [claims.FAILS] and got.pairs.tolist() == [1]
+    md = (out / "t.md").read_text()
+    deep = next(line for line in md.splitlines() if line.startswith("| Deep |"))
+    good = next(line for line in md.splitlines() if line.startswith("| Good |"))
+    assert deep.endswith(" (1 of 2 seeds) |") and "of 2 seeds" not in good
+    assert ("does not hold, from 1 seed pair (deep (seed 2) did not learn to translate: its lowest dev loss, "
+            "6.239, stayed near word frequencies' 6.1955) |") in md
+
+
 def test_significance_of_a_compound_split_bleu_is_sacrebleus_paired_test_on_the_split_files(tmp_path: Path) -> None:
     """SR-NMT's tables report tokenized BLEU after compound splitting; their rows are tested on that score,
     as sacrebleu's paired bootstrap tests the split files (seed by seed, the larger p-value counts)."""

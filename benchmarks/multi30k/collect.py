@@ -174,8 +174,8 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seed
                      "stop_reason": "/".join(dict.fromkeys(x["stop_reason"] for x in models)),
                      "train_minutes": sum(x["train_seconds"] for x in models) / 60,
                      "kept_step": "/".join(str(x["best_step"]) for x in models),
-                     "greedy_dev_bleu": train.get("best_dev_bleu_greedy"), "dev_bleu": d["scores"]["bleu"],
-                     "test_bleu": t["scores"]["bleu"],
+                     "greedy_dev_bleu": train.get("best_dev_bleu_greedy"), "dev_bleu": d["scores"].get("bleu"),
+                     "test_bleu": t["scores"].get("bleu"),      # none where the model gave no output
                      **{f"test_{k}": v for k, v in (t["scores"].get("bleu_by_part") or {}).items()},
                      "beam": d["decode"].get("beam"), **machine(models[0]["hardware"]),
                      "made_with": json.dumps(made_with(d), sort_keys=True)})

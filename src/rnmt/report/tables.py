@@ -263,10 +263,20 @@ def _grid(table: Table, df: pd.DataFrame) -> tuple[list[str], list[list[str]], l
             show = fmt_count if m in COUNTS else fmt
             if has_paper[m]:
                 cells.append(show(r.paper))
-            cells.append(show(r.ours, r["std"]) + (significance.MARK if r.p_value < significance.ALPHA else ""))
+            cells.append(show(r.ours, r["std"]) + (significance.MARK if r.p_value < significance.ALPHA else "")
+                         + _fewer(row, m, r.n_seeds))
         cells[0] += mark
         body.append(cells)
     return header, body, notes
+
+
+def _fewer(row: Row, metric: str, n: float) -> str:
+    """' (2 of 3 seeds)' where a row's mean is over fewer of its models than it trained (one gave no output,
+    its BLEU unscored); an ensemble row decodes one member, and a ratio of two rows' means has no seeds."""
+    planned = len(row.members())
+    if metric.endswith("_ratio") or not row.trained or math.isnan(n) or not 0 < n < planned:
+        return ""
+    return f" ({int(n)} of {planned} seeds)"
 
 
 def markdown(table: Table, df: pd.DataFrame) -> str:
