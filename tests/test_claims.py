@@ -343,9 +343,10 @@ def test_an_interval_is_written_at_its_differences_precision() -> None:
         {"claim": 1, "says": "a", "kind": "higher", "margin": math.nan, "row": "A", "than": "B", "metric": "bleu",
          "paper_diff": math.nan, "paper_verdict": claims.NO_NUMBERS, "diff": 0.4699906955318731,
          "low": 0.009120171427059998, "high": 0.9533800447976446, "verdict": claims.HOLDS,
-         "claim_verdict": claims.HOLDS},
+         "claim_verdict": claims.HOLDS, "pairs": 1, "why": ""},
         {"claim": 2, "says": "b", "kind": "higher", "margin": math.nan, "row": "A", "than": "B",
          "metric": "gate_pearson_r", "paper_diff": math.nan, "paper_verdict": claims.NO_NUMBERS, "diff": -0.0123,
-         "low": -0.01861, "high": -0.004, "verdict": claims.HOLDS, "claim_verdict": claims.HOLDS}])
+         "low": -0.01861, "high": -0.004, "verdict": claims.HOLDS, "claim_verdict": claims.HOLDS,
+         "pairs": 1, "why": ""}])
     got = [line[4] for line in claims.lines(frame)]
     assert got == ["+0.47 [+0.01, +0.95]", "−0.0123 [−0.0186, −0.0040]"]

@@ -250,9 +250,8 @@ def lines(claims: pd.DataFrame) -> list[tuple[str, str, str, str, str, str]]:
             places = decimals_of(ours)
             ours += f" [{signed(r.low, places)}, {signed(r.high, places)}]"
         mark = f"{r.verdict}: {r.why}" if r.verdict == APART else r.verdict
-        why = getattr(r, "why", "")
-        if isinstance(why, str) and why and r.verdict != APART:     # judged on the seed pairs left
-            mark += f", from {r.pairs} seed pair{'s' * (r.pairs != 1)} ({why})"
+        if r.why and r.verdict != APART:        # judged on the seed pairs left once the others were set aside
+            mark += f", from {r.pairs} seed pair{'s' * (r.pairs != 1)} ({r.why})"
         out.append((claim, f"{r.row} {what} {r.than}", label(r.metric), paper, ours, mark))
     return out
 

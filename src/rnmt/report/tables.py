@@ -274,7 +274,7 @@ def _fewer(row: Row, metric: str, n: float) -> str:
     """' (2 of 3 seeds)' where a row's mean is over fewer of its models than it trained (one gave no output,
     its BLEU unscored); an ensemble row decodes one member, and a ratio of two rows' means has no seeds."""
     planned = len(row.members())
-    if metric.endswith("_ratio") or not row.trained or math.isnan(n) or not 0 < n < planned:
+    if metric.endswith("_ratio") or not 0 < n < planned:
         return ""
     return f" ({int(n)} of {planned} seeds)"
 
