@@ -23,6 +23,7 @@ from rnmt.io import InputError
 from rnmt.parse.models import manifest_path
 from rnmt.planning.current import member_of, outdated, table_expected
 from rnmt.planning.plan import SIDES, SPLITS, Plan, member_seeds
+from rnmt.provenance import source_digest
 
 # `--config key='{nested: 1}'` reaches Snakemake's config with its nested values as strings.
 update_config(config, typed_overrides(workflow.config_settings.config))
@@ -335,7 +336,13 @@ def report_caption(table):
 
 
 # what a table's command is told of the run (the full table's and the partial table's)
+# The report rules' outputs (tables, figures, runs.csv, curves) are made by rnmt's code from files that do not
+# change when the code does: a param of the code's digest makes Snakemake build them again after an update
+# of rnmt (its params trigger), where the files' times alone would keep a table made by the old code.
+REPORT_CODE = source_digest()
+
 TABLE_PARAMS = dict(
+    code=REPORT_CODE,
     corpus=lambda wc: PLAN.table(wc.table).corpus or "",
     max_seeds=PLAN.max_seeds or 0,
     seeds=PLAN.seeds or 0,

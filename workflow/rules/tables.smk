@@ -79,6 +79,7 @@ rule figure:
         max_seeds=PLAN.max_seeds or 0,
         seeds=PLAN.seeds or 0,
         scale=PLAN.scale,
+        code=REPORT_CODE,
     conda:
         "../../envs/data.yaml"
     log:
@@ -94,6 +95,8 @@ rule runs:
         PLAN.all_metrics_paths(),
     output:
         report(run_path("runs.csv"), caption="../report/runs.rst", category="Runs"),
+    params:
+        code=REPORT_CODE,
     conda:
         "../../envs/data.yaml"
     log:
@@ -116,6 +119,7 @@ rule table_curves:
         title=lambda wc: rst_text(PLAN.table(wc.table).title),
         max_seeds=PLAN.max_seeds or 0,
         seeds=PLAN.seeds or 0,
+        code=REPORT_CODE,
     conda:
         "../../envs/data.yaml"
     log:
@@ -136,6 +140,7 @@ rule learning_curve:
         "../../envs/data.yaml"
     params:
         title=lambda wc: f"{wc.variant} seed {wc.seed}",
+        code=REPORT_CODE,
     log:
         run_path("logs/learning_curve/{corpus}/{variant}.seed{seed}.log"),
     shell:
