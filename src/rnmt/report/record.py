@@ -29,7 +29,8 @@ def machine_path(record: str | Path) -> Path:
 
 def numbers(run_dir: str | Path) -> pd.DataFrame:
     """Every table's numbers of a finished run that do not measure time, to DECIMALS places."""
-    tables = sorted(Path(run_dir, "tables").glob("*.csv"))
+    # a table's CSV, not the claims checked beside it (<table>.claims.csv, one verdict a row)
+    tables = sorted(p for p in Path(run_dir, "tables").glob("*.csv") if not p.name.endswith(".claims.csv"))
     if not tables:
         raise InputError(f"{run_dir}: no tables/*.csv; run the pipeline first (make demo, or snakemake "
                          f"--cores all with the run's config)")
