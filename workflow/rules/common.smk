@@ -336,13 +336,13 @@ def report_caption(table):
 
 
 # what a table's command is told of the run (the full table's and the partial table's)
-# The report rules' outputs (tables, figures, runs.csv, curves) are made by rnmt's code from files that do not
-# change when the code does: a param of the code's digest makes Snakemake build them again after an update
-# of rnmt (its params trigger), where the files' times alone would keep a table made by the old code.
-REPORT_CODE = source_digest()
+# What rnmt's code makes from files that do not change when the code does (tables, figures, runs.csv, curves,
+# a cell's counted matrices): a param of the code's digest makes Snakemake build it again after an update of
+# rnmt (its params trigger), where the files' times alone would keep what the old code made.
+CODE_DIGEST = source_digest()
 
 TABLE_PARAMS = dict(
-    code=REPORT_CODE,
+    code=CODE_DIGEST,
     corpus=lambda wc: PLAN.table(wc.table).corpus or "",
     max_seeds=PLAN.max_seeds or 0,
     seeds=PLAN.seeds or 0,

@@ -58,6 +58,8 @@ rule cell_counts:
         run_path("analysis/cells/{cell}.json"),
     wildcard_constraints:
         cell=r"[\w-]+",
+    params:
+        code=CODE_DIGEST,
     conda:
         "../../envs/train.yaml"
     log:

@@ -79,7 +79,7 @@ rule figure:
         max_seeds=PLAN.max_seeds or 0,
         seeds=PLAN.seeds or 0,
         scale=PLAN.scale,
-        code=REPORT_CODE,
+        code=CODE_DIGEST,
     conda:
         "../../envs/data.yaml"
     log:
@@ -96,7 +96,7 @@ rule runs:
     output:
         report(run_path("runs.csv"), caption="../report/runs.rst", category="Runs"),
     params:
-        code=REPORT_CODE,
+        code=CODE_DIGEST,
     conda:
         "../../envs/data.yaml"
     log:
@@ -119,7 +119,7 @@ rule table_curves:
         title=lambda wc: rst_text(PLAN.table(wc.table).title),
         max_seeds=PLAN.max_seeds or 0,
         seeds=PLAN.seeds or 0,
-        code=REPORT_CODE,
+        code=CODE_DIGEST,
     conda:
         "../../envs/data.yaml"
     log:
@@ -140,7 +140,7 @@ rule learning_curve:
         "../../envs/data.yaml"
     params:
         title=lambda wc: f"{wc.variant} seed {wc.seed}",
-        code=REPORT_CODE,
+        code=CODE_DIGEST,
     log:
         run_path("logs/learning_curve/{corpus}/{variant}.seed{seed}.log"),
     shell:
