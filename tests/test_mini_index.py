@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -69,3 +70,25 @@ def test_the_index_lists_a_committed_row_made_with_earlier_settings_than_a_run_g
     text = collect.index(folder)
     assert f"| no: 1 of {len(bleu)} (below) |" in next(x for x in text.splitlines() if "(`atr-table4`)" in x)
     assert f"| `atr-table4` | RNNSearch+GRU (seed1) | training lr: 0.25 → {lr!r} |" in text
+
+
+def test_collect_makes_the_gate_statistics_again_when_their_model_was_trained_again(tmp_path: Path) -> None:
+    # ATR Figure 3's gates beside a model that a table sharing it trained again: the figure must not pair the
+    # new model's row with the old model's gates (collect's last Snakemake call runs the table's rules only)
+    collect = _collect()
+    results = "results/mini"
+    gates = {v: f"{results}/analysis/c/{v}/seed1/gates.test.json" for v in ("fresh", "stale", "missing", "kept")}
+    model = {v: tmp_path / results / "models/c" / v / "seed1/model.pt" for v in ("fresh", "stale", "missing")}
+    for path, when in ((model["fresh"], 100), (tmp_path / gates["fresh"], 200),  # made from this model
+                       (model["stale"], 200), (tmp_path / gates["stale"], 100),  # its model trained since
+                       (model["missing"], 100),                                  # no gates yet
+                       (tmp_path / gates["kept"], 100)):                         # kept gates, no model here
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x")
+        os.utime(path, (when, when))
+    everyone = list(gates.values())
+    for partial in (False, True):
+        assert collect.gates_to_make(everyone, results, partial, tmp_path) == [gates["stale"], gates["missing"]]
+    model["missing"].unlink()
+    assert collect.gates_to_make(everyone, results, False, tmp_path) == [gates["stale"], gates["missing"]]
+    assert collect.gates_to_make(everyone, results, True, tmp_path) == [gates["stale"]]   # --partial trains none

@@ -134,15 +134,10 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seed
     tables = results / "tables" / ("partial" if partial or pooled else "")
     figure = results / "figures" / f"{name}.png" if table.figure and not partial else None
     gates = plan.gates_paths(name)
-
-    def model_of(gates_file: str) -> Path:      # .../analysis/<corpus>/<variant>/seed<N>/gates.<set>.json
-        return results / "models" / Path(gates_file).relative_to(f"{plan.results}/analysis").parent / "model.pt"
-
     if pooled:      # what is missing or stale (trained unless partial), and the run's own decodings of dev
         targets = [f"{metrics}/{r.variant}/{m}/{s}.json" for r, m in members for s in ("test", "dev")
                    if not done(r.variant, m) or not (ROOT / f"{metrics}/{r.variant}/{m}/{s}.json").is_file()]
-        # the gate statistics ATR Figure 3 reads, made from each model (with --partial, where it is here)
-        targets += [g for g in gates if not (ROOT / g).is_file() and (not partial or model_of(g).is_file())]
+        targets += gates_to_make(gates, plan.results, partial)
     else:
         targets = [f"{metrics}/{r.variant}/{m}/dev.json" for r, m in members]
         targets.append(str((tables / f"{name}.md").relative_to(ROOT)))
@@ -198,6 +193,21 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seed
               .summary("Kept"))
     if rows:
         print(out.to_string(index=False))
+
+
+def gates_to_make(gates: list[str], results: str, partial: bool, root: Path = ROOT) -> list[str]:
+    """The gate statistics ATR Figure 3 reads (<results>/analysis/<corpus>/<variant>/seed<N>/gates.<set>.json)
+    to make from their models: those missing (with `partial`, only where the model is here) and those older
+    than the model they are made from (a model trained again for another table that shares it). The table is
+    built with Snakemake told to run no rule but the table's, which takes a gates file as it finds it."""
+    out = []
+    for g in gates:
+        model = root / results / "models" / Path(g).relative_to(f"{results}/analysis").parent / "model.pt"
+        here = (root / g).is_file()
+        if (not here and (not partial or model.is_file())) or (
+                here and model.is_file() and model.stat().st_mtime > (root / g).stat().st_mtime):
+            out.append(g)
+    return out
 
 
 def machine(hardware: dict) -> dict:
