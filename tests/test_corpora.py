@@ -186,6 +186,10 @@ def test_manual_nist_set_gives_four_aligned_references(registry: Registry, tmp_p
         ref_file = out / ("zh-en.en" if k == 0 else f"zh-en.en.ref{k}")
         assert ref_file.read_text().splitlines() == [f"d1 one r{k}", f"d1 two & r{k}", f"d2 one r{k}",
                                                      f"d2 two & r{k}"]
+    # the set's file replaced by one with two references: the third and fourth of the first fetch go
+    write(d / "mt02.ref.sgm", [x for x in ref if 'sysid="ref2"' not in x and 'sysid="ref3"' not in x])
+    fetch(registry.source("nist-mt02"), tmp_path / "out", tmp_path, tmp_path / "ldc")
+    assert sorted(p.name for p in out.iterdir()) == ["zh-en.en", "zh-en.en.ref1", "zh-en.zh"]
 
 
 def test_sgml_plain_wmt_file() -> None:

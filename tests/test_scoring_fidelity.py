@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from rnmt.data.clean import Preparer
-from rnmt.data.prepare import prepare_text
+from rnmt.data.prepare import assemble, prepare_text
 from rnmt.evaluate.metrics import write_metrics
 from rnmt.evaluate.score import score, split_compounds, tok_scorer
 from rnmt.io import InputError
@@ -215,3 +215,38 @@ def test_all_four_references_reach_tokenized_scoring(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"4 raw reference\(s\) .* but 3 tokenized reference\(s\)"):
         write_metrics(str(tmp_path / "m.json"), str(tmp_path / "hyp.txt"), [str(raw / "test.tgt")],
                       str(tmp_path / "hyp.tok"), [str(tok / "test.tgt")], lowercase=True)
+
+
+def test_a_split_written_again_with_fewer_references_is_scored_against_those_alone(tmp_path: Path) -> None:
+    """A test split first assembled from a 4-reference set, then from a 1-reference set of the same length
+    (the config's test set changed, or a training corpus' held-out slice): no reference of the first stays
+    beside the split, raw or tokenized, so BLEU is not computed against another set's references."""
+    parts, raw, tok = tmp_path / "parts", tmp_path / "raw", tmp_path / "tok"
+    for d in (parts, raw, tok):
+        d.mkdir()
+    src = _write(parts / "a.src", ["le chat", "le chien"])
+    tgt = _write(parts / "a.tgt", ["the cat", "the dog"])
+    for k in (1, 2, 3):
+        _write(parts / f"a.tgt.ref{k}", [f"a cat {k}", f"a dog {k}"])
+    one_src, one_tgt = _write(parts / "b.src", ["la vache", "le cheval"]), _write(parts / "b.tgt", ["a cow", "a horse"])
+
+    def written() -> list[str]:
+        return sorted(p.name for d in (raw, tok) for p in d.iterdir() if ".ref" in p.name)
+
+    def make(parts_: list[tuple[Path, Path]], holdout: dict[str, int] | None = None) -> dict:
+        info = assemble([(str(s), str(t)) for s, t in parts_], "test", raw / "test.src", raw / "test.tgt",
+                        tmp_path / "test.json", holdout)
+        prepare_text(raw / "test.tgt", tok / "test.tgt", Preparer("en"))
+        return info
+
+    assert make([(src, tgt)])["references"] == 4
+    assert written() == sorted(["test.tgt.ref1", "test.tgt.ref2", "test.tgt.ref3"] * 2)   # raw and tokenized
+    assert make([(one_src, one_tgt)])["references"] == 1 and written() == []
+    _write(tmp_path / "hyp.txt", ["a cow", "a horse"])
+    out = write_metrics(str(tmp_path / "m.json"), str(tmp_path / "hyp.txt"), [str(raw / "test.tgt")],
+                        str(tmp_path / "hyp.txt"), [str(tok / "test.tgt")], lowercase=True)
+    assert out["scores"]["references"] == 1 and "nrefs:1" in out["scores"]["tok_bleu_signature"]
+
+    make([(src, tgt)])                                      # and a held-out slice, which has one reference
+    make([(src, tgt), (one_src, one_tgt)], holdout={"test": 2})
+    assert written() == []

@@ -14,7 +14,7 @@ from typing import IO
 from rnmt.data import sgml
 from rnmt.data.extract import open_member
 from rnmt.data.sources import Source, manual_paths, missing_manual_message
-from rnmt.io import InputError, atomic_writer, read_lines, split_lines
+from rnmt.io import InputError, atomic_writer, drop_extra_references, read_lines, split_lines
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +30,7 @@ def _write_texts(outs: dict[str, Path], texts: dict[str, list[list[str]]], where
             path = outs[lang] if k == 0 else outs[lang].with_name(f"{outs[lang].name}.ref{k}")
             with atomic_writer(path) as f:
                 f.writelines(line + "\n" for line in lines)
+        drop_extra_references(outs[lang], len(versions) - 1)
     return counts
 
 
@@ -182,6 +183,9 @@ def fetch(src: Source, out_dir: Path, download_dir: Path, manual_dir: Path, corp
         counts = fetch_mtdata_source(src, outs)
     else:
         raise InputError(f"{src.id}: {src.kind}: sources are not fetched")
+    if src.kind in ("url", "mtdata"):   # one text a language: no extra references of an earlier fetch stay
+        for path in outs.values():
+            drop_extra_references(path, 0)
     log.info("%s: %s", src.id, ", ".join(f"{n} lines {lang}" for lang, n in counts.items()))
     return counts
 

@@ -15,7 +15,7 @@ from typing import Any
 from rnmt.data import chunks
 from rnmt.data.clean import FIX_WHAT, TEXT_FIXES, Preparer, Report, clean_pairs, fix_text
 from rnmt.data.settings import PreprocessSettings
-from rnmt.io import InputError, atomic_writer, read_json, write_json
+from rnmt.io import InputError, atomic_writer, drop_extra_references, read_json, write_json
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +99,8 @@ def assemble(parts: Sequence[tuple[str, str]], split: str, out_src: Path, out_tg
         log.warning("%s", w)
     if not holdout:
         info["references"] = 1 + concat_refs([Path(t) for _, t in parts], out_tgt)
+    else:                               # held out of a training corpus: one reference
+        drop_extra_references(out_tgt, 0)
     write_json(manifest, info)
     return info
 
@@ -127,6 +129,7 @@ def concat_refs(tgt_parts: Sequence[Path], out_tgt: Path) -> int:
         with atomic_writer(out_tgt.with_name(f"{out_tgt.name}.ref{k + 1}"), "wb") as out:
             for r in refs:
                 out.write(r[k].read_bytes())
+    drop_extra_references(out_tgt, n)
     return n
 
 
@@ -350,4 +353,5 @@ def copy_refs_prepared(inp: Path, out: Path, preparer: Preparer) -> int:
         with atomic_writer(out.with_name(f"{out.name}.ref{k}")) as f:
             f.writelines(preparer(line) + "\n" for line in _fixed(src))
         k += 1
+    drop_extra_references(out, k - 1)
     return k - 1
