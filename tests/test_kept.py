@@ -156,6 +156,19 @@ def test_keeping_a_member_again_keeps_its_bytes_and_another_decoding_of_it_is_re
     assert gzip.decompress(first) == (run / "translations/c/gru/seed1/test.txt").read_bytes()
     decoded(other, "gru", "seed1", hyps(refs, "gru", "seed1"))          # a deterministic rerun: the same text
     assert kept.keep(other, member, store).same == member and gz.read_bytes() == first
+    # the same translations scored again (a score added, a scorer fixed): the store takes the new scores
+    metrics = json.loads((other / "metrics/c/gru/seed1/test.json").read_text())
+    metrics["scores"]["chrf_plus"] = 51.5
+    (other / "metrics/c/gru/seed1/test.json").write_text(json.dumps(metrics))
+    assert kept.keep(other, member, store).done == member and gz.read_bytes() == first
+    assert json.loads((store / "metrics/c/gru/seed1/test.json").read_text())["scores"]["chrf_plus"] == 51.5
+    assert kept.keep(other, member, store).same == member
+    # kept with other settings than the run's now, the same text decoded: the run's record replaces it
+    metrics["decode"] = {"beam": 12}
+    (other / "metrics/c/gru/seed1/test.json").write_text(json.dumps(metrics))
+    assert kept.keep(other, member, store).same == member
+    assert kept.keep(other, member, store, replace=member).done == member
+    assert json.loads((store / "metrics/c/gru/seed1/test.json").read_text())["decode"] == {"beam": 12}
     shutil.rmtree(other / "translations")
     shutil.rmtree(other / "metrics")
     decoded(other, "gru", "seed1", hyps(refs, "atr", "seed2"))          # the same seed decoded otherwise

@@ -178,16 +178,23 @@ def keep(run: str | Path, members: list[Member], store: str | Path, replace: Col
         old = {f.name: _scored(f, store, m)[0] for f in _metrics_files(kept_metrics)}
         if old == scored:
             # the same translations (a deterministic rerun): the files beside them are the same training's,
-            # timed where each ran; what the run has is added, what it lacks stays as kept
+            # timed where each ran; what the run has is added, what it lacks stays as kept. The metrics are
+            # the run's where it scored them otherwise (a scorer fixed or a score added since) or where the
+            # kept ones were made with other settings (`replace`): the same text, but not the same record
             kept_before = _kept_beside(store, m)
             merged = {**kept_before, **beside}
-            if merged == kept_before:
+            rescored = [f for f in files if m in replace
+                        or read_json(f).get("scores") != read_json(kept_metrics / f.name).get("scores")]
+            if merged == kept_before and not rescored:
                 out.same.append(m)
                 continue
             for name, sha in sorted(beside.items()):
                 if kept_before.get(name) != sha:
                     _gzip(_beside_path(run, m, name), kept_beside / f"{name}.gz")
-            write_json(kept_beside / "sha256.json", merged)     # last: it names only files already there
+            if merged != kept_before:
+                write_json(kept_beside / "sha256.json", merged)     # after the files it names
+            for f in rescored:
+                shutil.copyfile(f, kept_metrics / f.name)
             out.done.append(m)
             continue
         if old and m not in replace:
