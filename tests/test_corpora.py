@@ -1,6 +1,7 @@
 """The corpus registry, cleaning steps, chunking, merging and the text formats, on small inputs."""
 
 import copy
+import dataclasses
 import json
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from rnmt.data import chunks, sgml, truecase
 from rnmt.data.clean import Preparer, Report, clean_pairs, is_segmented, normalize_romanian, unescape_moses
 from rnmt.data.fetch import fetch
 from rnmt.data.prepare import assemble, clean_chunk, holdout_range, merge, prepare_text
-from rnmt.data.registry import Corpora, Registry
+from rnmt.data.registry import Corpora, Registry, check_fetched
 from rnmt.data.segment_pairs import segment_pairs
 from rnmt.data.settings import PreprocessSettings
 from rnmt.data.sources import Source
@@ -189,7 +190,16 @@ def test_manual_nist_set_gives_four_aligned_references(registry: Registry, tmp_p
     # the set's file replaced by one with two references: the third and fourth of the first fetch go
     write(d / "mt02.ref.sgm", [x for x in ref if 'sysid="ref2"' not in x and 'sysid="ref3"' not in x])
     fetch(registry.source("nist-mt02"), tmp_path / "out", tmp_path, tmp_path / "ldc")
-    assert sorted(p.name for p in out.iterdir()) == ["zh-en.en", "zh-en.en.ref1", "zh-en.zh"]
+    assert sorted(p.name for p in out.iterdir()) == ["source.json", "zh-en.en", "zh-en.en.ref1", "zh-en.zh"]
+    # what it was fetched from, kept beside it: the registry's entry now, which a changed entry is not
+    src = registry.source("nist-mt02")
+    assert json.loads((out / "source.json").read_text()) == src.identity()
+    check_fetched(src, out)
+    other = dataclasses.replace(src, files={**src.files, "en": ["mt02.ref2.sgm"]})
+    with pytest.raises(InputError, match=rf"{out} holds source 'nist-mt02' as fetched from another registry entry "
+                                         r"than the one now \(files changed: .*\); remove .* to fetch it again"):
+        check_fetched(other, out)
+    check_fetched(dataclasses.replace(src, sha256={"x": "0" * 64}, note="pinned"), out)     # no other text
 
 
 def test_sgml_plain_wmt_file() -> None:

@@ -116,6 +116,15 @@ def test_download_and_prepare_from_a_local_server_and_resume(tmp_path: Path) -> 
                                                         "/dev.de.gz": 2}
         third = run_snakemake([*targets, "-n", "--configfile", "c.yaml"], tmp_path, extra_env=env)
         assert "Nothing to be done" in third.stdout + third.stderr
+        # the test set's entry now names another archive member: its fetched text is the old member's, which
+        # Snakemake would keep (a fetch has no input that changed), so the run stops, naming what to remove
+        registry["sources"]["test"]["files"]["de"] = "t/ref2.de.sgm"
+        (tmp_path / "registry.yaml").write_text(yaml.safe_dump(registry))
+        fourth = run_snakemake([*targets, "-n", "--configfile", "c.yaml"], tmp_path, extra_env=env)
+        assert fourth.returncode == 1 and "Traceback" not in fourth.stderr
+        assert ("rnmt: error: results/sources/test holds source 'test' as fetched from another registry entry than "
+                "the one now (files changed: ") in fourth.stderr
+        assert "remove results/sources/test to fetch it again" in fourth.stderr
     data = tmp_path / "results/t/data/toy"
     report = json.loads((data / "prepare.json").read_text())
     steps = {s["step"]: (s["kept"], s["dropped"]) for s in report["steps"]}

@@ -16,7 +16,7 @@ from snakemake.utils import update_config
 
 from rnmt.planning import runconfig
 from rnmt.config import load_yaml, typed_overrides
-from rnmt.data.registry import DOWNLOADS, SOURCES, Corpora, Registry, registry_file
+from rnmt.data.registry import DOWNLOADS, SOURCES, Corpora, Registry, check_fetched, registry_file
 from rnmt.data.sources import manual_paths, missing_manual_message
 from rnmt.parse.settings import ParseSettings
 from rnmt.io import InputError
@@ -123,6 +123,14 @@ def cancel_rescheduling_timers():
 REGISTRY_FILE = str(registry_file(workflow.basedir))
 REGISTRY = Registry(REGISTRY_FILE)
 CORPORA = Corpora({**config, "corpora": PLAN.corpora_config}, REGISTRY)   # with the corpora the scale implies
+# a source fetched from another registry entry than the one now stops the run here, naming what to remove
+if workflow.is_main_process:
+    try:
+        for sid in sorted({s for name in CORPORA.names("registry") for ids in CORPORA[name].sources.values()
+                           for s in ids}):
+            check_fetched(REGISTRY.source(sid))
+    except InputError as e:
+        sys.exit(f"rnmt: error: {e}")
 NO_MATCH = "(?!x)x"
 
 

@@ -13,8 +13,8 @@ from typing import IO
 
 from rnmt.data import sgml
 from rnmt.data.extract import open_member
-from rnmt.data.sources import Source, manual_paths, missing_manual_message
-from rnmt.io import InputError, atomic_writer, drop_extra_references, read_lines, split_lines
+from rnmt.data.sources import FETCHED, Source, manual_paths, missing_manual_message
+from rnmt.io import InputError, atomic_writer, drop_extra_references, read_lines, split_lines, write_json
 
 log = logging.getLogger(__name__)
 
@@ -186,6 +186,7 @@ def fetch(src: Source, out_dir: Path, download_dir: Path, manual_dir: Path, corp
     if src.kind in ("url", "mtdata"):   # one text a language: no extra references of an earlier fetch stay
         for path in outs.values():
             drop_extra_references(path, 0)
+    write_json(out_dir / FETCHED, src.identity())      # what the text was made from (registry.check_fetched)
     log.info("%s: %s", src.id, ", ".join(f"{n} lines {lang}" for lang, n in counts.items()))
     return counts
 

@@ -11,6 +11,7 @@ data) and `manual_dir` (where manual/LDC files are).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -20,7 +21,7 @@ from typing import Any, TypeVar
 from rnmt.config import ConfigError, load_yaml
 from rnmt.data.pins import check_sha256, pin_file, read_pins
 from rnmt.data.settings import BPESettings, PreprocessSettings, VocabSettings
-from rnmt.data.sources import Source, split_source
+from rnmt.data.sources import FETCHED, Source, split_source
 from rnmt.io import InputError
 from rnmt.machine.switches import switch
 
@@ -111,6 +112,25 @@ def source_file(src: Source, lang: str) -> str:
     """Where the fetched text of one language of a source lies (shared by every run)."""
     a, b = src.langs
     return f"{SOURCES}/{src.id}/{a}-{b}.{lang}"
+
+
+def check_fetched(src: Source, folder: str | Path | None = None) -> None:
+    """Raise InputError where the source's text (in `folder`, default where the rules fetch it) was fetched
+    from another registry entry than the one now (another test set, archive member or URL): Snakemake keeps
+    the fetched files, which have no input to be older than, so every run would go on building from the old
+    text. A text fetched before the record was kept is taken as it is."""
+    record = Path(folder or Path(source_file(src, src.langs[0])).parent) / FETCHED
+    if not record.is_file():
+        return
+    try:
+        was = json.loads(record.read_text())
+    except (OSError, ValueError):
+        was = None
+    if was != src.identity():
+        changed = ", ".join(k for k in src.identity() if not isinstance(was, dict) or was.get(k) != src.identity()[k])
+        raise InputError(f"{record.parent} holds source {src.id!r} as fetched from another registry entry than the "
+                         f"one now ({changed or 'unreadable record'} changed: was {was}, now {src.identity()}); "
+                         f"remove {record.parent} to fetch it again (what was built from it is built again)")
 
 
 def _settings(cls: type[S], where: str, *layers: dict[str, Any] | None) -> S:

@@ -82,6 +82,12 @@ class Source:
             return m.group(2), m.group(3)
         raise InputError(f"{where}: a {kind}: source names its two languages in 'langs', e.g. [de, en]")
 
+    def identity(self) -> dict[str, Any]:
+        """What the fetched text is made from (kept beside it as FETCHED): its kind, spec, languages and
+        archive members. A sha256 pin or a note changes no text."""
+        return {"id": self.id, "kind": self.kind, "spec": self.spec, "langs": list(self.langs),
+                "files": {lang: list(v) for lang, v in sorted(self.files.items())}}
+
     def downloads(self) -> list[tuple[str, str]]:
         """(file name under the download folder, URL) of each file a `url:` source needs."""
         if self.kind != "url":
@@ -97,6 +103,9 @@ class Source:
         """The downloaded file that holds `lang` (url sources)."""
         names = self.downloads()
         return names[self.langs.index(lang)][0] if "{lang}" in self.spec else names[0][0]
+
+
+FETCHED = "source.json"       # beside a fetched source's text: Source.identity() of what it was fetched from
 
 
 def download_name(url: str) -> str:
