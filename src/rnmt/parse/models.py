@@ -38,8 +38,12 @@ def pipeline_kwargs(model_dir: str | Path, lang: str) -> dict[str, Any]:
         with open(m, encoding="utf-8") as f:
             man = json.load(f)
         if man.get("layout") == "paths":
-            paths = {k: d / man[k] for k in ("pos", "depparse", "pretrain")}
+            paths = {k: d / str(man.get(k)) for k in ("pos", "depparse", "pretrain")}
             for k, p in paths.items():
+                if not p.resolve().is_relative_to(d.resolve()):
+                    raise InputError(f"{m}: its {k} model {man.get(k)!r} lies outside the model folder {d}: a "
+                                     "manifest names files inside its folder (rnmt parse train-models writes one); "
+                                     "this one is not rnmt's, so put the models in the folder or train them there")
                 if not p.is_file():
                     raise InputError(f"{m}: its {k} model {p} is missing; {missing_message(d, lang)}")
             return {**common, "allow_unknown_language": True, "lemma_use_identity": True,
