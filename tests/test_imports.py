@@ -14,12 +14,14 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports(path: Path, modules: set[str]) -> set[str]:
-    """The rnmt modules a file imports (a `from pkg import name` of a submodule counts as that module)."""
+def imports(path: Path, modules: set[str], top: bool = False) -> set[str]:
+    """The rnmt modules a file imports (a `from pkg import name` of a submodule counts as that module); with
+    `top`, those it imports when it is imported (not inside its functions)."""
     here = module_name(path)
     package = here if path.name == "__init__.py" else here.rpartition(".")[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    tree = ast.parse(path.read_text(), str(path))
+    for node in (tree.body if top else ast.walk(tree)):
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -154,3 +156,21 @@ def test_every_architecture_module_imports_as_the_first_of_its_package() -> None
     r = subprocess.run([sys.executable, "-c", FIRST_IMPORT], capture_output=True, text=True, timeout=300,
                        env={"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin"})
     assert r.returncode == 0 and r.stdout.strip() == "", r.stdout + r.stderr[-2000:]
+
+
+def test_the_score_rules_digest_covers_the_code_that_computes_scores() -> None:
+    # the score rule scores again when the digest of SCORED_BY changes: a module the scoring imports outside it
+    # could change the scores while the metrics files stay as the old code made them
+    from rnmt.evaluate import SCORED_BY
+
+    files = {module_name(p): p for p in SRC.joinpath("rnmt").rglob("*.py")}
+    todo, seen = ["rnmt.evaluate.metrics", "rnmt.evaluate.score"], set()
+    while todo:
+        if (m := todo.pop()) not in seen:
+            seen.add(m)
+            todo += imports(files[m], set(files), top=True)
+    assert "rnmt.data.tokenize" in seen
+    root = SRC / "rnmt"
+    outside = sorted(m for m in seen if m != "rnmt" and not any(
+        files[m].resolve().is_relative_to((root / part).resolve()) for part in SCORED_BY))
+    assert not outside, f"add to rnmt.evaluate.SCORED_BY what the scoring imports: {outside}"

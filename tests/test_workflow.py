@@ -1,10 +1,12 @@
 """The Snakemake DAG for real, at a tiny size: dry run, one table target, no-op rerun, table contents."""
 
 import base64
+import contextlib
 import json
 import math
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -15,6 +17,7 @@ import yaml
 
 import envblock
 from conftest import guard_log, jobs, run_snakemake
+from rnmt.evaluate import SCORED_BY
 from rnmt.provenance import source_digest
 
 TINY = {
@@ -138,22 +141,31 @@ def test_table_target_runs_for_real_and_rerun_does_nothing(workdir: Path) -> Non
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
 
 
-@pytest.mark.workflow
-def test_a_table_built_by_other_code_is_built_again(workdir: Path) -> None:
-    # Snakemake's record of the built table, as if an earlier rnmt had made it: the table's files are newer
-    # than its inputs, so only the code's digest among the rule's params tells that it is stale
-    record = workdir / ".snakemake/metadata" / base64.urlsafe_b64encode(TABLE.encode()).decode()
+@contextlib.contextmanager
+def made_by_other_code(workdir: Path, path: str, digest: str) -> Iterator[None]:
+    """Snakemake's record of the file at `path` as if an earlier rnmt had made it (`digest`, the code's digest
+    among the rule's params, replaced), put back afterwards: the file is newer than its inputs, so only that
+    param tells it is stale."""
+    record = workdir / ".snakemake/metadata" / base64.urlsafe_b64encode(path.encode()).decode()
     original = record.read_text()
-    digest = repr(source_digest())
-    assert original.count(json.dumps(digest)) == 1
+    assert original.count(json.dumps(repr(digest))) == 1
     try:
-        record.write_text(original.replace(json.dumps(digest), json.dumps(repr("0" * 64))))
-        r = run_snakemake([TABLE, "-n", "--configfile", "tiny.yaml"], workdir)
-        assert r.returncode == 0, r.stderr
-        assert jobs(r.stdout) == {"table": 1}              # the table alone: no model, decoding or score
-        assert "Params have changed since last execution" in r.stdout
+        record.write_text(original.replace(json.dumps(repr(digest)), json.dumps(repr("0" * 64))))
+        yield
     finally:
         record.write_text(original)
+
+
+@pytest.mark.workflow
+def test_a_table_or_a_score_made_by_other_code_is_made_again(workdir: Path) -> None:
+    scored = "results/tiny/metrics/synthetic-demo/rnnsearch-gru/seed1/test.json"
+    for path, digest, made_again in ((TABLE, source_digest(), {"table": 1}),     # no model, decoding or score
+                                     (scored, source_digest(*SCORED_BY), {"score": 1, "table": 1})):
+        with made_by_other_code(workdir, path, digest):
+            r = run_snakemake([TABLE, "-n", "--configfile", "tiny.yaml"], workdir)
+            assert r.returncode == 0, r.stderr
+            assert jobs(r.stdout) == made_again
+            assert "Params have changed since last execution" in r.stdout
     again = run_snakemake([TABLE, "-n", "--configfile", "tiny.yaml"], workdir)
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
 

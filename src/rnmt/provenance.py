@@ -8,7 +8,7 @@ import hashlib
 import os
 import platform
 import subprocess
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -36,13 +36,20 @@ def provenance() -> dict[str, Any]:
     return {"rnmt_version": __version__, "git_commit": commit, "git_dirty": dirty}
 
 
-@lru_cache(maxsize=1)
-def source_digest() -> str:
-    """sha256 of rnmt's own source files (every .py under the package, by path and content): what a result
-    that depends on the code alone can be keyed by, checkout or installed package alike."""
+@cache
+def source_digest(*parts: str) -> str:
+    """sha256 of rnmt's own source files (every .py under the package, or under `parts`: folders or files
+    relative to it), by path and content: what a result that depends on that code alone can be keyed by,
+    checkout or installed package alike."""
     root = Path(__file__).resolve().parent
+    files = set()
+    for part in parts or ("",):
+        where = root / part
+        if not where.exists():
+            raise FileNotFoundError(f"{where}: no such part of rnmt's source")
+        files |= {where} if where.is_file() else set(where.rglob("*.py"))
     h = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
+    for path in sorted(files):
         h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()
 

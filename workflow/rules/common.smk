@@ -23,6 +23,7 @@ from rnmt.io import InputError
 from rnmt.parse.models import manifest_path
 from rnmt.planning.current import member_of, outdated, table_expected
 from rnmt.planning.plan import SIDES, SPLITS, Plan, member_seeds
+from rnmt.evaluate import SCORED_BY
 from rnmt.provenance import source_digest
 
 # `--config key='{nested: 1}'` reaches Snakemake's config with its nested values as strings.
@@ -348,6 +349,8 @@ def report_caption(table):
 # a cell's counted matrices): a param of the code's digest makes Snakemake build it again after an update of
 # rnmt (its params trigger), where the files' times alone would keep what the old code made.
 CODE_DIGEST = source_digest()
+# and the scores: the code that computes them (rnmt.evaluate.SCORED_BY), so a scorer fixed scores again
+SCORER_DIGEST = source_digest(*SCORED_BY)
 
 TABLE_PARAMS = dict(
     code=CODE_DIGEST,

@@ -23,6 +23,7 @@ rule score:
         run=PLAN.run,
         scale=PLAN.scale,
         override=json.dumps(PLAN.config.get("override") or {}, sort_keys=True),
+        code=SCORER_DIGEST,
     conda:
         "../../envs/data.yaml"
     log:
