@@ -136,6 +136,36 @@ def test_download_and_prepare_from_a_local_server_and_resume(tmp_path: Path) -> 
 
 
 @pytest.mark.workflow
+def test_a_local_test_sets_edited_extra_reference_assembles_the_split_again(tmp_path: Path) -> None:
+    """A user's test set with a second reference beside its target file (test.de.ref1): the split takes it,
+    and an edit of that file alone builds the split again, so scoring reads the references as they are now."""
+    d = tmp_path / "corpus"
+    d.mkdir()
+    for name, lines in (("train.en", [f"a sentence {i} ." for i in range(40)]),
+                        ("train.de", [f"ein Satz {i} ." for i in range(40)]),
+                        ("test.en", ["good morning .", "thank you ."]), ("test.de", ["guten Morgen .", "danke ."]),
+                        ("test.de.ref1", ["Guten Morgen !", "vielen Dank ."])):
+        (d / name).write_text("".join(x + "\n" for x in lines))
+    cfg = {"run": "local", "corpora": {"c": {"source": f"local:{d}", "src_lang": "en", "tgt_lang": "de",
+                                             "files": {"train": ["train.en", "train.de"],
+                                                       "test": ["test.en", "test.de"]},
+                                             "holdout": {"dev": 5}}}}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    target = ["results/local/data/c/raw/test.tgt", "--configfile", "c.yaml"]
+    r = run_snakemake([*target, "--cores", "1"], tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    ref1 = tmp_path / "results/local/data/c/raw/test.tgt.ref1"
+    assert ref1.read_text() == "Guten Morgen !\nvielen Dank .\n"
+    unchanged = run_snakemake([*target, "-n"], tmp_path)
+    assert "Nothing to be done" in unchanged.stdout + unchanged.stderr
+    (d / "test.de.ref1").write_text("Guten Morgen .\nDanke schön .\n")
+    again = run_snakemake([*target, "-n"], tmp_path)
+    assert again.returncode == 0 and jobs(again.stdout) == {"assemble": 1}
+    assert run_snakemake([*target, "--cores", "1"], tmp_path).returncode == 0
+    assert ref1.read_text() == "Guten Morgen .\nDanke schön .\n"
+
+
+@pytest.mark.workflow
 @pytest.mark.skipif(not (REAL / "enro-europarl-sample/corpus.en").is_file(),
                     reason="RNMT_REAL_CORPORA has no enro-europarl-sample/")
 def test_local_europarl_sample_prepares_for_real(tmp_path: Path) -> None:

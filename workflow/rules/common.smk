@@ -19,7 +19,7 @@ from rnmt.config import load_yaml, typed_overrides
 from rnmt.data.registry import DOWNLOADS, SOURCES, Corpora, Registry, check_fetched, registry_file
 from rnmt.data.sources import manual_paths, missing_manual_message
 from rnmt.parse.settings import ParseSettings
-from rnmt.io import InputError
+from rnmt.io import InputError, with_extra_references
 from rnmt.parse.models import manifest_path
 from rnmt.planning.current import member_of, outdated, table_expected
 from rnmt.planning.plan import SIDES, SPLITS, Plan, member_seeds
@@ -165,6 +165,15 @@ def fetch_inputs(wc):
             raise InputError(msg)
         return [str(p) for ps in manual_paths(src, manual_dir).values() for p in ps]
     return []
+
+
+def assemble_inputs(wc):
+    """A split's part files; for a local corpus also the extra references beside its target files (a test set's
+    <file>.ref1, ...), which the user may edit alone. A registry source's are written with its text."""
+    c = CORPORA[wc.corpus]
+    parts = c.split_parts(wc.split)
+    refs = [r for _, t in parts for r in with_extra_references([t])[1:]] if c.kind == "local" else []
+    return [f for pair in parts for f in pair] + refs
 
 
 def assemble_args(wc):

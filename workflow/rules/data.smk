@@ -73,7 +73,7 @@ rule fetch_source:
 rule assemble:
     """A split of a local or registry corpus from its parts (alignment and UTF-8 checked)."""
     input:
-        lambda wc: [f for pair in CORPORA[wc.corpus].split_parts(wc.split) for f in pair],
+        assemble_inputs,
     output:
         src=run_path("data/{corpus}/raw/{split}.src"),
         tgt=run_path("data/{corpus}/raw/{split}.tgt"),
