@@ -163,12 +163,21 @@ def test_keeping_a_member_again_keeps_its_bytes_and_another_decoding_of_it_is_re
     assert kept.keep(other, member, store).done == member and gz.read_bytes() == first
     assert json.loads((store / "metrics/c/gru/seed1/test.json").read_text())["scores"]["chrf_plus"] == 51.5
     assert kept.keep(other, member, store).same == member
-    # kept with other settings than the run's now, the same text decoded: the run's record replaces it
+    # kept with other settings than the run's now, the same text decoded: the run's record replaces it, and
+    # the training log kept beside it (the other training's) goes where the run has none
+    log = other / "models/c/gru/seed1/train.jsonl"
+    log.parent.mkdir(parents=True)
+    log.write_text('{"kind": "valid", "step": 500}\n')
+    assert kept.keep(other, member, store).done == member
+    assert (store / "beside/c/gru/seed1/seed1/train.jsonl.gz").is_file()
+    log.unlink()
     metrics["decode"] = {"beam": 12}
     (other / "metrics/c/gru/seed1/test.json").write_text(json.dumps(metrics))
     assert kept.keep(other, member, store).same == member
     assert kept.keep(other, member, store, replace=member).done == member
     assert json.loads((store / "metrics/c/gru/seed1/test.json").read_text())["decode"] == {"beam": 12}
+    assert not (store / "beside/c/gru/seed1").exists()
+    log.parent.rmdir()
     shutil.rmtree(other / "translations")
     shutil.rmtree(other / "metrics")
     decoded(other, "gru", "seed1", hyps(refs, "atr", "seed2"))          # the same seed decoded otherwise

@@ -88,7 +88,12 @@ def test_collect_makes_the_gate_statistics_again_when_their_model_was_trained_ag
         os.utime(path, (when, when))
     everyone = list(gates.values())
     for partial in (False, True):
-        assert collect.gates_to_make(everyone, results, partial, tmp_path) == [gates["stale"], gates["missing"]]
+        assert collect.gates_to_make(everyone, results, partial, set(), tmp_path) == [gates["stale"], gates["missing"]]
     model["missing"].unlink()
-    assert collect.gates_to_make(everyone, results, False, tmp_path) == [gates["stale"], gates["missing"]]
-    assert collect.gates_to_make(everyone, results, True, tmp_path) == [gates["stale"]]   # --partial trains none
+    assert collect.gates_to_make(everyone, results, False, set(), tmp_path) == [gates["stale"], gates["missing"]]
+    assert collect.gates_to_make(everyone, results, True, set(), tmp_path) == [gates["stale"]]   # --partial trains none
+    # a member whose metrics are stale is trained again in the same call: its gates too (with --partial, neither)
+    training = {("fresh", "seed1")}
+    assert collect.gates_to_make(everyone, results, False, training, tmp_path) == [
+        gates["fresh"], gates["stale"], gates["missing"]]
+    assert collect.gates_to_make(everyone, results, True, training, tmp_path) == [gates["stale"]]

@@ -75,13 +75,16 @@ def test_a_manifest_naming_a_model_outside_its_folder_is_refused(tmp_path: Path,
     (tmp_path / "elsewhere.pt").write_bytes(b"not a model")
     for name in ("pos.pt", "pretrain.pt"):
         (models / name).write_bytes(b"")
-    (models / "rnmt-en.json").write_text(json.dumps({"layout": "paths", "pos": "pos.pt", "pretrain": "pretrain.pt",
-                                                      "depparse": "../elsewhere.pt"}))
     (tmp_path / "t.src").write_text("the dog sleeps .\n")
-    rc = main(["parse", "run", "--lang", "en", "--model-dir", str(models), str(tmp_path / "t.src"),
-               str(tmp_path / "t.conllu")])
-    assert rc == 2 and not (tmp_path / "t.conllu").exists()
-    assert "its depparse model '../elsewhere.pt' lies outside the model folder" in capsys.readouterr().err
+    for depparse, says in (("../elsewhere.pt", "its depparse model '../elsewhere.pt' lies outside the model folder"),
+                           (str(tmp_path / "elsewhere.pt"), "lies outside the model folder"),
+                           (None, "names no depparse model")):
+        (models / "rnmt-en.json").write_text(json.dumps({"layout": "paths", "pos": "pos.pt",
+                                                          "pretrain": "pretrain.pt", "depparse": depparse}))
+        rc = main(["parse", "run", "--lang", "en", "--model-dir", str(models), str(tmp_path / "t.src"),
+                   str(tmp_path / "t.conllu")])
+        assert rc == 2 and not (tmp_path / "t.conllu").exists()
+        assert says in capsys.readouterr().err
 
 
 def test_a_missing_model_names_the_folder_and_the_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

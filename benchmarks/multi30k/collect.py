@@ -137,7 +137,8 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seed
     if pooled:      # what is missing or stale (trained unless partial), and the run's own decodings of dev
         targets = [f"{metrics}/{r.variant}/{m}/{s}.json" for r, m in members for s in ("test", "dev")
                    if not done(r.variant, m) or not (ROOT / f"{metrics}/{r.variant}/{m}/{s}.json").is_file()]
-        targets += gates_to_make(gates, plan.results, partial)
+        training = {(r.variant, m) for r, m in members if not done(r.variant, m)}
+        targets += gates_to_make(gates, plan.results, partial, training)
     else:
         targets = [f"{metrics}/{r.variant}/{m}/dev.json" for r, m in members]
         targets.append(str((tables / f"{name}.md").relative_to(ROOT)))
@@ -195,17 +196,25 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seed
         print(out.to_string(index=False))
 
 
-def gates_to_make(gates: list[str], results: str, partial: bool, root: Path = ROOT) -> list[str]:
+def gates_to_make(gates: list[str], results: str, partial: bool, training: set[tuple[str, str]],
+                  root: Path = ROOT) -> list[str]:
     """The gate statistics ATR Figure 3 reads (<results>/analysis/<corpus>/<variant>/seed<N>/gates.<set>.json)
-    to make from their models: those missing (with `partial`, only where the model is here) and those older
-    than the model they are made from (a model trained again for another table that shares it). The table is
-    built with Snakemake told to run no rule but the table's, which takes a gates file as it finds it."""
+    to make from their models: those of the (variant, seed<N>) members `training` (missing or stale, so
+    trained in this call, and none with `partial`), those missing (with `partial`, only where the model is
+    here) and those older than the model they are made from (a model trained again for another table that
+    shares it). The table is built with Snakemake told to run no rule but the table's, which takes a gates
+    file as it finds it."""
     out = []
     for g in gates:
-        model = root / results / "models" / Path(g).relative_to(f"{results}/analysis").parent / "model.pt"
-        here = (root / g).is_file()
-        if (not here and (not partial or model.is_file())) or (
-                here and model.is_file() and model.stat().st_mtime > (root / g).stat().st_mtime):
+        folder = Path(g).relative_to(f"{results}/analysis").parent           # <corpus>/<variant>/seed<N>
+        model, made = root / results / "models" / folder / "model.pt", root / g
+        if (folder.parent.name, folder.name) in training:
+            make = not partial
+        elif not made.is_file():
+            make = not partial or model.is_file()
+        else:
+            make = model.is_file() and model.stat().st_mtime > made.stat().st_mtime
+        if make:
             out.append(g)
     return out
 

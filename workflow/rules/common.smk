@@ -353,7 +353,6 @@ def report_caption(table):
     return rst_text(table.title + (f". Paper: {table.paper.strip()}" if table.paper else ""))
 
 
-# what a table's command is told of the run (the full table's and the partial table's)
 # What rnmt's code makes from files that do not change when the code does (tables, figures, runs.csv, curves,
 # a cell's counted matrices): a param of the code's digest makes Snakemake build it again after an update of
 # rnmt (its params trigger), where the files' times alone would keep what the old code made.
@@ -361,6 +360,7 @@ CODE_DIGEST = source_digest()
 # and the scores: the code that computes them (rnmt.evaluate.SCORED_BY), so a scorer fixed scores again
 SCORER_DIGEST = source_digest(*SCORED_BY)
 
+# what a table's command is told of the run (the full table's and the partial table's)
 TABLE_PARAMS = dict(
     code=CODE_DIGEST,
     corpus=lambda wc: PLAN.table(wc.table).corpus or "",

@@ -116,9 +116,9 @@ def source_file(src: Source, lang: str) -> str:
 
 def check_fetched(src: Source, folder: str | Path | None = None) -> None:
     """Raise InputError where the source's text (in `folder`, default where the rules fetch it) was fetched
-    from another registry entry than the one now (another test set, archive member or URL): Snakemake keeps
-    the fetched files, which have no input to be older than, so every run would go on building from the old
-    text. A text fetched before the record was kept is taken as it is."""
+    from another registry entry than the one now (another test set, archive member or mtdata id): such a
+    change touches no input file of the fetch, so Snakemake would keep the fetched text and every run would go
+    on building from it. A folder without FETCHED is taken as it is."""
     record = Path(folder or Path(source_file(src, src.langs[0])).parent) / FETCHED
     if not record.is_file():
         return
@@ -127,9 +127,10 @@ def check_fetched(src: Source, folder: str | Path | None = None) -> None:
     except (OSError, ValueError):
         was = None
     if was != src.identity():
-        changed = ", ".join(k for k in src.identity() if not isinstance(was, dict) or was.get(k) != src.identity()[k])
+        changed = (", ".join(k for k, v in src.identity().items() if was.get(k) != v) + " changed"
+                   if isinstance(was, dict) else f"its record {record.name} is unreadable")
         raise InputError(f"{record.parent} holds source {src.id!r} as fetched from another registry entry than the "
-                         f"one now ({changed or 'unreadable record'} changed: was {was}, now {src.identity()}); "
+                         f"one now ({changed}: was {was}, now {src.identity()}); "
                          f"remove {record.parent} to fetch it again (what was built from it is built again)")
 
 

@@ -6,6 +6,7 @@ manifest `rnmt-<lang>.json` (paths relative to the folder). Parsing never downlo
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +39,13 @@ def pipeline_kwargs(model_dir: str | Path, lang: str) -> dict[str, Any]:
         with open(m, encoding="utf-8") as f:
             man = json.load(f)
         if man.get("layout") == "paths":
-            paths = {k: d / str(man.get(k)) for k in ("pos", "depparse", "pretrain")}
+            lacks = [k for k in ("pos", "depparse", "pretrain") if not isinstance(man.get(k), str)]
+            if lacks:
+                raise InputError(f"{m}: names no {', '.join(lacks)} model; {missing_message(d, lang)}")
+            paths = {k: d / man[k] for k in ("pos", "depparse", "pretrain")}
             for k, p in paths.items():
-                if not p.resolve().is_relative_to(d.resolve()):
+                # by the names alone: a link inside the folder to the models elsewhere is the user's choice
+                if Path(man[k]).is_absolute() or ".." in Path(os.path.normpath(man[k])).parts:
                     raise InputError(f"{m}: its {k} model {man.get(k)!r} lies outside the model folder {d}: a "
                                      "manifest names files inside its folder (rnmt parse train-models writes one); "
                                      "this one is not rnmt's, so put the models in the folder or train them there")

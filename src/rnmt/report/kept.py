@@ -179,8 +179,10 @@ def keep(run: str | Path, members: list[Member], store: str | Path, replace: Col
         if old == scored:
             # the same translations (a deterministic rerun): the files beside them are the same training's,
             # timed where each ran; what the run has is added, what it lacks stays as kept. The metrics are
-            # the run's where it scored them otherwise (a scorer fixed or a score added since) or where the
-            # kept ones were made with other settings (`replace`): the same text, but not the same record
+            # the run's where its scores differ or where the kept ones were made with other settings
+            # (`replace`, whose files beside are then the run's alone): the same text, not the same record
+            if m in replace:
+                shutil.rmtree(kept_beside, ignore_errors=True)
             kept_before = _kept_beside(store, m)
             merged = {**kept_before, **beside}
             rescored = [f for f in files if m in replace
