@@ -200,6 +200,9 @@ def test_manual_nist_set_gives_four_aligned_references(registry: Registry, tmp_p
                                          r"than the one now \(files changed: .*\); remove .* to fetch it again"):
         check_fetched(other, out)
     check_fetched(dataclasses.replace(src, sha256={"x": "0" * 64}, note="pinned"), out)     # no other text
+    (out / "source.json").write_text("{not json")
+    with pytest.raises(InputError, match=r"\(its record source.json is unreadable: was None, .*remove .* to fetch"):
+        check_fetched(src, out)
 
 
 def test_sgml_plain_wmt_file() -> None:
