@@ -399,6 +399,31 @@ def test_metrics_record_the_version_and_commit_that_made_them(corpus: dict[str, 
     assert json.loads((tmp_path / "train.json").read_text())["git_commit"] == metrics["git_commit"]
 
 
+def test_a_run_records_the_code_it_started_with_and_each_resume_on_other_code(
+        corpus: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import rnmt.train.progress as progress
+
+    now = {"rnmt_version": "1.0", "git_commit": "a" * 40, "git_dirty": False}
+    monkeypatch.setattr(progress, "provenance", lambda: dict(now))
+    step = Trainer._train_step
+
+    def moving_on(self: Trainer, group: list) -> None:
+        now["git_commit"] = "b" * 40                # the checkout moves on while the run trains
+        step(self, group)
+
+    monkeypatch.setattr(Trainer, "_train_step", moving_on)
+    first = trainer(corpus, tmp_path, max_steps=6).run()
+    assert first["git_commit"] == "a" * 40                       # not the commit the checkout had at the end
+    assert first["code"] == [{"from_step": 0, "rnmt_version": "1.0", "git_commit": "a" * 40, "git_dirty": False}]
+    assert not [w for w in first["warnings"] if "more than one version" in w]
+    resumed = trainer(corpus, tmp_path, max_steps=12).run()      # resumed on the code the checkout has now
+    assert resumed["steps"] == 12 and resumed["git_commit"] == "a" * 40
+    assert [(c["from_step"], c["git_commit"]) for c in resumed["code"]] == [(0, "a" * 40), (6, "b" * 40)]
+    assert ("trained by more than one version of rnmt: from step 0 rnmt 1.0 (git aaaaaaaaaa); from step 6 rnmt "
+            "1.0 (git bbbbbbbbbb)") in resumed["warnings"]
+    assert json.loads((tmp_path / "train.json").read_text())["code"] == resumed["code"]
+
+
 def test_the_job_log_says_where_training_stands(corpus: dict[str, Path], tmp_path: Path,
                                                 caplog: pytest.LogCaptureFixture) -> None:
     """Off a terminal every log_every steps give one line: step of the budget, the loss and perplexity

@@ -39,6 +39,9 @@ class Progress:
     graph_replays: int = 0
     load_sum: float = 0.0               # the machine's load average summed over the log steps…
     load_samples: int = 0               # …and how many were taken (train.json's hardware.load_avg)
+    # the code each process that trained this run started with (`provenance()` and the step it began at):
+    # one entry, or one more each time the run was resumed on other code
+    code: list[dict[str, Any]] = field(default_factory=list)
     best: dict[str, Any] = field(default_factory=dict)
     curve: list[dict[str, Any]] = field(default_factory=list)
 
@@ -112,6 +115,25 @@ class LogWindow:
                 f"{clock(train_seconds)} training" + (f", about {clock(eta)} left" if eta is not None else ""))
 
 
+def started_with(code: list[dict[str, Any]], step: int) -> list[dict[str, Any]]:
+    """`code` (Progress.code) with the code this process starts with, read now rather than when train.json
+    is written hours later from a checkout that may have moved on, added where it differs from the last."""
+    here = provenance()
+    if code and all(code[-1].get(k) == v for k, v in here.items()):
+        return code
+    return [*code, {"from_step": step, **here}]
+
+
+def code_warnings(code: list[dict[str, Any]]) -> list[str]:
+    """A warning where the run was resumed on other code than it started with (another version, commit, or
+    state of uncommitted changes): its numbers are not one version's."""
+    if len(code) < 2:
+        return []
+    return ["trained by more than one version of rnmt: " + "; ".join(
+        f"from step {c['from_step']} rnmt {c.get('rnmt_version')} (git {(c.get('git_commit') or '?')[:10]}"
+        f"{', uncommitted changes' if c.get('git_dirty') else ''})" for c in code)]
+
+
 def run_metrics(p: Progress, s: TrainSettings, stop_reason: str | None, *, params: int, train_pairs: int,
                 accumulate: int, world: int, device: torch.device, model_config: dict[str, Any],
                 bf16: bool) -> dict[str, Any]:
@@ -144,5 +166,7 @@ def run_metrics(p: Progress, s: TrainSettings, stop_reason: str | None, *, param
         # the load average over the log steps (the one now where the run logged none)
         "hardware": {**describe(device), "bf16_autocast": bf16,
                      **({"load_avg": p.load_avg} if p.load_avg is not None else {})},
-        **provenance(),
+        # the code that started the run (`code` has every process's where it was resumed on other code)
+        **{k: v for k, v in (p.code[0] if p.code else provenance()).items() if k != "from_step"},
+        "code": p.code,
     }

@@ -45,7 +45,7 @@ from rnmt.models.pretrained import load_source_vectors
 from rnmt.train import distributed, graphs, outputs, resume, schedules
 from rnmt.train.loss import token_loss
 from rnmt.train.optim import load_optimizer_state, make_optimizer, set_lr
-from rnmt.train.progress import LogWindow, Progress, budget_done, run_metrics
+from rnmt.train.progress import LogWindow, Progress, budget_done, code_warnings, run_metrics, started_with
 from rnmt.train.records import TrainLog
 from rnmt.train.settings import TrainSettings, accumulation
 from rnmt.train.validation import UNLEARNED, dev_bleu, dev_loss, extra_references, frequency_loss, learning, stalled
@@ -206,6 +206,7 @@ class Trainer:
     def _run(self) -> dict[str, Any]:
         s = self.s
         self._maybe_resume()
+        self.p.code = started_with(self.p.code, self.p.step)
         self.model.train()
         if self.rank == 0 and self.accumulate > 1:
             log.info("each update sums %d batches (replicas %d), shared by %d process(es)", self.accumulate,
@@ -231,7 +232,8 @@ class Trainer:
                               train_pairs=len(self.train_data), accumulate=self.accumulate, world=self.world,
                               device=self.device, model_config=self.model_config, bf16=self.bf16)
         learned, warned = learning(self.p.curve, self.frequency_loss)
-        metrics.update(learned, inputs=self.inputs, input_files=self.input_files, warnings=self.warnings + warned)
+        metrics.update(learned, inputs=self.inputs, input_files=self.input_files,
+                       warnings=self.warnings + warned + code_warnings(self.p.code))
         metrics["data_parallel"] = distributed.describe(self.world)
         metrics["paths"] = taken_paths()             # the kind of path each recurrence trained on
         metrics["cuda_graphs"] = {"off": self.graphs_off} if self.graphed is None else \
