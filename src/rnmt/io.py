@@ -173,11 +173,11 @@ def with_extra_references(paths: Iterable[str]) -> list[str]:
     return out
 
 
-def drop_extra_references(path: str | Path, keep: int) -> None:
-    """Remove the extra references beside `path` past the first `keep` (`<file>.ref<keep+1>`, ...): a file
-    written again with fewer references than before must not be scored against the old ones, which
+def drop_extra_references(path: str | Path) -> None:
+    """Remove the extra references beside `path` (`<file>.ref1`, ...), before it is written again: one written
+    with fewer references than before must not be scored against the old ones, which
     `with_extra_references` would otherwise find beside it."""
-    k = keep + 1
+    k = 1
     while (extra := Path(f"{path}.ref{k}")).is_file():
         extra.unlink()
         k += 1

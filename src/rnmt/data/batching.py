@@ -85,6 +85,15 @@ def load_parallel(src_path: str | Path, tgt_path: str | Path, src_vocab: Vocab, 
     return data
 
 
+def epoch_batches(src: Sequence[Sequence[int]], tgt: Sequence[Sequence[int]], batch_size: int, batch_tokens: int,
+                  rng: random.Random) -> list[list[int]]:
+    """One epoch's batches of a parallel corpus: by padded tokens where `batch_tokens` is set, else
+    `batch_size` sentences of like target length."""
+    if batch_tokens:
+        return list(token_batches([len(x) for x in src], [len(x) for x in tgt], batch_tokens, rng))
+    return list(bucketed_batches([len(t) for t in tgt], batch_size, rng))
+
+
 def bucketed_batches(lengths: Sequence[int], batch_size: int, rng: random.Random,
                      bucket_batches: int = 20) -> Iterator[list[int]]:
     """Shuffle, sort windows of `bucket_batches` batches by length, cut batches, shuffle batches."""

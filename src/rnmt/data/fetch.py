@@ -30,7 +30,6 @@ def _write_texts(outs: dict[str, Path], texts: dict[str, list[list[str]]], where
             path = outs[lang] if k == 0 else outs[lang].with_name(f"{outs[lang].name}.ref{k}")
             with atomic_writer(path) as f:
                 f.writelines(line + "\n" for line in lines)
-        drop_extra_references(outs[lang], len(versions) - 1)
     return counts
 
 
@@ -173,6 +172,8 @@ def fetch(src: Source, out_dir: Path, download_dir: Path, manual_dir: Path, corp
     a, b = src.langs
     outs = {lang: out_dir / f"{a}-{b}.{lang}" for lang in src.langs}
     out_dir.mkdir(parents=True, exist_ok=True)
+    for path in outs.values():          # the source's references are those written below, none before
+        drop_extra_references(path)
     if src.kind == "url":
         counts = fetch_archive_source(src, download_dir, outs)
     elif src.kind == "manual":
@@ -183,9 +184,6 @@ def fetch(src: Source, out_dir: Path, download_dir: Path, manual_dir: Path, corp
         counts = fetch_mtdata_source(src, outs)
     else:
         raise InputError(f"{src.id}: {src.kind}: sources are not fetched")
-    if src.kind in ("url", "mtdata"):   # one text a language: no extra references of an earlier fetch stay
-        for path in outs.values():
-            drop_extra_references(path, 0)
     write_json(out_dir / FETCHED, src.identity())      # what the text was made from (registry.check_fetched)
     log.info("%s: %s", src.id, ", ".join(f"{n} lines {lang}" for lang, n in counts.items()))
     return counts

@@ -15,7 +15,7 @@ from typing import Any
 from rnmt.data import chunks
 from rnmt.data.clean import FIX_WHAT, TEXT_FIXES, Preparer, Report, clean_pairs, fix_text
 from rnmt.data.settings import PreprocessSettings
-from rnmt.io import InputError, atomic_writer, drop_extra_references, read_json, write_json
+from rnmt.io import InputError, atomic_writer, drop_extra_references, read_json, with_extra_references, write_json
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +56,7 @@ def assemble(parts: Sequence[tuple[str, str]], split: str, out_src: Path, out_tg
 
     With `holdout`, the parts are the training data and `split` takes its slice of them.
     """
+    drop_extra_references(out_tgt)          # the split's references are those written below, none before
     counts = []
     for s, t in parts:
         n, m = chunks.count_lines(s) if Path(s).is_file() else -1, chunks.count_lines(t) if Path(t).is_file() else -1
@@ -99,18 +100,12 @@ def assemble(parts: Sequence[tuple[str, str]], split: str, out_src: Path, out_tg
         log.warning("%s", w)
     if not holdout:
         info["references"] = 1 + concat_refs([Path(t) for _, t in parts], out_tgt)
-    else:                               # held out of a training corpus: one reference
-        drop_extra_references(out_tgt, 0)
     write_json(manifest, info)
     return info
 
 
 def _ref_files(tgt: Path) -> list[Path]:
-    refs, k = [], 1
-    while (p := tgt.with_name(f"{tgt.name}.ref{k}")).is_file():
-        refs.append(p)
-        k += 1
-    return refs
+    return [Path(p) for p in with_extra_references([str(tgt)])[1:]]
 
 
 def concat_refs(tgt_parts: Sequence[Path], out_tgt: Path) -> int:
@@ -129,7 +124,6 @@ def concat_refs(tgt_parts: Sequence[Path], out_tgt: Path) -> int:
         with atomic_writer(out_tgt.with_name(f"{out_tgt.name}.ref{k + 1}"), "wb") as out:
             for r in refs:
                 out.write(r[k].read_bytes())
-    drop_extra_references(out_tgt, n)
     return n
 
 
@@ -332,6 +326,7 @@ def prepare_text(inp: Path, out: Path, preparer: Preparer) -> int:
     """Prepare a dev/test file line by line (no filtering: every line is kept). A file without a
     sentence (empty, or every line empty once prepared) is an InputError: nothing could be scored."""
     n = sentences = 0
+    drop_extra_references(out)              # the file's references are its input's, none written before
     with atomic_writer(out) as f:
         for line in _fixed(inp):
             prepared = preparer(line)
@@ -347,11 +342,8 @@ def prepare_text(inp: Path, out: Path, preparer: Preparer) -> int:
 
 def copy_refs_prepared(inp: Path, out: Path, preparer: Preparer) -> int:
     """Prepare the extra references of a multi-reference set as the first one."""
-    k = 1
-    while inp.with_name(f"{inp.name}.ref{k}").is_file():
-        src = inp.with_name(f"{inp.name}.ref{k}")
+    refs = _ref_files(inp)
+    for k, src in enumerate(refs, 1):
         with atomic_writer(out.with_name(f"{out.name}.ref{k}")) as f:
             f.writelines(preparer(line) + "\n" for line in _fixed(src))
-        k += 1
-    drop_extra_references(out, k - 1)
-    return k - 1
+    return len(refs)

@@ -167,9 +167,9 @@ def keep(run: str | Path, members: list[Member], store: str | Path, replace: Col
         if not files:
             out.skipped[m] = f"no metrics files in {metrics}"
             continue
-        scored = {}
+        scored, records = {}, {f.name: read_json(f) for f in files}
         for f in files:
-            verify_scored(f, read_json(f))      # the translations still hold what was scored
+            verify_scored(f, records[f.name])   # the translations still hold what was scored
             scored[f.name] = _scored(f, run, m)[0]
         names = {name: sha for own in scored.values() for name, sha in own.items()}
         beside = _beside(run, m)
@@ -186,7 +186,7 @@ def keep(run: str | Path, members: list[Member], store: str | Path, replace: Col
             kept_before = _kept_beside(store, m)
             merged = {**kept_before, **beside}
             rescored = [f for f in files if m in replace
-                        or read_json(f).get("scores") != read_json(kept_metrics / f.name).get("scores")]
+                        or records[f.name].get("scores") != read_json(kept_metrics / f.name).get("scores")]
             if merged == kept_before and not rescored:
                 out.same.append(m)
                 continue

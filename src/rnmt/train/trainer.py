@@ -35,7 +35,7 @@ import torch
 from tqdm import tqdm
 
 from rnmt.cells.base import taken_paths
-from rnmt.data.batching import Batch, bucketed_batches, load_parallel, make_batch, token_batches
+from rnmt.data.batching import Batch, epoch_batches, load_parallel, make_batch
 from rnmt.data.vocab import Vocab
 from rnmt.io import InputError, write_json
 from rnmt.machine import fastpath, hardware
@@ -185,12 +185,6 @@ class Trainer:
                  self.p.batch_in_epoch)
 
     # ---- the loop -----------------------------------------------------------------------------------
-    def _batches(self) -> list[list[int]]:
-        s, d = self.s, self.train_data
-        if s.batch_tokens:
-            return list(token_batches([len(x) for x in d.src], [len(x) for x in d.tgt], s.batch_tokens, self.rng))
-        return list(bucketed_batches([len(t) for t in d.tgt], s.batch_size, self.rng))
-
     def _on_signal(self, signum: int, frame: Any) -> None:
         self._signal = signum
 
@@ -254,7 +248,7 @@ class Trainer:
                 p.epoch_rng_state = self.rng.getstate()
             else:                                     # resumed mid-epoch: the same batch order again
                 self.rng.setstate(p.epoch_rng_state)
-            batches = self._batches()
+            batches = epoch_batches(self.train_data.src, self.train_data.tgt, s.batch_size, s.batch_tokens, self.rng)
             self._epoch_batches = len(batches)
             batches = batches[p.batch_in_epoch:]
             for first in range(0, len(batches), self.accumulate):
