@@ -286,7 +286,7 @@ def test_significance_of_a_compound_split_bleu_is_sacrebleus_paired_test_on_the_
 
     refs = corpus(seed=5)
     systems = {("lstm", "seed1"): damage(refs, 0.3, 1), ("lstm", "seed2"): damage(refs, 0.3, 2),
-               ("sr", "seed1"): damage(refs, 0.25, 3), ("sr", "seed2"): damage(refs, 0.4, 4)}
+               ("sr", "seed1"): damage(refs, 0.25, 3), ("sr", "seed2"): damage(refs, 0.28, 4)}
     files = scored_run(tmp_path, systems, refs)
     table = Table("t", tmp_path / "t.yaml", "T", "c", "test", ["tok_bleu_compound"],
                   [Row("LSTM 2L", "lstm", {}, (1, 2)), Row("SR-NMT 2L", "sr", {}, (1, 2))], baseline="LSTM 2L")
@@ -295,16 +295,42 @@ def test_significance_of_a_compound_split_bleu_is_sacrebleus_paired_test_on_the_
     def split(lines: list[str]) -> list[str]:
         return [split_compounds(x) for x in lines]
 
-    p = []
+    p, diffs = [], []
     for s in ("seed1", "seed2"):
         _, results = PairedTest([("base", split(systems[("lstm", s)])), ("sys", split(systems[("sr", s)]))],
                                 {"BLEU": tok_scorer()}, [split(refs)], test_type="bs", n_samples=1000)()
         base, other = results["BLEU"]
         p.append(1.0 if base.score == other.score else other.p_value)
+        diffs.append(other.score - base.score)
+    assert diffs[0] > 0 and diffs[1] > 0          # both pairs one way: the larger p-value is the row's
     got = df.set_index(["system", "metric"]).p_value
     assert got[("SR-NMT 2L", "tok_bleu_compound")] == pytest.approx(max(p), abs=1e-12)
     assert math.isnan(got[("LSTM 2L", "tok_bleu_compound")])
     assert "tok BLEU (compounds split) marked * differs from LSTM 2L's" in (tmp_path / "t.md").read_text()
+
+
+def test_a_row_whose_seeds_differ_from_the_reference_in_opposite_directions_is_not_marked(tmp_path: Path) -> None:
+    """Seed 1 far better than the reference's seed 1, seed 2 far worse than its seed 2: each pair differs
+    beyond chance, but the row does not differ one way, so it gets p = 1 and no mark."""
+    from sacrebleu.metrics import BLEU
+    from sacrebleu.significance import PairedTest
+
+    refs = corpus(seed=6)
+    systems = {("gru", "seed1"): damage(refs, 0.3, 1), ("gru", "seed2"): damage(refs, 0.3, 2),
+               ("lab", "seed1"): damage(refs, 0.05, 3), ("lab", "seed2"): damage(refs, 0.6, 4)}
+    files = scored_run(tmp_path, systems, refs)
+    table = Table("t", tmp_path / "t.yaml", "T", "c", "test", ["bleu"],
+                  [Row("GRU", "gru", {}, (1, 2)), Row("GRU + labels", "lab", {}, (1, 2))], baseline="GRU")
+    df = build(table, files, "r", "mini", tmp_path / "t.csv", tmp_path / "t.md")
+    for s, sign in (("seed1", 1), ("seed2", -1)):
+        _, results = PairedTest([("base", systems[("gru", s)]), ("sys", systems[("lab", s)])],
+                                {"BLEU": BLEU()}, [refs], test_type="bs", n_samples=1000)()
+        base, other = results["BLEU"]
+        assert other.p_value < 0.05 and (other.score - base.score) * sign > 0    # each pair: one way, clearly
+    assert df.set_index(["system", "metric"]).p_value[("GRU + labels", "bleu")] == 1.0
+    row = next(line for line in (tmp_path / "t.md").read_text().splitlines() if line.startswith("| GRU + labels |"))
+    assert "*" not in row
+    assert "1 where its pairs differ in opposite directions" in (tmp_path / "t.md").read_text()
 
 
 def test_a_table_of_set_averages_is_tested_on_the_whole_split_and_says_so(tmp_path: Path) -> None:

@@ -7,8 +7,10 @@ The score tested is the table's BLEU (`tested`): its first whole-split BLEU colu
 their average or per source length only (DTMT's NIST tables) is tested on the same side's BLEU of the
 whole test split, and says so. A row with several seeds and a reference row with the same seeds are
 paired seed by seed; an ensemble, or a row whose seeds differ from the reference row's, is paired with
-each of the reference row's decodings. A row's p-value is the largest over its pairs: it counts as
-different (p < 0.05) only where every pair does, so one lucky seed does not make a difference. Equal
+each of the reference row's decodings. A row's p-value is the largest over its pairs where every pair
+differs in the same direction, else 1: it counts as different (p < 0.05) only where every pair does, one
+way, so neither one lucky seed nor seeds that differ both ways (each beyond chance) make a difference. This
+is an intersection-union test: each pair's p-value is sacrebleu's, of the absolute difference. Equal
 scores give p = 1, as in compare.
 """
 
@@ -51,8 +53,8 @@ def note(table: Table) -> str:
                                                  f"together), marked in the {label(column)} column")
     return (f"{what} marked {MARK} differs from {table.baseline}'s at p < {ALPHA} (sacrebleu's paired "
             f"bootstrap, {SAMPLES:,} resamples, between each pair of the two rows' decodings: seed by seed where "
-            "both rows decode the same seeds, else every pair; a row's largest p-value counts); the CSV has each "
-            "row's p_value.")
+            "both rows decode the same seeds, else every pair; a row's largest p-value counts, and 1 where its "
+            "pairs differ in opposite directions); the CSV has each row's p_value.")
 
 
 def pairs(row: Row, base: Row) -> list[tuple[str, str]]:
@@ -65,7 +67,8 @@ def pairs(row: Row, base: Row) -> list[tuple[str, str]]:
 
 
 def p_values(table: Table, scored: dict[tuple[str, str], Scored], samples: int = SAMPLES) -> dict[str, dict[str, Any]]:
-    """Per trained row but the reference: the largest p-value of its pairs, and the pairs' own. `scored`:
+    """Per trained row but the reference: its p-value (the largest of its pairs', or 1 where they differ
+    in opposite directions) and the pairs' own, with each pair's difference (row − reference). `scored`:
     what each (variant, member)'s metrics file scored."""
     if not table.baseline or table.kind != "translation" or (what := tested(table)) is None:
         return {}
@@ -100,7 +103,8 @@ def p_values(table: Table, scored: dict[tuple[str, str], Scored], samples: int =
                                  "different references; a paired test needs one test set")
             r = paired_test(a, b, refs, {"bleu": scorer}, "bs", samples)
             (res,) = r.values()
-            found.append({"member": mine, "baseline_member": theirs,
+            found.append({"member": mine, "baseline_member": theirs, "diff": res["b"] - res["a"],
                           "p_value": 1.0 if res["a"] == res["b"] else res["p_value"]})
-        out[row.system] = {"p_value": max(f["p_value"] for f in found), "pairs": found}
+        one_way = len({f["diff"] > 0 for f in found}) == 1
+        out[row.system] = {"p_value": max(f["p_value"] for f in found) if one_way else 1.0, "pairs": found}
     return out
