@@ -174,3 +174,24 @@ def test_the_score_rules_digest_covers_the_code_that_computes_scores() -> None:
     outside = sorted(m for m in seen if m != "rnmt" and not any(
         files[m].resolve().is_relative_to((root / part).resolve()) for part in SCORED_BY))
     assert not outside, f"add to rnmt.evaluate.SCORED_BY what the scoring imports: {outside}"
+
+
+def test_the_translate_rules_digest_covers_the_code_that_decodes() -> None:
+    # the translate and gates rules run again when the digest of DECODED_BY changes: a module the decoding
+    # imports outside it (inside a function too) could change the translations while they stay as the old
+    # code made them. The models' and cells' registries import every module of their folders.
+    from rnmt.decode import DECODED_BY
+
+    files = {module_name(p): p for p in SRC.joinpath("rnmt").rglob("*.py")}
+    todo = ["rnmt.decode.translate", "rnmt.decode.commands", "rnmt.evaluate.gates",
+            *(m for m in files if m.startswith(("rnmt.models.", "rnmt.cells.")))]
+    seen: set[str] = set()
+    while todo:
+        if (m := todo.pop()) not in seen:
+            seen.add(m)
+            todo += imports(files[m], set(files))
+    assert {"rnmt.decode.beam", "rnmt.cells.atr", "rnmt.data.vocab"} <= seen
+    root = SRC / "rnmt"
+    outside = sorted(m for m in seen if m not in ("rnmt", "rnmt.evaluate", "rnmt.evaluate.gates") and not any(
+        files[m].resolve().is_relative_to((root / part).resolve()) for part in DECODED_BY))
+    assert not outside, f"add to rnmt.decode.DECODED_BY what the decoding imports: {outside}"

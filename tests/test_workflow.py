@@ -17,6 +17,7 @@ import yaml
 
 import envblock
 from conftest import guard_log, jobs, run_snakemake
+from rnmt.decode import DECODED_BY
 from rnmt.evaluate import SCORED_BY
 from rnmt.provenance import source_digest
 
@@ -159,8 +160,11 @@ def made_by_other_code(workdir: Path, path: str, digest: str) -> Iterator[None]:
 @pytest.mark.workflow
 def test_a_table_or_a_score_made_by_other_code_is_made_again(workdir: Path) -> None:
     scored = "results/tiny/metrics/synthetic-demo/rnnsearch-gru/seed1/test.json"
+    decoded = "results/tiny/translations/synthetic-demo/rnnsearch-gru/seed1/test.bpe"
     for path, digest, made_again in ((TABLE, source_digest(), {"table": 1}),     # no model, decoding or score
-                                     (scored, source_digest(*SCORED_BY), {"score": 1, "table": 1})):
+                                     (scored, source_digest(*SCORED_BY), {"score": 1, "table": 1}),
+                                     (decoded, source_digest(*DECODED_BY),         # decoded again, not trained
+                                      {"translate": 1, "postprocess": 1, "score": 1, "table": 1})):
         with made_by_other_code(workdir, path, digest):
             r = run_snakemake([TABLE, "-n", "--configfile", "tiny.yaml"], workdir)
             assert r.returncode == 0, r.stderr

@@ -11,6 +11,7 @@ rule translate:
         bpe=run_path("translations/{corpus}/{variant}/{member}/{testset}.bpe"),
         speed=run_path("translations/{corpus}/{variant}/{member}/{testset}.speed.json"),
     params:
+        code=DECODER_DIGEST,
         settings=lambda wc: variant_of(wc).decode_settings(),
         models=lambda wc, input: [x for m in input.models for x in ("--model", m)],
         labels=lambda wc, input: ["--src-labels", input.labels] if "labels" in input.keys() else [],

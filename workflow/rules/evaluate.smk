@@ -45,6 +45,8 @@ rule gates:
         tgt=run_path("data/{corpus}/bpe/{testset}.tgt"),
     output:
         run_path("analysis/{corpus}/{variant}/seed{seed}/gates.{testset}.json"),
+    params:
+        code=GATES_DIGEST,
     conda:
         "../../envs/train.yaml"
     log:
