@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -330,7 +331,10 @@ def test_a_row_whose_seeds_differ_from_the_reference_in_opposite_directions_is_n
     assert df.set_index(["system", "metric"]).p_value[("GRU + labels", "bleu")] == 1.0
     row = next(line for line in (tmp_path / "t.md").read_text().splitlines() if line.startswith("| GRU + labels |"))
     assert "*" not in row
-    assert "1 where its pairs differ in opposite directions" in (tmp_path / "t.md").read_text()
+    md = (tmp_path / "t.md").read_text()
+    assert "1 where its pairs differ in opposite directions" in md
+    line = next(x for x in md.splitlines() if x.startswith("GRU + labels is not marked"))
+    assert re.search(r"both ways \(seed1 vs seed1 \+\d+\.\d\d \(p = 0\.00\d\), seed2 vs seed2 -\d+\.\d\d", line), line
 
 
 def test_a_table_of_set_averages_is_tested_on_the_whole_split_and_says_so(tmp_path: Path) -> None:

@@ -176,22 +176,30 @@ def test_the_score_rules_digest_covers_the_code_that_computes_scores() -> None:
     assert not outside, f"add to rnmt.evaluate.SCORED_BY what the scoring imports: {outside}"
 
 
-def test_the_translate_rules_digest_covers_the_code_that_decodes() -> None:
-    # the translate and gates rules run again when the digest of DECODED_BY changes: a module the decoding
-    # imports outside it (inside a function too) could change the translations while they stay as the old
-    # code made them. The models' and cells' registries import every module of their folders.
-    from rnmt.decode import DECODED_BY
+def test_the_decoding_rules_digests_cover_the_code_that_decodes() -> None:
+    # the translate, gates and postprocess rules run again when the digest of their code changes: a module the
+    # decoding imports outside it (inside a function too) could change the translations while they stay as
+    # the old code made them. `rnmt translate --model` imports these; the models' and cells' registries import
+    # every module of their folders.
+    from rnmt.decode import DECODED_BY, POSTPROCESSED_BY
 
     files = {module_name(p): p for p in SRC.joinpath("rnmt").rglob("*.py")}
-    todo = ["rnmt.decode.translate", "rnmt.decode.commands", "rnmt.evaluate.gates",
-            *(m for m in files if m.startswith(("rnmt.models.", "rnmt.cells.")))]
-    seen: set[str] = set()
-    while todo:
-        if (m := todo.pop()) not in seen:
-            seen.add(m)
-            todo += imports(files[m], set(files))
-    assert {"rnmt.decode.beam", "rnmt.cells.atr", "rnmt.data.vocab"} <= seen
     root = SRC / "rnmt"
-    outside = sorted(m for m in seen if m not in ("rnmt", "rnmt.evaluate", "rnmt.evaluate.gates") and not any(
-        files[m].resolve().is_relative_to((root / part).resolve()) for part in DECODED_BY))
-    assert not outside, f"add to rnmt.decode.DECODED_BY what the decoding imports: {outside}"
+
+    def outside(start: list[str], parts: tuple[str, ...], own: set[str]) -> list[str]:
+        todo, seen = list(start), set()
+        while todo:
+            if (m := todo.pop()) not in seen:
+                seen.add(m)
+                todo += imports(files[m], set(files))
+        return sorted(m for m in seen if m not in own and not any(
+            files[m].resolve().is_relative_to((root / part).resolve()) for part in parts))
+
+    translate = ["rnmt.decode.translate", "rnmt.decode.settings", "rnmt.machine.hardware", "rnmt.models.checkpoint",
+                 "rnmt.io", "rnmt.settings", *(m for m in files if m.startswith(("rnmt.models.", "rnmt.cells.")))]
+    assert not outside(translate, DECODED_BY, {"rnmt"}), "add to rnmt.decode.DECODED_BY what the decoding imports"
+    assert not outside(["rnmt.evaluate.gates"], DECODED_BY, {"rnmt", "rnmt.evaluate", "rnmt.evaluate.gates"})
+    assert not outside(["rnmt.data.tokenize"], POSTPROCESSED_BY, {"rnmt"}), "add to POSTPROCESSED_BY"
+    # and no more than that: the corpus preparation's code is not the decoding's
+    assert not any(part.startswith(("data/tokenize", "data/clean", "data/truecase", "decode/bundle"))
+                   for part in DECODED_BY)

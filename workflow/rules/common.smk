@@ -23,7 +23,7 @@ from rnmt.io import InputError, with_extra_references
 from rnmt.parse.models import manifest_path
 from rnmt.planning.current import member_of, outdated, table_expected
 from rnmt.planning.plan import SIDES, SPLITS, Plan, member_seeds
-from rnmt.decode import DECODED_BY
+from rnmt.decode import DECODED_BY, POSTPROCESSED_BY
 from rnmt.evaluate import SCORED_BY
 from rnmt.provenance import source_digest
 
@@ -360,10 +360,11 @@ def report_caption(table):
 CODE_DIGEST = source_digest()
 # and the scores: the code that computes them (rnmt.evaluate.SCORED_BY), so a scorer fixed scores again
 SCORER_DIGEST = source_digest(*SCORED_BY)
-# the translations and gate statistics: the code that decodes (rnmt.decode.DECODED_BY), so a search or model
-# fixed decodes again (the trained models stay)
+# the translations, gate statistics and detokenized translations: the code that makes them (rnmt.decode's
+# DECODED_BY and POSTPROCESSED_BY), so a search, model or detokenizer fixed decodes again (the models stay)
 DECODER_DIGEST = source_digest(*DECODED_BY)
 GATES_DIGEST = source_digest(*DECODED_BY, "evaluate/gates.py")
+POSTPROCESS_DIGEST = source_digest(*POSTPROCESSED_BY)
 
 # what a table's command is told of the run (the full table's and the partial table's)
 TABLE_PARAMS = dict(

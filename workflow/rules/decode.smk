@@ -36,6 +36,7 @@ rule postprocess:
         tok=run_path("translations/{corpus}/{variant}/{member}/{testset}.tok"),
         txt=run_path("translations/{corpus}/{variant}/{member}/{testset}.txt"),
     params:
+        code=POSTPROCESS_DIGEST,
         lang=lambda wc: PLAN.corpus(wc.corpus)["tgt_lang"],
         detruecase=lambda wc: ["--detruecase"] if CORPORA[wc.corpus].preprocess.truecase else [],
     conda:

@@ -108,3 +108,15 @@ def p_values(table: Table, scored: dict[tuple[str, str], Scored], samples: int =
         one_way = len({f["diff"] > 0 for f in found}) == 1
         out[row.system] = {"p_value": max(f["p_value"] for f in found) if one_way else 1.0, "pairs": found}
     return out
+
+
+def both_ways(table: Table, tested: dict[str, dict[str, Any]]) -> list[str]:
+    """A footer line per row whose pairs differ from the reference row's in opposite directions (its p = 1):
+    each pair's difference and p-value, which the CSV's one p-value a row cannot show."""
+    out = []
+    for system, t in tested.items():
+        if len({f["diff"] > 0 for f in t["pairs"]}) > 1:
+            each = ", ".join(f"{f['member']} vs {f['baseline_member']} {f['diff']:+.2f} (p = {f['p_value']:.3f})"
+                             for f in t["pairs"])
+            out.append(f"{system} is not marked: its decodings differ from {table.baseline}'s both ways ({each}).")
+    return out

@@ -388,7 +388,7 @@ def build(table: Table, metrics_files: list[str | Path], run: str, scale: str, o
     no_base = base is not None and base.unfinished      # a partial table without its reference row
     tested = {} if no_base else significance.p_values(table, scored)
     df = tidy(table, metrics, run, scale, cells, {s: t["p_value"] for s, t in tested.items()})
-    df.attrs["significance"] = ([significance.note(table)] if tested else
+    df.attrs["significance"] = ([significance.note(table), *significance.both_ways(table, tested)] if tested else
                                 [f"No significance marks: the reference row {base.system!r} has no numbers yet."]
                                 if no_base else [])
     evidence = claims.Evidence(table, metrics, scored, metric_value) if table.kind == "translation" else None
