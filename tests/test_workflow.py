@@ -17,7 +17,7 @@ import yaml
 
 import envblock
 from conftest import guard_log, jobs, run_snakemake
-from rnmt.decode import DECODED_BY
+from rnmt.decode import DECODED_BY, POSTPROCESSED_BY
 from rnmt.evaluate import SCORED_BY
 from rnmt.provenance import source_digest
 
@@ -164,7 +164,9 @@ def test_a_table_or_a_score_made_by_other_code_is_made_again(workdir: Path) -> N
     for path, digest, made_again in ((TABLE, source_digest(), {"table": 1}),     # no model, decoding or score
                                      (scored, source_digest(*SCORED_BY), {"score": 1, "table": 1}),
                                      (decoded, source_digest(*DECODED_BY),         # decoded again, not trained
-                                      {"translate": 1, "postprocess": 1, "score": 1, "table": 1})):
+                                      {"translate": 1, "postprocess": 1, "score": 1, "table": 1}),
+                                     (decoded.replace(".bpe", ".txt"), source_digest(*POSTPROCESSED_BY),
+                                      {"postprocess": 1, "score": 1, "table": 1})):
         with made_by_other_code(workdir, path, digest):
             r = run_snakemake([TABLE, "-n", "--configfile", "tiny.yaml"], workdir)
             assert r.returncode == 0, r.stderr
