@@ -280,30 +280,43 @@ def test_a_row_with_a_seed_that_gave_no_output_says_over_how_many_seeds_and_pair
             "6.239, stayed near word frequencies' 6.1955) |") in md
 
 
+def two_rows(tmp: Path, refs: list[str], metric: str, damages: dict[str, tuple[float, float]]
+             ) -> tuple[dict[tuple[str, str], list[str]], pd.DataFrame]:
+    """A table of two rows of two seeds on `metric`, the first row its reference, each seed's translations
+    the references with that share of sentences cut (`damage`): (translations by (row, seed), the table)."""
+    systems = {(row, f"seed{s}"): damage(refs, share, 2 * i + s)
+               for i, (row, shares) in enumerate(damages.items()) for s, share in zip((1, 2), shares, strict=True)}
+    files = scored_run(tmp, {(row.lower().replace(" ", ""), s): h for (row, s), h in systems.items()}, refs)
+    names = list(damages)
+    table = Table("t", tmp / "t.yaml", "T", "c", "test", [metric],
+                  [Row(n, n.lower().replace(" ", ""), {}, (1, 2)) for n in names], baseline=names[0])
+    return systems, build(table, files, "r", "mini", tmp / "t.csv", tmp / "t.md")
+
+
+def sacrebleu_pairs(systems: dict[tuple[str, str], list[str]], refs: list[str], base: str, row: str, scorer,
+                    prep=lambda lines: lines) -> list[tuple[float, float]]:
+    """sacrebleu's own paired bootstrap of each of `row`'s two seeds against the same seed of `base`, on the
+    files as `prep` makes them: (p-value, row's BLEU − base's) per seed."""
+    from sacrebleu.significance import PairedTest
+
+    out = []
+    for s in ("seed1", "seed2"):
+        _, results = PairedTest([("base", prep(systems[(base, s)])), ("sys", prep(systems[(row, s)]))],
+                                {"BLEU": scorer}, [prep(refs)], test_type="bs", n_samples=1000)()
+        b, other = results["BLEU"]
+        out.append((1.0 if b.score == other.score else other.p_value, other.score - b.score))
+    return out
+
+
 def test_significance_of_a_compound_split_bleu_is_sacrebleus_paired_test_on_the_split_files(tmp_path: Path) -> None:
     """SR-NMT's tables report tokenized BLEU after compound splitting; their rows are tested on that score,
     as sacrebleu's paired bootstrap tests the split files (seed by seed, the larger p-value counts)."""
-    from sacrebleu.significance import PairedTest
-
     refs = corpus(seed=5)
-    systems = {("lstm", "seed1"): damage(refs, 0.3, 1), ("lstm", "seed2"): damage(refs, 0.3, 2),
-               ("sr", "seed1"): damage(refs, 0.25, 3), ("sr", "seed2"): damage(refs, 0.28, 4)}
-    files = scored_run(tmp_path, systems, refs)
-    table = Table("t", tmp_path / "t.yaml", "T", "c", "test", ["tok_bleu_compound"],
-                  [Row("LSTM 2L", "lstm", {}, (1, 2)), Row("SR-NMT 2L", "sr", {}, (1, 2))], baseline="LSTM 2L")
-    df = build(table, files, "r", "mini", tmp_path / "t.csv", tmp_path / "t.md")
-
-    def split(lines: list[str]) -> list[str]:
-        return [split_compounds(x) for x in lines]
-
-    p, diffs = [], []
-    for s in ("seed1", "seed2"):
-        _, results = PairedTest([("base", split(systems[("lstm", s)])), ("sys", split(systems[("sr", s)]))],
-                                {"BLEU": tok_scorer()}, [split(refs)], test_type="bs", n_samples=1000)()
-        base, other = results["BLEU"]
-        p.append(1.0 if base.score == other.score else other.p_value)
-        diffs.append(other.score - base.score)
-    assert diffs[0] > 0 and diffs[1] > 0          # both pairs one way: the larger p-value is the row's
+    systems, df = two_rows(tmp_path, refs, "tok_bleu_compound", {"LSTM 2L": (0.3, 0.3), "SR-NMT 2L": (0.25, 0.28)})
+    tests = sacrebleu_pairs(systems, refs, "LSTM 2L", "SR-NMT 2L", tok_scorer(),
+                            lambda lines: [split_compounds(x) for x in lines])
+    p = [pv for pv, _ in tests]
+    assert all(diff > 0 for _, diff in tests)      # both pairs one way: the larger p-value is the row's
     got = df.set_index(["system", "metric"]).p_value
     assert got[("SR-NMT 2L", "tok_bleu_compound")] == pytest.approx(max(p), abs=1e-12)
     assert math.isnan(got[("LSTM 2L", "tok_bleu_compound")])
@@ -314,20 +327,11 @@ def test_a_row_whose_seeds_differ_from_the_reference_in_opposite_directions_is_n
     """Seed 1 far better than the reference's seed 1, seed 2 far worse than its seed 2: each pair differs
     beyond chance, but the row does not differ one way, so it gets p = 1 and no mark."""
     from sacrebleu.metrics import BLEU
-    from sacrebleu.significance import PairedTest
 
     refs = corpus(seed=6)
-    systems = {("gru", "seed1"): damage(refs, 0.3, 1), ("gru", "seed2"): damage(refs, 0.3, 2),
-               ("lab", "seed1"): damage(refs, 0.05, 3), ("lab", "seed2"): damage(refs, 0.6, 4)}
-    files = scored_run(tmp_path, systems, refs)
-    table = Table("t", tmp_path / "t.yaml", "T", "c", "test", ["bleu"],
-                  [Row("GRU", "gru", {}, (1, 2)), Row("GRU + labels", "lab", {}, (1, 2))], baseline="GRU")
-    df = build(table, files, "r", "mini", tmp_path / "t.csv", tmp_path / "t.md")
-    for s, sign in (("seed1", 1), ("seed2", -1)):
-        _, results = PairedTest([("base", systems[("gru", s)]), ("sys", systems[("lab", s)])],
-                                {"BLEU": BLEU()}, [refs], test_type="bs", n_samples=1000)()
-        base, other = results["BLEU"]
-        assert other.p_value < 0.05 and (other.score - base.score) * sign > 0    # each pair: one way, clearly
+    systems, df = two_rows(tmp_path, refs, "bleu", {"GRU": (0.3, 0.3), "GRU + labels": (0.05, 0.6)})
+    (p1, d1), (p2, d2) = sacrebleu_pairs(systems, refs, "GRU", "GRU + labels", BLEU())
+    assert p1 < 0.05 and p2 < 0.05 and d1 > 0 > d2          # each pair beyond chance, the two opposite ways
     assert df.set_index(["system", "metric"]).p_value[("GRU + labels", "bleu")] == 1.0
     row = next(line for line in (tmp_path / "t.md").read_text().splitlines() if line.startswith("| GRU + labels |"))
     assert "*" not in row
