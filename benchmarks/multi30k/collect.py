@@ -264,6 +264,23 @@ def _hours(members: set[tuple[str, str, str]], minutes: dict[tuple[str, str], fl
         f"{' + ' if known else ''}{unknown} never measured" if unknown else "")
 
 
+def _kept_outdated(plan: Any, store: Path) -> set[tuple[str, str, str]]:
+    """The kept members made with other settings than the run gives their rows now (a table leaves them out,
+    so they are trained again): their metrics against `rnmt.planning.current.expected`."""
+    from rnmt.io import read_json
+    from rnmt.planning.current import differences, expected
+    from rnmt.report.kept import kept_members
+
+    out = set()
+    for corpus, variant, member in kept_members(store):
+        metrics = store / "metrics" / corpus / variant / member / "test.json"
+        if (corpus, variant) in plan.variants and metrics.is_file() and differences(
+                expected(plan.variant(corpus, variant)), member,
+                read_json(metrics)):
+            out.add((corpus, variant, member))
+    return out
+
+
 def index(folder: Path = HERE) -> str:
     """The folder's index: for every table of the four papers (config.yaml's `tables:`), what
     was trained at `mini` on real text, from the committed `<table>.csv`, `-bleu.csv` and `.claims.csv`
@@ -278,13 +295,15 @@ def index(folder: Path = HERE) -> str:
     from rnmt.report.kept import kept_members
 
     summary, claims_lines, missing, earlier, kept, left = [], [], [], [], [], []
-    held = set(kept_members(folder / ROWS.name))
+    stale = _kept_outdated(plan, folder / ROWS.name)
+    held = set(kept_members(folder / ROWS.name)) - stale     # an outdated kept member is trained again
     minutes = _training_minutes(folder, plan, names)
     needed_all: set[tuple[str, str, str]] = set()
     for name in names:
         table = plan.table(name)
         members = [(r.system, m) for r in table.trained_rows for m in r.members()
-                   if (table.corpus, r.variant, m) in held]
+                   if (table.corpus, r.variant, m) in held | stale]
+        earlier_kept = sum((table.corpus, r.variant, m) in stale for r in table.trained_rows for m in r.members())
         # the models to train: an ensemble's are its seeds' (it is decoded, not trained)
         needed = {(table.corpus, r.variant, f"seed{s}") for r in table.trained_rows for s in r.seeds}
         if needed:
@@ -294,7 +313,8 @@ def index(folder: Path = HERE) -> str:
                         f"{_hours(todo, minutes)} |")
         if members and not one_run(table):
             n = sum(len(r.members()) for r in table.trained_rows)
-            kept.append(f"| `{name}` | {len(members)} of {n} | "
+            kept.append(f"| `{name}` | {len(members)} of {n}"
+                        + (f" ({earlier_kept} made with earlier settings)" if earlier_kept else "") + " | "
                         + ", ".join(f"{s} {', '.join(m for x, m in members if x == s)}"
                                     for s in dict.fromkeys(s for s, _ in members)) + " |")
         planned = [r.system for r in table.trained_rows]
@@ -363,7 +383,8 @@ def index(folder: Path = HERE) -> str:
               f"run's own (a row shows numbers once all its seeds are there; {plan.seeds} a row at `mini`).", "",
               "| Table | Members kept | Which |", "|---|---:|---|", *kept, ""] if kept else []),
            f"## Left to train for {plan.seeds} seeds a row", "",
-           "The models neither kept in rows/ nor, for a figure made in one run, anywhere: every one a table at "
+           "The models neither kept in rows/ with the settings a run gives them now nor, for a figure made in "
+           "one run, anywhere: every one a table at "
            f"{plan.seeds} seeds a row still needs (an ensemble's models are its seeds'; a row's members committed "
            "in a table but not kept are trained again). The time is one core's, estimated from the training "
            "minutes measured for the same model (corpus and variant) in this folder's `-bleu.csv` files (their "
