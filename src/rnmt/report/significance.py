@@ -105,9 +105,14 @@ def p_values(table: Table, scored: dict[tuple[str, str], Scored], samples: int =
             (res,) = r.values()
             found.append({"member": mine, "baseline_member": theirs, "diff": res["b"] - res["a"],
                           "p_value": 1.0 if res["a"] == res["b"] else res["p_value"]})
-        one_way = len({f["diff"] > 0 for f in found}) == 1
+        one_way = len(_sides(found)) < 2
         out[row.system] = {"p_value": max(f["p_value"] for f in found) if one_way else 1.0, "pairs": found}
     return out
+
+
+def _sides(found: list[dict[str, Any]]) -> set[bool]:
+    """The directions (row above the reference: True) in which a row's pairs differ; an equal pair has none."""
+    return {f["diff"] > 0 for f in found if f["diff"]}
 
 
 def both_ways(table: Table, tested: dict[str, dict[str, Any]]) -> list[str]:
@@ -115,7 +120,7 @@ def both_ways(table: Table, tested: dict[str, dict[str, Any]]) -> list[str]:
     each pair's difference and p-value, which the CSV's one p-value a row cannot show."""
     out = []
     for system, t in tested.items():
-        if len({f["diff"] > 0 for f in t["pairs"]}) > 1:
+        if len(_sides(t["pairs"])) > 1:
             each = ", ".join(f"{f['member']} vs {f['baseline_member']} {f['diff']:+.2f} (p = {f['p_value']:.3f})"
                              for f in t["pairs"])
             out.append(f"{system} is not marked: its decodings differ from {table.baseline}'s both ways ({each}).")
