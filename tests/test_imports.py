@@ -158,22 +158,35 @@ def test_every_architecture_module_imports_as_the_first_of_its_package() -> None
     assert r.returncode == 0 and r.stdout.strip() == "", r.stdout + r.stderr[-2000:]
 
 
+FILES = {module_name(p): p for p in SRC.joinpath("rnmt").rglob("*.py")}
+
+
+def reached(start: list[str], top: bool = False) -> set[str]:
+    """The rnmt modules `start` imports, directly or through others (with `top`, only at import time)."""
+    todo, seen = list(start), set()
+    while todo:
+        if (m := todo.pop()) not in seen:
+            seen.add(m)
+            todo += imports(FILES[m], set(FILES), top=top)
+    return seen
+
+
+def outside(modules: set[str], parts: tuple[str, ...], own: frozenset[str] = frozenset({"rnmt"})) -> list[str]:
+    """Those of `modules` (but `own`) in no file or folder of `parts` (relative to the rnmt package)."""
+    root = SRC / "rnmt"
+    return sorted(m for m in modules if m not in own and not any(
+        FILES[m].resolve().is_relative_to((root / part).resolve()) for part in parts))
+
+
 def test_the_score_rules_digest_covers_the_code_that_computes_scores() -> None:
     # the score rule scores again when the digest of SCORED_BY changes: a module the scoring imports outside it
     # could change the scores while the metrics files stay as the old code made them
     from rnmt.evaluate import SCORED_BY
 
-    files = {module_name(p): p for p in SRC.joinpath("rnmt").rglob("*.py")}
-    todo, seen = ["rnmt.evaluate.metrics", "rnmt.evaluate.score"], set()
-    while todo:
-        if (m := todo.pop()) not in seen:
-            seen.add(m)
-            todo += imports(files[m], set(files), top=True)
+    seen = reached(["rnmt.evaluate.metrics", "rnmt.evaluate.score"], top=True)
     assert "rnmt.data.tokenize" in seen
-    root = SRC / "rnmt"
-    outside = sorted(m for m in seen if m != "rnmt" and not any(
-        files[m].resolve().is_relative_to((root / part).resolve()) for part in SCORED_BY))
-    assert not outside, f"add to rnmt.evaluate.SCORED_BY what the scoring imports: {outside}"
+    missing = outside(seen, SCORED_BY)
+    assert not missing, f"add to rnmt.evaluate.SCORED_BY what the scoring imports: {missing}"
 
 
 def test_the_decoding_rules_digests_cover_the_code_that_decodes() -> None:
@@ -183,23 +196,12 @@ def test_the_decoding_rules_digests_cover_the_code_that_decodes() -> None:
     # every module of their folders.
     from rnmt.decode import DECODED_BY, POSTPROCESSED_BY
 
-    files = {module_name(p): p for p in SRC.joinpath("rnmt").rglob("*.py")}
-    root = SRC / "rnmt"
-
-    def outside(start: list[str], parts: tuple[str, ...], own: set[str]) -> list[str]:
-        todo, seen = list(start), set()
-        while todo:
-            if (m := todo.pop()) not in seen:
-                seen.add(m)
-                todo += imports(files[m], set(files))
-        return sorted(m for m in seen if m not in own and not any(
-            files[m].resolve().is_relative_to((root / part).resolve()) for part in parts))
-
     translate = ["rnmt.decode.translate", "rnmt.decode.settings", "rnmt.machine.hardware", "rnmt.models.checkpoint",
-                 "rnmt.io", "rnmt.settings", *(m for m in files if m.startswith(("rnmt.models.", "rnmt.cells.")))]
-    assert not outside(translate, DECODED_BY, {"rnmt"}), "add to rnmt.decode.DECODED_BY what the decoding imports"
-    assert not outside(["rnmt.evaluate.gates"], DECODED_BY, {"rnmt", "rnmt.evaluate", "rnmt.evaluate.gates"})
-    assert not outside(["rnmt.data.tokenize"], POSTPROCESSED_BY, {"rnmt"}), "add to POSTPROCESSED_BY"
+                 "rnmt.io", "rnmt.settings", *(m for m in FILES if m.startswith(("rnmt.models.", "rnmt.cells.")))]
+    assert not outside(reached(translate), DECODED_BY), "add to rnmt.decode.DECODED_BY what the decoding imports"
+    assert not outside(reached(["rnmt.evaluate.gates"]), DECODED_BY,
+                       frozenset({"rnmt", "rnmt.evaluate", "rnmt.evaluate.gates"}))
+    assert not outside(reached(["rnmt.data.tokenize"]), POSTPROCESSED_BY), "add to POSTPROCESSED_BY"
     # and no more than that: the corpus preparation's code is not the decoding's
     assert not any(part.startswith(("data/tokenize", "data/clean", "data/truecase", "decode/bundle"))
                    for part in DECODED_BY)

@@ -264,15 +264,14 @@ def _hours(members: set[tuple[str, str, str]], minutes: dict[tuple[str, str], fl
         f"{' + ' if known else ''}{unknown} never measured" if unknown else "")
 
 
-def _kept_outdated(plan: Any, store: Path) -> set[tuple[str, str, str]]:
-    """The kept members made with other settings than the run gives their rows now (a table leaves them out,
-    so they are trained again): their metrics against `rnmt.planning.current.expected`."""
+def _kept_outdated(plan: Any, store: Path, members: set[tuple[str, str, str]]) -> set[tuple[str, str, str]]:
+    """Of the kept `members`, those made with other settings than the run gives their rows now (a table
+    leaves them out, so they are trained again): their metrics against `rnmt.planning.current.expected`."""
     from rnmt.io import read_json
     from rnmt.planning.current import differences, expected
-    from rnmt.report.kept import kept_members
 
     out = set()
-    for corpus, variant, member in kept_members(store):
+    for corpus, variant, member in members:
         metrics = store / "metrics" / corpus / variant / member / "test.json"
         if (corpus, variant) in plan.variants and metrics.is_file() and differences(
                 expected(plan.variant(corpus, variant)), member,
@@ -295,14 +294,15 @@ def index(folder: Path = HERE) -> str:
     from rnmt.report.kept import kept_members
 
     summary, claims_lines, missing, earlier, kept, left = [], [], [], [], [], []
-    stale = _kept_outdated(plan, folder / ROWS.name)
-    held = set(kept_members(folder / ROWS.name)) - stale     # an outdated kept member is trained again
+    every_kept = set(kept_members(folder / ROWS.name))
+    stale = _kept_outdated(plan, folder / ROWS.name, every_kept)
+    held = every_kept - stale                                   # an outdated kept member is trained again
     minutes = _training_minutes(folder, plan, names)
     needed_all: set[tuple[str, str, str]] = set()
     for name in names:
         table = plan.table(name)
         members = [(r.system, m) for r in table.trained_rows for m in r.members()
-                   if (table.corpus, r.variant, m) in held | stale]
+                   if (table.corpus, r.variant, m) in every_kept]
         earlier_kept = sum((table.corpus, r.variant, m) in stale for r in table.trained_rows for m in r.members())
         # the models to train: an ensemble's are its seeds' (it is decoded, not trained)
         needed = {(table.corpus, r.variant, f"seed{s}") for r in table.trained_rows for s in r.seeds}
