@@ -269,10 +269,60 @@ def test_the_training_log_and_gates_a_figure_reads_go_with_their_member(tmp_path
     assert not (later / "metrics").exists()
 
 
-def test_the_mini_index_lists_the_kept_members_of_a_table(tmp_path: Path) -> None:
+def mini_collect():       # benchmarks/multi30k/collect.py, a script outside the package
     spec = importlib.util.spec_from_file_location("mini_collect", ROOT / "benchmarks/multi30k/collect.py")
     collect = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(collect)
+    return collect
+
+
+def test_keeping_a_retrained_member_replaces_the_one_kept_with_earlier_settings(tmp_path: Path, refs,
+                                                                                monkeypatch) -> None:
+    """A session retrains DTMT#4's seed 1 because its settings changed and keeps it (`--keep-only`, the other
+    seeds still to train): the kept member of the earlier settings is replaced by the run's, where it had
+    been refused as another decoding of the same member."""
+    from rnmt.planning.current import expected
+
+    collect = mini_collect()
+    plan = collect._plan("mini", 3, ["dtmt-table1"], 3)
+    want = expected(plan.variant("multi30k-en-de", "dtmt-4"))
+    monkeypatch.setattr(collect, "_plan", lambda *a, **k: plan)
+    monkeypatch.setattr(collect, "ROOT", tmp_path)
+    monkeypatch.setattr(collect, "ROWS", tmp_path / "rows")
+    member = ("multi30k-en-de", "dtmt-4", "seed1")
+
+    def decoded_in(run: Path, hyps: list[str], **train: object) -> None:
+        """`run` with DTMT#4's seed 1 decoded and scored, trained with the plan's settings and `train`."""
+        d, t = run / "data/multi30k-en-de", run / "translations/multi30k-en-de/dtmt-4/seed1"
+        for folder in (d / "raw", d / "tok", t):
+            folder.mkdir(parents=True)
+        for side in ("raw", "tok"):
+            (d / side / "test.tgt").write_text("\n".join(refs) + "\n")
+        for ext in ("txt", "tok"):
+            (t / f"test.{ext}").write_text("\n".join(hyps) + "\n")
+        m = run / "metrics/multi30k-en-de/dtmt-4/seed1/test.json"
+        m.parent.mkdir(parents=True)
+        write_metrics(str(m), str(t / "test.txt"), [str(d / "raw/test.tgt")], str(t / "test.tok"),
+                      [str(d / "tok/test.tgt")], meta={"variant": "dtmt-4", "member": "seed1"})
+        record = json.loads(m.read_text())
+        record["train"] = {"model_config": want["model"], "train_settings": {**want["train"], "seed": 1, **train}}
+        record["decode"] = {"settings": want["search"]}
+        m.write_text(json.dumps(record))
+
+    decoded_in(tmp_path / "results/earlier", damage(refs, 0.9, 1), eps=1e-6)
+    kept.keep(tmp_path / "results/earlier", [member], tmp_path / "rows")
+    now = damage(refs, 0.2, 2)
+    decoded_in(tmp_path / "results/mini", now)
+    collect.collect("dtmt-table1", "mini", "1", 3, False, mode="keep")
+    store = tmp_path / "rows"
+    assert gzip.decompress((store / "translations/multi30k-en-de/dtmt-4/seed1/test.txt.gz").read_bytes()) \
+        == ("\n".join(now) + "\n").encode()
+    record = json.loads((store / "metrics/multi30k-en-de/dtmt-4/seed1/test.json").read_text())
+    assert record["train"]["train_settings"]["eps"] == want["train"]["eps"] != 1e-6
+
+
+def test_the_mini_index_lists_the_kept_members_of_a_table(tmp_path: Path) -> None:
+    collect = mini_collect()
     assert "Row members kept" not in collect.index(tmp_path)
     for variant in ("dtmt-4", "dtmt-1", "srnmt-3l"):
         (tmp_path / "rows/metrics/multi30k-en-de" / variant / "seed2").mkdir(parents=True)

@@ -128,8 +128,20 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seed
 
     members = [(r, m) for r in table.trained_rows for m in r.members()
                if not (partial or mode == "keep") or done(r.variant, m)]
+
+    def keep() -> None:
+        """The run's members of `members` into rows/, each replacing a kept one made with other settings."""
+        def outdated_kept(r: Any, m: str) -> bool:
+            f = ROWS / "metrics" / table.corpus / r.variant / m / "test.json"
+            return f.is_file() and bool(differences(expected(plan.variant(table.corpus, r.variant)), m,
+                                                    json.loads(f.read_text())))
+
+        print(kept.keep(results, [(table.corpus, r.variant, m) for r, m in members], ROWS,
+                        replace=[(table.corpus, r.variant, m) for r, m in members if outdated_kept(r, m)])
+              .summary("Kept"))
+
     if mode == "keep":
-        print(kept.keep(results, [(table.corpus, r.variant, m) for r, m in members], ROWS).summary("Kept"))
+        keep()
         return
     tables = results / "tables" / ("partial" if partial or pooled else "")
     figure = results / "figures" / f"{name}.png" if table.figure and not partial else None
@@ -183,15 +195,8 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seed
             shutil.copy(tables / f"{name}.{ext}", HERE / f"{name}.{ext}")
     if figure:
         shutil.copy(figure, HERE / figure.name)
-    if pooled and members:                      # kept for the next session's table; a stale kept member replaced
-        def outdated_kept(r: Any, m: str) -> bool:
-            f = ROWS / "metrics" / table.corpus / r.variant / m / "test.json"
-            return f.is_file() and bool(differences(expected(plan.variant(table.corpus, r.variant)), m,
-                                                    json.loads(f.read_text())))
-
-        print(kept.keep(results, [(table.corpus, r.variant, m) for r, m in members], ROWS,
-                        replace=[(table.corpus, r.variant, m) for r, m in members if outdated_kept(r, m)])
-              .summary("Kept"))
+    if pooled and members:                      # kept for the next session's table
+        keep()
     if rows:
         print(out.to_string(index=False))
 
