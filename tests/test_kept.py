@@ -50,7 +50,8 @@ def decoded(run: Path, variant: str, member: str, hyps: list[str], trained: bool
     m = run / "metrics/c" / variant / member / "test.json"
     m.parent.mkdir(parents=True)
     write_metrics(str(m), str(t / "test.txt"), [str(run / "data/c/raw/test.tgt")], str(t / "test.tok"),
-                  [str(run / "data/c/tok/test.tgt")], meta={"variant": variant, "member": member}, train=train)
+                  [str(run / "data/c/tok/test.tgt")], train=train,
+                  meta={"corpus": "c", "variant": variant, "member": member, "testset": "test"})
     return m
 
 
@@ -269,6 +270,80 @@ def test_the_training_log_and_gates_a_figure_reads_go_with_their_member(tmp_path
     assert not (later / "metrics").exists()
 
 
+def test_a_kept_metrics_file_is_its_own_members_and_scores_its_own_translations(tmp_path: Path, refs) -> None:
+    """A store from elsewhere whose metrics file names another row's translations, or sits under another
+    member's name, is refused before anything reaches the run; so is a metrics file naming a file it holds
+    no sha256 of, wherever it is read."""
+    from rnmt.evaluate.metrics import scored_file
+
+    run, later = tmp_path / "run", tmp_path / "later"
+    for r in (run, later):
+        data(r, refs)
+    for variant, member in (("gru", "seed1"), ("atr", "seed1")):
+        decoded(run, variant, member, hyps(refs, variant, member))
+    members = [("c", "gru", "seed1"), ("c", "atr", "seed1")]
+
+    def store_with(edit) -> Path:
+        store = tmp_path / f"store{len(list(tmp_path.glob('store*')))}"
+        kept.keep(run, members, store)
+        f = store / "metrics/c/gru/seed1/test.json"
+        record = json.loads(f.read_text())
+        edit(record)
+        f.write_text(json.dumps(record))
+        return store
+
+    def other_hyp(record: dict) -> None:       # GRU's seed 1 scored on ATR's translations, sha256 and all
+        other = "../../../../translations/c/atr/seed1/test.txt"
+        record["files"]["sha256"][other] = record["files"]["sha256"].pop(record["files"]["hyp"])
+        record["files"]["hyp"] = other
+
+    for edit, says in ((other_hyp, "neither c/gru/seed1's own translation nor the run's data"),
+                       (lambda r: r.update(member="seed2"), "records member 'seed2': it is not c/gru/seed1's")):
+        shutil.rmtree(later / "metrics", ignore_errors=True)
+        with pytest.raises(InputError, match=says):
+            kept.restore(store_with(edit), later)
+        assert not (later / "metrics/c/gru").exists()
+    f = run / "metrics/c/gru/seed1/test.json"
+    record = json.loads(f.read_text())
+    record["files"]["refs"] = ["../../../../translations/c/atr/seed1/test.txt"]    # read, never checked
+    with pytest.raises(InputError, match="records no sha256 of it"):
+        scored_file(f, record)
+
+
+def test_a_store_with_a_link_is_refused_before_it_deletes_or_writes_outside(tmp_path: Path, refs) -> None:
+    run, store, outside = tmp_path / "run", tmp_path / "store", tmp_path / "outside"
+    data(run, refs)
+    decoded(run, "gru", "seed1", hyps(refs, "gru", "seed1"))
+    log = run / "models/c/gru/seed1/train.jsonl"
+    log.parent.mkdir(parents=True)
+    log.write_text('{"kind": "valid", "step": 500}\n')
+    (outside / "seed1").mkdir(parents=True)
+    (outside / "seed1/precious.txt").write_text("a colleague's file\n")
+    (store / "beside/c").mkdir(parents=True)
+    (store / "beside/c/gru").symlink_to(outside)            # a committed link in a store from elsewhere
+    with pytest.raises(InputError, match="is a symbolic link"):
+        kept.keep(run, [("c", "gru", "seed1")], store, replace=[("c", "gru", "seed1")])
+    assert (outside / "seed1/precious.txt").read_text() == "a colleague's file\n"
+    assert sorted(p.name for p in outside.rglob("*")) == ["precious.txt", "seed1"]
+
+
+def test_a_members_dev_and_test_metrics_of_two_trainings_are_not_kept(tmp_path: Path, refs) -> None:
+    """A model trained again for test.json alone leaves dev.json of the model before: the member's
+    training facts (read from either) would not be its test BLEU's, so it is refused, naming the fix."""
+    run, store = tmp_path / "run", tmp_path / "store"
+    data(run, refs)
+    test = decoded(run, "gru", "seed1", hyps(refs, "gru", "seed1"))
+    record = json.loads(test.read_text())
+    record.update(testset="dev", train={"steps": 6000, "best_step": 5500})
+    test.with_name("dev.json").write_text(json.dumps(record))
+    with pytest.raises(InputError, match="record other trainings"):
+        kept.keep(run, [("c", "gru", "seed1")], store)
+    assert not (store / "metrics/c/gru/seed1").exists()
+    record["train"] = json.loads(test.read_text())["train"]
+    test.with_name("dev.json").write_text(json.dumps(record))
+    assert kept.keep(run, [("c", "gru", "seed1")], store).done == [("c", "gru", "seed1")]
+
+
 def mini_collect():       # benchmarks/multi30k/collect.py, a script outside the package
     spec = importlib.util.spec_from_file_location("mini_collect", ROOT / "benchmarks/multi30k/collect.py")
     collect = importlib.util.module_from_spec(spec)
@@ -276,49 +351,120 @@ def mini_collect():       # benchmarks/multi30k/collect.py, a script outside the
     return collect
 
 
-def test_keeping_a_retrained_member_replaces_the_one_kept_with_earlier_settings(tmp_path: Path, refs,
-                                                                                monkeypatch) -> None:
-    """A session retrains DTMT#4's seed 1 because its settings changed and keeps it (`--keep-only`, the other
-    seeds still to train): the kept member of the earlier settings is replaced by the run's, where it had
-    been refused as another decoding of the same member."""
+def mini_member(run: Path, plan, variant: str, member: str, hyps: list[str], refs: list[str],
+                testsets: tuple[str, ...] = ("test",), **train: object) -> None:
+    """`run` with a row member of the `mini` plan `plan` (on Multi30k En-De) decoded and scored on `testsets`,
+    its model trained with the plan's settings and `train`, as its metrics files record them."""
     from rnmt.planning.current import expected
 
-    collect = mini_collect()
-    plan = collect._plan("mini", 3, ["dtmt-table1"], 3)
-    want = expected(plan.variant("multi30k-en-de", "dtmt-4"))
-    monkeypatch.setattr(collect, "_plan", lambda *a, **k: plan)
-    monkeypatch.setattr(collect, "ROOT", tmp_path)
-    monkeypatch.setattr(collect, "ROWS", tmp_path / "rows")
-    member = ("multi30k-en-de", "dtmt-4", "seed1")
-
-    def decoded_in(run: Path, hyps: list[str], **train: object) -> None:
-        """`run` with DTMT#4's seed 1 decoded and scored, trained with the plan's settings and `train`."""
-        d, t = run / "data/multi30k-en-de", run / "translations/multi30k-en-de/dtmt-4/seed1"
-        for folder in (d / "raw", d / "tok", t):
-            folder.mkdir(parents=True)
+    want = expected(plan.variant("multi30k-en-de", variant))
+    d, t = run / "data/multi30k-en-de", run / "translations/multi30k-en-de" / variant / member
+    for folder in (d / "raw", d / "tok", t, run / "metrics/multi30k-en-de" / variant / member):
+        folder.mkdir(parents=True, exist_ok=True)
+    for testset in testsets:
         for side in ("raw", "tok"):
-            (d / side / "test.tgt").write_text("\n".join(refs) + "\n")
+            (d / side / f"{testset}.tgt").write_text("\n".join(refs) + "\n")
         for ext in ("txt", "tok"):
-            (t / f"test.{ext}").write_text("\n".join(hyps) + "\n")
-        m = run / "metrics/multi30k-en-de/dtmt-4/seed1/test.json"
-        m.parent.mkdir(parents=True)
-        write_metrics(str(m), str(t / "test.txt"), [str(d / "raw/test.tgt")], str(t / "test.tok"),
-                      [str(d / "tok/test.tgt")], meta={"variant": "dtmt-4", "member": "seed1"})
+            (t / f"{testset}.{ext}").write_text("\n".join(hyps) + "\n")
+        m = run / "metrics/multi30k-en-de" / variant / member / f"{testset}.json"
+        write_metrics(str(m), str(t / f"{testset}.txt"), [str(d / f"raw/{testset}.tgt")], str(t / f"{testset}.tok"),
+                      [str(d / f"tok/{testset}.tgt")],
+                      meta={"corpus": "multi30k-en-de", "variant": variant, "member": member, "testset": testset})
         record = json.loads(m.read_text())
-        record["train"] = {"model_config": want["model"], "train_settings": {**want["train"], "seed": 1, **train}}
+        record["train"] = {"model_config": want["model"],
+                           "train_settings": {**want["train"], "seed": int(member.removeprefix("seed")), **train}}
         record["decode"] = {"settings": want["search"]}
         m.write_text(json.dumps(record))
 
-    decoded_in(tmp_path / "results/earlier", damage(refs, 0.9, 1), eps=1e-6)
-    kept.keep(tmp_path / "results/earlier", [member], tmp_path / "rows")
+
+@pytest.fixture
+def mini(tmp_path: Path, monkeypatch):
+    """benchmarks/multi30k/collect.py with its results and kept rows in `tmp_path`, and a plan of its tables
+    at 3 seeds a row from config.yaml."""
+    collect = mini_collect()
+    plans = {name: collect._plan("mini", 3, [name], 3) for name in ("dtmt-table1", "atr-figure3")}
+    monkeypatch.setattr(collect, "_plan", lambda run, seeds, tables, *a, **k: plans[tables[0]])
+    monkeypatch.setattr(collect, "ROOT", tmp_path)
+    monkeypatch.setattr(collect, "ROWS", tmp_path / "rows")
+    return collect, plans
+
+
+def test_keeping_a_retrained_member_replaces_the_one_kept_with_earlier_settings(tmp_path: Path, refs, mini) -> None:
+    """A session retrains DTMT#4's seed 1 because its settings changed and keeps it (`--keep-only`, the other
+    seeds still to train): the kept member of the earlier settings is replaced by the run's, where it had
+    been refused as another decoding of the same member."""
+    collect, plans = mini
+    plan = plans["dtmt-table1"]
+    mini_member(tmp_path / "results/earlier", plan, "dtmt-4", "seed1", damage(refs, 0.9, 1), refs, eps=1e-6)
+    kept.keep(tmp_path / "results/earlier", [("multi30k-en-de", "dtmt-4", "seed1")], tmp_path / "rows")
     now = damage(refs, 0.2, 2)
-    decoded_in(tmp_path / "results/mini", now)
+    mini_member(tmp_path / "results/mini", plan, "dtmt-4", "seed1", now, refs)
     collect.collect("dtmt-table1", "mini", "1", 3, False, mode="keep")
     store = tmp_path / "rows"
     assert gzip.decompress((store / "translations/multi30k-en-de/dtmt-4/seed1/test.txt.gz").read_bytes()) \
         == ("\n".join(now) + "\n").encode()
     record = json.loads((store / "metrics/multi30k-en-de/dtmt-4/seed1/test.json").read_text())
-    assert record["train"]["train_settings"]["eps"] == want["train"]["eps"] != 1e-6
+    assert record["train"]["train_settings"]["eps"] == plan.variant("multi30k-en-de", "dtmt-4").train["eps"] != 1e-6
+
+
+def test_collect_decodes_dev_again_where_it_is_of_another_training_than_test(tmp_path: Path, refs, mini,
+                                                                           capsys) -> None:
+    """A model trained again for its test.json alone leaves the dev.json of the model before: collect asks
+    Snakemake for that dev.json again (its translation is older than the model), not for test.json."""
+    collect, plans = mini
+    run = tmp_path / "results/mini"
+    mini_member(run, plans["dtmt-table1"], "dtmt-4", "seed1", damage(refs, 0.2, 2), refs, ("test", "dev"))
+    metrics = "results/mini/metrics/multi30k-en-de/dtmt-4/seed1"
+
+    def targets() -> list[str]:
+        collect.collect("dtmt-table1", "mini", "1", 3, False, mode="restore")
+        return [t for t in capsys.readouterr().out.splitlines() if "dtmt-4/seed1" in t]
+
+    assert targets() == []
+    dev = tmp_path / metrics / "dev.json"
+    record = json.loads(dev.read_text())
+    record["train"]["best_step"] = 1500                # the record of another training of the model
+    dev.write_text(json.dumps(record))
+    assert targets() == [f"{metrics}/dev.json"]
+
+
+def test_collect_trains_again_a_kept_member_without_the_gates_a_figure_draws(tmp_path: Path, refs, mini,
+                                                                           capsys) -> None:
+    """RNNSearch+ATR's seed 1, kept by ATR Table 4 without gate statistics, restored for ATR Figure 3 where its
+    model is not: its gates can only come from a model trained again, so its metrics are made again too (one
+    model's both), where only the gates had been asked for (Snakemake then trained a model for them alone)."""
+    collect, plans = mini
+    plan = plans["atr-figure3"]
+    (variant,) = {r.variant for r in plan.table("atr-figure3").trained_rows}
+    mini_member(tmp_path / "results/earlier", plan, variant, "seed1", damage(refs, 0.2, 2), refs, ("test", "dev"))
+    kept.keep(tmp_path / "results/earlier", [("multi30k-en-de", variant, "seed1")], tmp_path / "rows")
+    for folder in ("raw", "tok"):                      # the later run's data, made before the restore
+        shutil.copytree(tmp_path / "results/earlier/data/multi30k-en-de" / folder,
+                        tmp_path / "results/mini/data/multi30k-en-de" / folder)
+    collect.collect("atr-figure3", "mini", "1", 3, False, mode="restore")
+    out = capsys.readouterr()
+    seed1 = [t for t in out.out.splitlines() if f"{variant}/seed1/" in t]
+    assert sorted(Path(t).name for t in seed1) == ["dev.json", "gates.test.json", "test.json"]
+    assert f"{variant} seed1 was kept without the gate statistics atr-figure3 draws" in out.err
+    assert (tmp_path / "results/mini/metrics/multi30k-en-de" / variant / "seed1/test.json").is_file()   # restored
+
+
+def test_collect_judges_a_run_by_the_config_it_was_built_with(tmp_path: Path, monkeypatch) -> None:
+    """A run keeps the config it was built with, and Snakemake builds it with that: collect's judgement of
+    which members are stale (and so retrained) takes the same, not config.yaml's values changed since."""
+    import yaml
+
+    from rnmt.planning import runconfig
+
+    collect = mini_collect()
+    monkeypatch.setattr(collect, "RESULTS", tmp_path)
+    config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    now = config["scales"]["mini"]["train"]["patience"]
+    config["scales"]["mini"]["train"]["patience"] = now + 2
+    runconfig.write_record(runconfig.record_path(tmp_path / "built"), {**config, "run": "built", "scale": "mini"})
+    patience = {run: collect._plan(run, 3, ["dtmt-table1"], 3, recorded=True).variant("multi30k-en-de", "dtmt-1")
+                .train["patience"] for run in ("built", "new")}
+    assert patience == {"built": now + 2, "new": now}
 
 
 def test_the_mini_index_lists_the_kept_members_of_a_table(tmp_path: Path) -> None:

@@ -23,7 +23,10 @@ run's finished members (those of a GPU loan's run, or seeds toward a table that 
 leaves the table's files as they are; `--restore-only` only restores, and prints the metrics files still
 to make (a GPU loan's targets, benchmarks/gpu/mini-on-one-gpu.sh). The training logs and gate statistics
 that UD Figure 2 and ATR Figure 3 draw are kept with their members; a figure against training time (SR-NMT
-Figure 3) compares on one machine only, so it is collected from its run alone.
+Figure 3) compares on one machine only, so it is collected from its run alone. A member kept without the
+gate statistics a figure draws, whose model is not here, is trained again whole (its metrics and gates one
+model's), and a dev.json of another training than its test.json is decoded again. What is stale is judged by
+the config the run was built with (results/<run>/config.yaml), as Snakemake builds it.
 
 After collecting, the
 index of this folder, `benchmarks/multi30k/README.md` (every table of the four papers: rows with numbers,
@@ -47,6 +50,7 @@ import pandas as pd
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 ROWS = HERE / "rows"        # the row members behind these tables: metrics and translations (rnmt.report.kept)
+RESULTS = ROOT / "results"  # the runs, each with the config it was built with
 sys.path.insert(0, str(ROOT / "src"))     # this checkout's rnmt, before any installed one
 UNPOOLED = ("perplexity",)    # a figure against training time: its curves compare on one machine, so from one run
 
@@ -82,18 +86,28 @@ def main() -> None:
         sys.exit(f"collect.py: {e}")
 
 
-def _plan(run: str, seeds: int = 0, tables: list[str] | None = None, max_seeds: int = 0
+def _plan(run: str, seeds: int = 0, tables: list[str] | None = None, max_seeds: int = 0, recorded: bool = False
           ):  # -> rnmt.planning.plan.Plan
     """The project's plan of `run` at scale mini from config.yaml (its `tables:`, every paper's, unless
-    `tables` names some), with `seeds` a row and at most `max_seeds` (default `seeds`) where given."""
+    `tables` names some), with `seeds` a row and at most `max_seeds` (default `seeds`) where given; with
+    `recorded`, from the config the run was built with where it has a record (results/<run>/config.yaml), as
+    Snakemake builds it, so that what this script calls stale is what Snakemake retrains."""
     import yaml
 
+    from rnmt.planning import runconfig
     from rnmt.planning.plan import Plan
 
     config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    explicit: dict[str, Any] = {"scale": "mini", "run": run, **({"tables": tables} if tables else {})}
     if seeds:
-        config["scales"]["mini"] = {**config["scales"]["mini"], "seeds": seeds, "max_seeds": max_seeds or seeds}
-    return Plan({**config, "scale": "mini", "run": run, **({"tables": tables} if tables else {})}, ROOT)
+        explicit["scales"] = {"mini": {"seeds": seeds, "max_seeds": max_seeds or seeds}}
+        config["scales"]["mini"] = {**config["scales"]["mini"], **explicit["scales"]["mini"]}
+    config = {**config, **{k: v for k, v in explicit.items() if k != "scales"}}
+    if recorded:
+        config, notes = runconfig.resolve(config, explicit, RESULTS)
+        for note in notes:
+            print(f"collect.py: note: {note}", file=sys.stderr)
+    return Plan(config, ROOT)
 
 
 def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seeds: int = 0,
@@ -102,10 +116,11 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seed
     members in rows/ ("keep"), or only restore the kept members into the run and print the metrics files
     of those still to make, one a line, for a GPU loan's Snakemake targets ("restore")."""
     override = [f"scales={{mini: {{seeds: {seeds}, max_seeds: {max_seeds or seeds}}}}}"] if seeds else []
-    plan = _plan(run, seeds, [name], max_seeds)
+    plan = _plan(run, seeds, [name], max_seeds, recorded=True)
     table = plan.table(name)
     results = ROOT / plan.results
     metrics = f"{plan.results}/metrics/{table.corpus}"
+    from rnmt.io import InputError
     from rnmt.planning.current import differences, expected, made_with, member_of, outdated, table_expected
     from rnmt.report import kept
 
@@ -122,9 +137,26 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seed
         print(kept.restore(ROWS, results, everyone).summary("Restored"), file=sys.stderr)
     # made with other settings than the run's now: asking for their files would retrain them
     stale = {member_of(p) for p in outdated(table_expected(plan, name), ROOT)} if partial or pooled else set()
+    gates = plan.gates_paths(name)
+    # kept without the gate statistics a figure draws, and its model not here: trained again whole (unless
+    # partial), so that its metrics and its gates are one model's, and the kept member replaced
+    regated = {member_of(g) for g in gates if pooled and not partial and mode != "keep" and not (ROOT / g).is_file()
+               and not (results / "models" / table.corpus / Path(*member_of(g)) / "model.pt").is_file()}
+    for v, m in sorted(regated):
+        if (ROOT / f"{metrics}/{v}/{m}/test.json").is_file():
+            print(f"collect.py: {v} {m} was kept without the gate statistics {name} draws, and its model is not "
+                  "here: training it again", file=sys.stderr)
+    stale |= regated
 
     def done(variant: str, m: str) -> bool:
         return (ROOT / f"{metrics}/{variant}/{m}/test.json").is_file() and (variant, m) not in stale
+
+    def one_model(variant: str, m: str) -> bool:
+        """Whether the member's dev.json, where there is one, is of the model its test.json is (a model trained
+        again for test.json alone leaves the dev.json of the one before)."""
+        test, dev = (ROOT / f"{metrics}/{variant}/{m}/{s}.json" for s in ("test", "dev"))
+        return not dev.is_file() or json.loads(dev.read_text()).get("train") == json.loads(test.read_text()).get(
+            "train")
 
     members = [(r, m) for r in table.trained_rows for m in r.members()
                if not (partial or mode == "keep") or done(r.variant, m)]
@@ -137,7 +169,8 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seed
                                                     json.loads(f.read_text())))
 
         print(kept.keep(results, [(table.corpus, r.variant, m) for r, m in members], ROWS,
-                        replace=[(table.corpus, r.variant, m) for r, m in members if outdated_kept(r, m)])
+                        replace=[(table.corpus, r.variant, m) for r, m in members
+                                 if outdated_kept(r, m) or (r.variant, m) in regated])
               .summary("Kept"))
 
     if mode == "keep":
@@ -145,10 +178,10 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seed
         return
     tables = results / "tables" / ("partial" if partial or pooled else "")
     figure = results / "figures" / f"{name}.png" if table.figure and not partial else None
-    gates = plan.gates_paths(name)
     if pooled:      # what is missing or stale (trained unless partial), and the run's own decodings of dev
         targets = [f"{metrics}/{r.variant}/{m}/{s}.json" for r, m in members for s in ("test", "dev")
-                   if not done(r.variant, m) or not (ROOT / f"{metrics}/{r.variant}/{m}/{s}.json").is_file()]
+                   if not done(r.variant, m) or not (ROOT / f"{metrics}/{r.variant}/{m}/{s}.json").is_file()
+                   or s == "dev" and not one_model(r.variant, m)]
         training = {(r.variant, m) for r, m in members if not done(r.variant, m)}
         targets += gates_to_make(gates, plan.results, partial, training)
     else:
@@ -175,7 +208,11 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seed
     for r, m in members:
         d = json.loads((ROOT / f"{metrics}/{r.variant}/{m}/dev.json").read_text())
         t = json.loads((ROOT / f"{metrics}/{r.variant}/{m}/test.json").read_text())
-        train = d["train"]
+        if d.get("train") != t.get("train"):
+            raise InputError(f"{metrics}/{r.variant}/{m}: dev.json and test.json were decoded from different "
+                             "trainings of the model: make both again from the model now (snakemake <both files> "
+                             "--config ...), then collect")
+        train = t["train"]
         models = train.get("members") or [train]        # an ensemble: its members' training, each
         rows.append({"system": r.system, "variant": r.variant, "member": m, "params_m": train["params"] / 1e6,
                      "steps": "/".join(str(x["steps"]) for x in models),
@@ -186,7 +223,7 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seed
                      "test_bleu": t["scores"].get("bleu"),      # none where the model gave no output
                      **{f"test_{k}": v for k, v in (t["scores"].get("bleu_by_part") or {}).items()},
                      "beam": d["decode"].get("beam"), **machine(models[0]["hardware"]),
-                     "made_with": json.dumps(made_with(d), sort_keys=True)})
+                     "made_with": json.dumps(made_with(t), sort_keys=True)})
     out = pd.DataFrame(rows).round(3)
     if rows:                                    # a table counted from the cells (ATR Table 1) trains nothing
         out.to_csv(HERE / f"{name}-bleu.csv", index=False)

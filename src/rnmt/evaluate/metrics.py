@@ -118,9 +118,12 @@ def scored_file(f: Path, m: dict[str, Any] | None = None) -> Scored:
         raise InputError(f"{f}: the metrics file does not name the files it scored (written by an older "
                          f"rnmt): {RESCORE}")
     verify_scored(f, m)
-    here = Path(f).parent
+    here, recorded = Path(f).parent, files["sha256"]
 
-    def path(rel: str) -> Path:
+    def path(rel: str) -> Path:             # a file read is one whose sha256 was checked above
+        if rel not in recorded:
+            raise InputError(f"{f} names {rel!r} as scored but records no sha256 of it, so what it holds now "
+                             f"cannot be checked: not a metrics file rnmt wrote; {RESCORE}")
         return (here / rel).resolve()
 
     tok = files.get("tok") or {}

@@ -18,14 +18,18 @@ records the sha256 of the references and source it scored and of the files its m
 where they were, since train.json records it), and a member made from other data than the run's now is not
 restored (the reason is reported); one made with other settings is restored but left out of the
 table by the table command's own check (`rnmt.planning.current`), which says what changed. A store is
-input from elsewhere (a colleague's, an older commit's): its names must be plain folder names, every path a
-metrics file records must stay inside the run folder, and only files inside the member's own translations
-folder are ever read from it or written by it.
+input from elsewhere (a colleague's, an older commit's): its names must be plain folder names, with no
+symbolic link below the store (a link would lead `keep`'s deletes and writes, or `restore`'s reads,
+outside it); a metrics file must be its own member's and test set's (as it records them), every path it
+records must be either the member's own translations or the run's data (`data/`), and only files inside
+the member's own translations folder are ever read from it or written by it. The metrics files of one
+member (test.json, dev.json) must come from the same trained models.
 """
 
 from __future__ import annotations
 
 import gzip
+import json
 import re
 import shutil
 import zlib
@@ -72,6 +76,34 @@ def _folders(root: Path, m: Member) -> tuple[Path, Path]:
     return root / "metrics" / corpus / variant / member, root / "translations" / corpus / variant / member
 
 
+def _unlinked(store: Path, *paths: Path) -> None:
+    """Each of `paths` (under `store`) reached without a symbolic link below the store, where it exists."""
+    for path in paths:
+        here = store
+        for part in path.relative_to(store).parts:
+            here = here / part
+            if here.is_symlink():
+                raise InputError(f"{here} is a symbolic link: a store's folders and files are its own (a link "
+                                 f"would lead keeping and restoring outside the store); {DAMAGED}")
+
+
+def _store_folders(store: Path, m: Member) -> tuple[Path, Path, Path]:
+    """The store's metrics, translations and beside folders of member `m`, none of them reached by a link, nor
+    any file in them."""
+    folders = (*_folders(store, m), _beside_folder(store, m))
+    _unlinked(store, *folders, *(f for folder in folders if folder.is_dir() for f in folder.rglob("*")))
+    return folders
+
+
+def _of_member(metrics_file: Path, record: dict, m: Member) -> None:
+    """The metrics file is member `m`'s of the test set it is named after, as it records (`rnmt score`'s
+    meta): not another row's or seed's under this member's name."""
+    want = {"corpus": m[0], "variant": m[1], "member": m[2], "testset": metrics_file.stem}
+    if wrong := [f"{k} {record.get(k)!r}" for k, v in want.items() if record.get(k) != v]:
+        raise InputError(f"{metrics_file} records {', '.join(wrong)}: it is not {'/'.join(m)}'s metrics of "
+                         f"{metrics_file.stem}, whose folder it is in; the store is not one rnmt wrote")
+
+
 def _scored(metrics_file: Path, root: Path, m: Member) -> tuple[dict[str, str], dict[str, str]]:
     """({file name: sha256} of the member's own translations, {path under `root`: sha256} of the data) that
     a metrics file scored, each path checked to stay inside `root`."""
@@ -80,6 +112,7 @@ def _scored(metrics_file: Path, root: Path, m: Member) -> tuple[dict[str, str], 
     if not recorded:
         raise InputError(f"{metrics_file}: the metrics file does not record what it scored (an older rnmt wrote "
                          "it), so it cannot be kept or checked: rerun the run's score jobs")
+    _of_member(metrics_file, data, m)
     here, own = metrics_file.parent, _folders(root, m)[1]
     translations, data_files = {}, {}
     for rel, sha in recorded.items():
@@ -89,9 +122,28 @@ def _scored(metrics_file: Path, root: Path, m: Member) -> tuple[dict[str, str], 
                              "writes only inside its run's folder; this metrics file is not one rnmt wrote")
         if path.parent == own.resolve():
             translations[path.name] = sha
-        else:
+        elif path.is_relative_to((root / "data").resolve()):
             data_files[str(path.relative_to(root.resolve()))] = sha
+        else:
+            raise InputError(f"{metrics_file} names {rel!r}, which is neither {'/'.join(m)}'s own translation nor "
+                             "the run's data: a member is scored on its own translations; this metrics file is "
+                             "not one rnmt wrote")
+    files = data["files"]
+    for rel in (files.get("hyp"), (files.get("tok") or {}).get("hyp")):
+        if rel is not None and (rel not in recorded or (here / rel).resolve().parent != own.resolve()):
+            raise InputError(f"{metrics_file} scored {rel!r}, not one of {'/'.join(m)}'s own recorded "
+                             "translations: this metrics file is not one rnmt wrote")
     return translations, data_files
+
+
+def _one_training(files: list[Path], records: dict[str, dict], m: Member) -> None:
+    """The member's metrics files (test.json, dev.json) were made by the same trained models: a dev.json
+    of a model trained over since is not this model's."""
+    trains = {f.name: json.dumps(records[f.name].get("train"), sort_keys=True) for f in files}
+    if len(set(trains.values())) > 1:
+        raise InputError(f"{'/'.join(m)}: {', '.join(sorted(trains))} in {files[0].parent} record other trainings "
+                         "(one was decoded from a model trained again since): make them all again from the model "
+                         "now, `snakemake <each of them> --config ...` with the run's config, then keep it")
 
 
 def _seed_folder(root: Path, kind: str, m: Member, seed: int | str) -> Path:
@@ -171,10 +223,10 @@ def keep(run: str | Path, members: list[Member], store: str | Path, replace: Col
         for f in files:
             verify_scored(f, records[f.name])   # the translations still hold what was scored
             scored[f.name] = _scored(f, run, m)[0]
+        _one_training(files, records, m)
         names = {name: sha for own in scored.values() for name, sha in own.items()}
         beside = _beside(run, m)
-        kept_metrics, kept_translations = _folders(store, m)
-        kept_beside = _beside_folder(store, m)
+        kept_metrics, kept_translations, kept_beside = _store_folders(store, m)
         old = {f.name: _scored(f, store, m)[0] for f in _metrics_files(kept_metrics)}
         if old == scored:
             # the same translations (a deterministic rerun): the files beside them are the same training's,
@@ -274,7 +326,7 @@ def data_files(store: str | Path, members: list[Member]) -> list[str]:
     store, out = Path(store), set()
     held = set(kept_members(store))
     for m in (x for x in members if _checked(x) in held):
-        for f in _metrics_files(_folders(store, m)[0]):
+        for f in _metrics_files(_store_folders(store, m)[0]):
             out.update(_scored(f, store, m)[1], _trained_on(f, store, m))
     return sorted(out)
 
@@ -286,12 +338,13 @@ def restore(store: str | Path, run: str | Path, members: list[Member] | None = N
     store, run, out = Path(store), Path(run), Outcome()
     held = set(kept_members(store))
     for m in (kept_members(store) if members is None else [_checked(x) for x in members if x in held]):
-        kept_metrics, kept_translations = _folders(store, m)
+        kept_metrics, kept_translations, _ = _store_folders(store, m)
         metrics, translations = _folders(run, m)
         if _metrics_files(metrics) or _trained_here(run, m):   # the run decodes its own model of it
             out.present.append(m)
             continue
         files, why = _metrics_files(kept_metrics), ""
+        _one_training(files, {f.name: read_json(f) for f in files}, m)
         wanted: dict[str, str] = {}
         for f in files:
             own, data = _scored(f, store, m)       # its paths, as recorded, inside the store's copy of the run
