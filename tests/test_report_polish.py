@@ -67,3 +67,65 @@ def test_a_long_training_cost_figure_is_drawn_as_a_curve_not_as_its_noise(tmp_pa
     assert abs(lstm[4] - 2.8) < 1e-9, "215 minibatches keep the paper's 5-minibatch mean: (−1+1−1+1−1)/5 + 3"
     assert figures.window_for(6000) == 120 and figures.window_for(215) == 5
     assert ax.get_ylabel().endswith("mean over the last 12 logged minibatches")
+
+
+def test_a_figure_of_rows_with_seeds_draws_their_mean_as_the_table_reports_it(tmp_path: Path, monkeypatch) -> None:
+    """ATR Figure 3 and DTMT Figure 3 at three seeds a row: the figure drew seed 1 alone beside a table of the
+    seeds' means. Each row's line is now the mean over its seeds (r too), each seed thin behind it, the
+    legend saying over how many; a seed whose model gave no output is left out of the mean, and says so."""
+    import json
+
+    import pytest
+    import yaml
+
+    from rnmt.planning.plan import load_table
+    from rnmt.report import figures
+    from rnmt.report.layout import tokenized
+    from rnmt.report.tables import bucket_name, length_range
+
+    root = Path(__file__).resolve().parents[1]
+    saved = []
+    monkeypatch.setattr(figures, "save", lambda fig, out: saved.append(fig))
+
+    def drawn(label: str) -> list[float]:
+        return list(next(x for x in saved[-1].axes[0].get_lines() if x.get_label() == label).get_ydata())
+
+    gates = []
+    for seed, (forget, r) in enumerate((([0.2, 0.4], 0.5), ([0.4, 0.6], 0.7), ([0.6, 0.8], 0.9)), start=1):
+        f = tmp_path / f"analysis/c/atr-rnnsearch-atr/seed{seed}/gates.test.json"
+        f.parent.mkdir(parents=True)
+        f.write_text(json.dumps({"dec": {"mean_input_gate_by_position": [1.0 - v for v in forget],
+                                         "mean_forget_gate_by_position": forget, "pearson_r": r}}))
+        gates.append(f)
+    table = load_table(root / "workflow/experiments/atr-figure3.yaml", "c")
+    system = table.trained_rows[0].system
+    figures.draw(table, tmp_path / "g.png", gate_files=gates)
+    assert drawn(f"{system} (mean of 3 seeds): forget gate, r = 0.700") == pytest.approx([0.4, 0.6])
+    assert drawn(f"{system} (mean of 3 seeds): input gate (dec)") == pytest.approx([0.6, 0.4])
+    assert sum(x.get_label() == "_seed" for x in saved[-1].axes[0].get_lines()) == 6     # each seed's two lines
+
+    path = root / "workflow/experiments/dtmt-figure3.yaml"
+    table = load_table(path, "c")
+    lengths = [m for m in table.metrics if tokenized(m)[1].startswith("bleu_len@")]
+    assert yaml.safe_load(path.read_text())["figure"]["kind"] == "length" and lengths
+
+    def scores(bleu: float) -> dict:
+        out: dict = {}
+        for name in lengths:
+            tok, base = tokenized(name)
+            lo, hi = length_range(base)
+            if hi is None:
+                out.setdefault(f"{tok}bleu_longer_than", {})[str(lo)] = bleu
+            else:
+                out.setdefault(f"{tok}bleu_by_length", {})[bucket_name(lo, hi)] = {"bleu": bleu, "sentences": 100}
+        return out
+
+    files = []
+    row = table.trained_rows[0]
+    for seed, bleu in ((1, 20.0), (2, 30.0), (3, None)):          # seed 3 gave no output: no BLEU at all
+        f = tmp_path / f"metrics/c/{row.variant}/seed{seed}/test.json"
+        f.parent.mkdir(parents=True)
+        f.write_text(json.dumps({"variant": row.variant, "scores": scores(bleu) if bleu else {}}))
+        files.append(f)
+    figures.draw(table, tmp_path / "l.png", metrics=files)
+    assert drawn(f"{row.system} (mean of 2 of 3 seeds)") == [25.0] * len(lengths)

@@ -1,4 +1,7 @@
-"""The papers' figures from our runs, each a PNG (and a PDF beside it) next to its table.
+"""The papers' figures from our runs, each a PNG (and a PDF beside it) next to its table. A row of several
+seeds is drawn as its table reports it, the mean over its seeds (at the points every seed has), with each
+seed's own line thin behind it and the legend saying over how many seeds; against training time, where seeds
+do not share an axis, each seed is drawn in its row's colour.
 
 - `gates` (ATR Figure 3): mean input and forget gate of the decoder's ATR units by target position,
   averaged over the test sentences, with Pearson's r of the two in the legend;
@@ -45,6 +48,27 @@ def _systems(table: Table, paths: Sequence[str | Path], depth: int) -> dict[str,
     return {r.system: by_variant[r.variant] for r in table.trained_rows if r.variant in by_variant and not r.ensemble}
 
 
+def _over_seeds(system: str, shown: int, seeds: int) -> str:
+    """A row's legend entry: its system, and over how many of its seeds its line is the mean where it has
+    more than one (fewer where a seed has nothing to draw: a model that gave no output)."""
+    if seeds <= 1:
+        return system
+    return f"{system} (mean of {shown} seeds)" if shown == seeds else f"{system} (mean of {shown} of {seeds} seeds)"
+
+
+def _mean(ax: Any, series: list[dict[float, float]], style: str, label: str, color: Any = None) -> Any:
+    """Draw the mean of `series` (each seed's x → y) at the x every one of them has, and each seed's own line
+    thin behind it where there are several; the mean's line."""
+    common = sorted(set.intersection(*(set(s) for s in series)))
+    line = ax.plot(common, [sum(s[x] for s in series) / len(series) for x in common], style, label=label,
+                   color=color)[0]
+    if len(series) > 1:
+        for s in series:
+            xs = sorted(s)
+            ax.plot(xs, [s[x] for x in xs], "-", lw=0.6, alpha=0.35, color=line.get_color(), label="_seed")
+    return line
+
+
 def gates(table: Table, gate_files: Sequence[str | Path], out_png: str | Path, ours: str = "") -> None:
     if not gate_files:
         raise InputError(f"{table.name}: no gate statistics to plot (rows need ATR decoder cells)")
@@ -52,12 +76,15 @@ def gates(table: Table, gate_files: Sequence[str | Path], out_png: str | Path, o
 
     fig, ax = _axes(table.title, ours)
     for system, files in _systems(table, gate_files, 2).items():
-        stats = read_json(files[0])
-        cell, st = reported_unit(stats)
-        pos = range(1, len(st["mean_input_gate_by_position"]) + 1)
-        line = ax.plot(pos, st["mean_input_gate_by_position"], label=f"{system}: input gate ({cell})")[0]
-        ax.plot(pos, st["mean_forget_gate_by_position"], "--", color=line.get_color(),
-                label=f"{system}: forget gate, r = {st['pearson_r']:.3f}")
+        units = [reported_unit(read_json(f)) for f in files]
+        cell, seeds = units[0][0], [st for _, st in units]
+        by_position = {key: [{i + 1: v for i, v in enumerate(st[key])} for st in seeds]
+                       for key in ("mean_input_gate_by_position", "mean_forget_gate_by_position")}
+        r = sum(st["pearson_r"] for st in seeds) / len(seeds)
+        row = _over_seeds(system, len(seeds), len(seeds))
+        line = _mean(ax, by_position["mean_input_gate_by_position"], "-", f"{row}: input gate ({cell})")
+        _mean(ax, by_position["mean_forget_gate_by_position"], "--", f"{row}: forget gate, r = {r:.3f}",
+              color=line.get_color())
     ax.set_xlabel("target position")
     ax.set_ylabel("mean gate value")
     ax.legend(fontsize=7)
@@ -76,12 +103,13 @@ def length(table: Table, metrics_files: Sequence[str | Path], out_png: str | Pat
     fig, ax = _axes(table.title, ours)
     plotted, sentences = 0, [None] * len(lengths)
     for system, files in _systems(table, metrics_files, 2).items():
-        m = read_json(files[0])
-        points = [(i, v) for i, v in enumerate(metric_value(m, name) for name in lengths) if v is not None]
-        if points:
-            ax.plot([i for i, _ in points], [v for _, v in points], "o-", label=system)
+        runs = [read_json(f) for f in files]
+        series = [{i: v for i, name in enumerate(lengths) if (v := metric_value(m, name)) is not None} for m in runs]
+        drawn = [s for s in series if s]            # a seed whose model gave no output has no BLEU to draw
+        if drawn:
+            _mean(ax, drawn, "o-", _over_seeds(system, len(drawn), len(runs)))
             if not plotted:                         # one test split: the first row's counts are every row's
-                sentences = length_sentences(m, lengths)
+                sentences = length_sentences(runs[0], lengths)
             plotted += 1
     if not plotted:
         raise InputError(f"{table.name}: the metrics have no BLEU by source length (score with --src)")
@@ -121,11 +149,16 @@ def cost(table: Table, logs: Sequence[str | Path], out_png: str | Path, window: 
     fig, ax = _axes(table.title, ours)
     widest = 0
     for system, files in _systems(table, logs, 2).items():
-        train = [r for r in read_log(files[0]) if r["kind"] == "train"]
-        if train:
-            mean = window_for(len(train), window)
-            widest = max(widest, mean)
-            ax.plot([r["step"] for r in train], smooth([train_loss(r) for r in train], mean), lw=1, label=system)
+        series = []
+        for f in files:
+            train = [r for r in read_log(f) if r["kind"] == "train"]
+            if train:
+                mean = window_for(len(train), window)
+                widest = max(widest, mean)
+                series.append(dict(zip([r["step"] for r in train], smooth([train_loss(r) for r in train], mean),
+                                       strict=True)))
+        if series:
+            _mean(ax, series, "-", _over_seeds(system, len(series), len(files))).set_linewidth(1)
     ax.set_xlabel("minibatch")
     ax.set_ylabel("training cost (cross-entropy per token)" +
                   (f",\nmean over the last {widest} logged minibatches" if widest > 1 else ""))
@@ -140,18 +173,22 @@ def perplexity(table: Table, logs: Sequence[str | Path], out_png: str | Path, wi
     fig, ax = _axes(table.title, ours)
     plotted = 0
     for system, files in _systems(table, logs, 2).items():
-        records = read_log(files[0])
-        train = [r for r in records if r["kind"] == "train"]
-        valid = [r for r in records if r["kind"] == "valid"]
-        if not train or not valid:
-            continue
-        line = ax.plot([r["train_seconds"] / 60 for r in train],
-                       [math.exp(min(v, 50.0)) for v in smooth([train_loss(r) for r in train],
-                                                               window_for(len(train), window))], lw=1,
-                       label=f"{system}: training")[0]
-        ax.plot([r["train_seconds"] / 60 for r in valid], [r["dev_ppl"] for r in valid], "o--", ms=3,
-                color=line.get_color(), label=f"{system}: validation")
-        plotted += 1
+        color = None                                # each seed its own curve, in its row's colour
+        for f in files:
+            records = read_log(f)
+            train = [r for r in records if r["kind"] == "train"]
+            valid = [r for r in records if r["kind"] == "valid"]
+            if not train or not valid:
+                continue
+            row = system if len(files) == 1 else f"{system} ({len(files)} seeds)"
+            line = ax.plot([r["train_seconds"] / 60 for r in train],
+                           [math.exp(min(v, 50.0)) for v in smooth([train_loss(r) for r in train],
+                                                                   window_for(len(train), window))], lw=1,
+                           label=f"{row}: training" if color is None else "_seed", color=color)[0]
+            ax.plot([r["train_seconds"] / 60 for r in valid], [r["dev_ppl"] for r in valid], "o--", ms=3,
+                    color=line.get_color(), label=f"{row}: validation" if color is None else "_seed")
+            color = line.get_color()
+            plotted += 1
     if not plotted:
         raise InputError(f"{table.name}: no training log with training and validation records to plot")
     ax.set_yscale("log")
@@ -164,7 +201,7 @@ def perplexity(table: Table, logs: Sequence[str | Path], out_png: str | Path, wi
 
 def curves(table: Table, logs: Sequence[str | Path], out_png: str | Path) -> None:
     """Learning curves of every trained row of a table: dev perplexity and greedy dev BLEU against
-    training minutes, one line per system (first seed)."""
+    training minutes, one line per seed, a row's seeds in one colour."""
     import matplotlib.pyplot as plt
 
     fig, (ax_ppl, ax_bleu) = plt.subplots(1, 2, figsize=(11, 4.2))
@@ -172,13 +209,17 @@ def curves(table: Table, logs: Sequence[str | Path], out_png: str | Path) -> Non
                for p in logs if (t := Path(p).with_name("train.json")).is_file()]
     fig.suptitle(f"{table.title}: learning curves" + (f"\n{ran.subtitle(trained)}" if trained else ""), fontsize=9)
     for system, files in _systems(table, logs, 2).items():
-        valid = [r for r in read_log(files[0]) if r["kind"] == "valid"]
-        if not valid:
-            continue
-        minutes = [r["train_seconds"] / 60 for r in valid]
-        line = ax_ppl.plot(minutes, [r["dev_ppl"] for r in valid], "o-", ms=3, label=system)[0]
-        if any(r.get("dev_bleu") is not None for r in valid):
-            ax_bleu.plot(minutes, [r.get("dev_bleu") for r in valid], "o-", ms=3, color=line.get_color())
+        color = None
+        for f in files:
+            valid = [r for r in read_log(f) if r["kind"] == "valid"]
+            if not valid:
+                continue
+            minutes = [r["train_seconds"] / 60 for r in valid]
+            label = (system if len(files) == 1 else f"{system} ({len(files)} seeds)") if color is None else "_seed"
+            line = ax_ppl.plot(minutes, [r["dev_ppl"] for r in valid], "o-", ms=3, label=label, color=color)[0]
+            if any(r.get("dev_bleu") is not None for r in valid):
+                ax_bleu.plot(minutes, [r.get("dev_bleu") for r in valid], "o-", ms=3, color=line.get_color())
+            color = line.get_color()
     ax_ppl.set_yscale("log")
     ax_ppl.set_ylabel("dev perplexity")
     ax_bleu.set_ylabel("dev BLEU (greedy)")
