@@ -424,6 +424,31 @@ def test_a_run_records_the_code_it_started_with_and_each_resume_on_other_code(
     assert json.loads((tmp_path / "train.json").read_text())["code"] == resumed["code"]
 
 
+def test_a_run_resumed_on_another_machine_says_it_was_timed_on_both(
+        corpus: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A SLURM job killed at its time limit and retried on another node, or a run copied elsewhere and
+    resumed: train.json's speed sums both processes, so its hardware must not name the last one alone; a
+    process resumed after the run had ended trains nothing and names no machine."""
+    import rnmt.train.progress as progress
+    from rnmt.report import ran
+
+    real, on = progress.describe, {"cpu": "CPU A"}
+    monkeypatch.setattr(progress, "describe", lambda device: {**real(device), **on})
+    first = trainer(corpus, tmp_path, max_steps=6).run()
+    assert first["hardware"]["cpu"] == "CPU A" and "machines" not in first
+    assert first["hardware"]["fast_paths"] == real(torch.device("cpu"))["fast_paths"]   # as it ended
+    on["cpu"] = "CPU B"
+    resumed = trainer(corpus, tmp_path, max_steps=12).run()
+    assert resumed["steps"] == 12
+    assert [m["cpu"] for m in resumed["machines"]] == ["CPU A", "CPU B"] and resumed["hardware"]["cpu"] == "CPU B"
+    on["cpu"] = "CPU C"
+    again = trainer(corpus, tmp_path, max_steps=12).run()          # the run had ended: no step on CPU C
+    assert [m["cpu"] for m in again["machines"]] == ["CPU A", "CPU B"] and again["hardware"]["cpu"] == "CPU B"
+    alone = {"train": {**resumed, "machines": resumed["machines"][1:]}}
+    why = ran.apart({"train": resumed}, alone, "train_tgt_words_per_s")
+    assert why.startswith("trained on cpu CPU A") and " and cpu CPU B" in why, why
+
+
 def test_the_job_log_says_where_training_stands(corpus: dict[str, Path], tmp_path: Path,
                                                 caplog: pytest.LogCaptureFixture) -> None:
     """Off a terminal every log_every steps give one line: step of the budget, the loss and perplexity

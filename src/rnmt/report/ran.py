@@ -156,7 +156,8 @@ def _timed_hardware(m: Mapping[str, Any], metric: str) -> list[Mapping[str, Any]
     if metric.startswith("decode_"):
         hw = (m.get("decode") or {}).get("hardware")
         return [hw] if hw else []
-    return [t["hardware"] for t in trained(m) if t.get("hardware")]
+    # a model resumed on another kind of machine was timed on each (train.json's `machines`)
+    return [hw for t in trained(m) if t.get("hardware") for hw in t.get("machines") or [t["hardware"]]]
 
 
 def machine(hw: Mapping[str, Any]) -> str:

@@ -4,6 +4,7 @@ the time left) and the run's metrics at the end (train.json)."""
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -42,6 +43,9 @@ class Progress:
     # the code each process that trained this run started with (`provenance()` and the step it began at):
     # one entry, or one more each time the run was resumed on other code
     code: list[dict[str, Any]] = field(default_factory=list)
+    # the machine each process that trained this run ran on (`describe()` with bfloat16, and the step it began
+    # at): one entry, or one more each time the run was resumed on another kind of machine
+    machines: list[dict[str, Any]] = field(default_factory=list)
     best: dict[str, Any] = field(default_factory=dict)
     curve: list[dict[str, Any]] = field(default_factory=list)
 
@@ -124,6 +128,33 @@ def started_with(code: list[dict[str, Any]], step: int) -> list[dict[str, Any]]:
     return [*code, {"from_step": step, **here}]
 
 
+# what makes two processes' machines one kind for a speed (the device's index aside: two GPUs of one kind are
+# one machine); rnmt.report.ran.machine names a machine by the same keys
+MACHINE_KEYS = ("cpu", "cpu_isa", "torch_threads", "gpu", "bf16_autocast")
+
+
+def _kind(m: dict[str, Any]) -> tuple[Any, ...]:
+    return (str(m.get("device", "")).split(":")[0], *(m.get(k) for k in MACHINE_KEYS))
+
+
+def ran_on(machines: list[dict[str, Any]], step: int, device: torch.device, bf16: bool) -> list[dict[str, Any]]:
+    """`machines` (Progress.machines) with the machine this process trains on, added where it is another kind
+    than the last's (a job resumed on another node, or on a copy of the run elsewhere)."""
+    # as JSON has it: last.pt is read back with torch's weights-only loader, which takes plain types only
+    here = json.loads(json.dumps({k: v for k, v in describe(device).items() if k != "load_avg"}, default=str))
+    here["bf16_autocast"] = bf16
+    if machines and _kind(machines[-1]) == _kind(here):
+        return machines
+    return [*machines, {"from_step": step, **here}]
+
+
+def trained_on(machines: list[dict[str, Any]], step: int) -> list[dict[str, Any]]:
+    """Of `machines`, those whose process trained at least one step of a run now at `step` (a process resumed
+    after the run had ended trains none, and times nothing); the first where none did."""
+    ends = [m["from_step"] for m in machines[1:]] + [step]
+    return [m for m, end in zip(machines, ends, strict=True) if end > m["from_step"]] or machines[:1]
+
+
 def code_warnings(code: list[dict[str, Any]]) -> list[str]:
     """A warning where the run was resumed on other code than it started with (another version, commit, or
     state of uncommitted changes): its numbers are not one version's."""
@@ -140,6 +171,13 @@ def run_metrics(p: Progress, s: TrainSettings, stop_reason: str | None, *, param
     """train.json: the run's size, budget use, speed (optimisation time only), best validation and where
     it ran."""
     secs = p.train_seconds
+    now = {**describe(device), "bf16_autocast": bf16}
+    ran = trained_on(p.machines, p.step)
+    if not ran or ran[-1] is p.machines[-1] and _kind(ran[-1]) == _kind(now):
+        ran = [*ran[:-1], now]                  # this process's machine as it ends (the paths it measured)
+    load = p.load_avg if p.load_avg is not None else now.get("load_avg")
+    machines = [{k: v for k, v in m.items() if k not in ("from_step", "load_avg")}
+                | ({"load_avg": load} if load is not None else {}) for m in ran]
     return {
         "params": params,
         "steps": p.step,
@@ -163,9 +201,10 @@ def run_metrics(p: Progress, s: TrainSettings, stop_reason: str | None, *, param
         "peak_memory_mb": round(hardware.peak_memory_mb(device), 1),
         "model_config": model_config,
         "train_settings": asdict(s),
-        # the load average over the log steps (the one now where the run logged none)
-        "hardware": {**describe(device), "bf16_autocast": bf16,
-                     **({"load_avg": p.load_avg} if p.load_avg is not None else {})},
+        # the machine that trained it (the last one that did where it was resumed on another, each then in
+        # `machines`), with the load average over the log steps (the one now where the run logged none)
+        "hardware": machines[-1],
+        **({"machines": machines} if len(machines) > 1 else {}),
         # the code that started the run (`code` has every process's where it was resumed on other code)
         **{k: v for k, v in (p.code[0] if p.code else provenance()).items() if k != "from_step"},
         "code": p.code,

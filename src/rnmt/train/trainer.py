@@ -45,7 +45,7 @@ from rnmt.models.pretrained import load_source_vectors
 from rnmt.train import distributed, graphs, outputs, resume, schedules
 from rnmt.train.loss import token_loss
 from rnmt.train.optim import load_optimizer_state, make_optimizer, set_lr
-from rnmt.train.progress import LogWindow, Progress, budget_done, code_warnings, run_metrics, started_with
+from rnmt.train.progress import LogWindow, Progress, budget_done, code_warnings, ran_on, run_metrics, started_with
 from rnmt.train.records import TrainLog
 from rnmt.train.settings import TrainSettings, accumulation
 from rnmt.train.validation import UNLEARNED, dev_bleu, dev_loss, extra_references, frequency_loss, learning, stalled
@@ -201,6 +201,7 @@ class Trainer:
         s = self.s
         self._maybe_resume()
         self.p.code = started_with(self.p.code, self.p.step)
+        self.p.machines = ran_on(self.p.machines, self.p.step, self.device, self.bf16)
         self.model.train()
         if self.rank == 0 and self.accumulate > 1:
             log.info("each update sums %d batches (replicas %d), shared by %d process(es)", self.accumulate,
