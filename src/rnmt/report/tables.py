@@ -110,7 +110,7 @@ def length_note(table: Table, metrics: dict[tuple[str, str], dict[str, Any]]) ->
 def why_empty(metric: str, scale: str) -> str:
     base = tokenized(metric)[1]
     if base.startswith("bleu@"):
-        return f"the test split at scale {scale} is one test set, not the paper's several"
+        return f"the test split at scale {scale} holds other test sets than the paper's"
     if base.startswith("bleu_len@"):
         return "no test sentence of this source length"
     if metric == "gate_pearson_r":
