@@ -151,6 +151,8 @@ def ran_on(machines: list[dict[str, Any]], step: int, device: torch.device, bf16
 def trained_on(machines: list[dict[str, Any]], step: int) -> list[dict[str, Any]]:
     """Of `machines`, those whose process trained at least one step of a run now at `step` (a process resumed
     after the run had ended trains none, and times nothing); the first where none did."""
+    if not machines:
+        return []
     ends = [m["from_step"] for m in machines[1:]] + [step]
     return [m for m, end in zip(machines, ends, strict=True) if end > m["from_step"]] or machines[:1]
 
