@@ -155,8 +155,7 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seed
         """Whether the member's dev.json, where there is one, is of the model its test.json is (a model trained
         again for test.json alone leaves the dev.json of the one before)."""
         test, dev = (ROOT / f"{metrics}/{variant}/{m}/{s}.json" for s in ("test", "dev"))
-        return not dev.is_file() or json.loads(dev.read_text()).get("train") == json.loads(test.read_text()).get(
-            "train")
+        return not dev.is_file() or kept.one_training([json.loads(f.read_text()) for f in (test, dev)])
 
     members = [(r, m) for r in table.trained_rows for m in r.members()
                if not (partial or mode == "keep") or done(r.variant, m)]
@@ -208,7 +207,7 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seed
     for r, m in members:
         d = json.loads((ROOT / f"{metrics}/{r.variant}/{m}/dev.json").read_text())
         t = json.loads((ROOT / f"{metrics}/{r.variant}/{m}/test.json").read_text())
-        if d.get("train") != t.get("train"):
+        if not kept.one_training([d, t]):
             raise InputError(f"{metrics}/{r.variant}/{m}: dev.json and test.json were decoded from different "
                              "trainings of the model: make both again from the model now (snakemake <both files> "
                              "--config ...), then collect")

@@ -136,12 +136,17 @@ def _scored(metrics_file: Path, root: Path, m: Member) -> tuple[dict[str, str], 
     return translations, data_files
 
 
+def one_training(records: Collection[dict]) -> bool:
+    """Whether metrics records (one member's test.json, dev.json) were made by the same trained models: a
+    dev.json of a model trained over since is not this model's."""
+    return len({json.dumps(r.get("train"), sort_keys=True) for r in records}) < 2
+
+
 def _one_training(files: list[Path], records: dict[str, dict], m: Member) -> None:
-    """The member's metrics files (test.json, dev.json) were made by the same trained models: a dev.json
-    of a model trained over since is not this model's."""
-    trains = {f.name: json.dumps(records[f.name].get("train"), sort_keys=True) for f in files}
-    if len(set(trains.values())) > 1:
-        raise InputError(f"{'/'.join(m)}: {', '.join(sorted(trains))} in {files[0].parent} record other trainings "
+    """`one_training` of the member's metrics files, else an error naming them and the fix."""
+    if not one_training([records[f.name] for f in files]):
+        names = ", ".join(sorted(f.name for f in files))
+        raise InputError(f"{'/'.join(m)}: {names} in {files[0].parent} record other trainings "
                          "(one was decoded from a model trained again since): make them all again from the model "
                          "now, `snakemake <each of them> --config ...` with the run's config, then keep it")
 
