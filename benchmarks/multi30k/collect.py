@@ -120,7 +120,7 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seed
     table = plan.table(name)
     results = ROOT / plan.results
     metrics = f"{plan.results}/metrics/{table.corpus}"
-    from rnmt.io import InputError
+    from rnmt.io import InputError, read_json
     from rnmt.planning.current import differences, expected, made_with, member_of, outdated, table_expected
     from rnmt.report import kept
 
@@ -155,7 +155,7 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seed
         """Whether the member's dev.json, where there is one, is of the model its test.json is (a model trained
         again for test.json alone leaves the dev.json of the one before)."""
         test, dev = (ROOT / f"{metrics}/{variant}/{m}/{s}.json" for s in ("test", "dev"))
-        return not dev.is_file() or kept.one_training([json.loads(f.read_text()) for f in (test, dev)])
+        return not dev.is_file() or kept.one_training([read_json(f) for f in (test, dev)])
 
     members = [(r, m) for r in table.trained_rows for m in r.members()
                if not (partial or mode == "keep") or done(r.variant, m)]
@@ -165,7 +165,7 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seed
         def outdated_kept(r: Any, m: str) -> bool:
             f = ROWS / "metrics" / table.corpus / r.variant / m / "test.json"
             return f.is_file() and bool(differences(expected(plan.variant(table.corpus, r.variant)), m,
-                                                    json.loads(f.read_text())))
+                                                    read_json(f)))
 
         print(kept.keep(results, [(table.corpus, r.variant, m) for r, m in members], ROWS,
                         replace=[(table.corpus, r.variant, m) for r, m in members
@@ -205,8 +205,7 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seed
                        cwd=ROOT, check=True)
     rows = []
     for r, m in members:
-        d = json.loads((ROOT / f"{metrics}/{r.variant}/{m}/dev.json").read_text())
-        t = json.loads((ROOT / f"{metrics}/{r.variant}/{m}/test.json").read_text())
+        d, t = (read_json(ROOT / f"{metrics}/{r.variant}/{m}/{s}.json") for s in ("dev", "test"))
         if not kept.one_training([d, t]):
             raise InputError(f"{metrics}/{r.variant}/{m}: dev.json and test.json were decoded from different "
                              "trainings of the model: make both again from the model now (snakemake <both files> "
