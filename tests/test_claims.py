@@ -384,3 +384,31 @@ def test_an_interval_is_written_at_its_differences_precision() -> None:
          "pairs": 1, "why": ""}])
     got = [line[4] for line in claims.lines(frame)]
     assert got == ["+0.47 [+0.01, +0.95]", "−0.0123 [−0.0186, −0.0040]"]
+
+
+def test_a_length_without_test_sentences_has_no_numbers_though_a_seed_did_not_learn(tmp_path: Path) -> None:
+    """DTMT Figure 3 at `mini`: one of DTMT#4's seeds did not learn, and no test sentence is longer than 50
+    words. A comparison beyond a length no test sentence reaches has no numbers, for every seed pair: it reads
+    'no numbers', not 'not comparable' naming the seed that did not learn, which was not why it has none. A
+    length with sentences is judged on the pair that learned, naming the seed left out."""
+    refs = corpus(seed=4)
+    src = [" ".join(["w"] * (5 if i % 2 else 15)) for i in range(len(refs))]
+    files = scored_run(tmp_path, {("good", "seed1"): damage(refs, 0.1, 1), ("good", "seed2"): damage(refs, 0.1, 2),
+                                  ("deep", "seed1"): damage(refs, 0.3, 3), ("deep", "seed2"): damage(refs, 0.9, 4)},
+                       refs, src)
+    stuck = json.loads(files[3].read_text())
+    stuck["train"] = {"steps": 5000, "learned": False, "lowest_dev_loss": 6.2402, "frequency_dev_loss": 6.1955,
+                      "train_settings": {"seed": 2}, "warnings": ["the model did not learn to translate"]}
+    files[3].write_text(json.dumps(stuck))
+    metrics = ["tok_bleu_len@10-inf", "tok_bleu_len@50-inf"]
+    said = [{"says": "deep is best at every length", "metric": metrics, "kind": "higher", "row": "Deep",
+             "than": "Good"}]
+    table = Table("t", tmp_path / "t.yaml", "T", "c", "test", metrics,
+                  [Row("Good", "good", {}, (1, 2)), Row("Deep", "deep", {}, (1, 2))], claims=said)
+    out = tmp_path / "out"
+    build(table, files, "r", "mini", out / "t.csv", out / "t.md", out_claims=out / "t.claims.csv")
+    got = pd.read_csv(out / "t.claims.csv", keep_default_na=False).set_index("metric")
+    assert got.loc["tok_bleu_len@50-inf", "verdict"] == claims.NO_NUMBERS
+    assert got.loc["tok_bleu_len@50-inf", "why"] == "" and got.loc["tok_bleu_len@50-inf", "pairs"] == 0
+    assert got.loc["tok_bleu_len@10-inf", "verdict"] == claims.FAILS and got.loc["tok_bleu_len@10-inf", "pairs"] == 1
+    assert got.loc["tok_bleu_len@10-inf", "why"].startswith("deep (seed 2) did not learn to translate")

@@ -148,15 +148,18 @@ class Evidence:
     def interval(self, metric: str, row: Row, other: Row) -> tuple[float, float, int, str]:
         """(low, high, pairs, why) of row − other over the pairs of their decodings; `why` says why pairs were
         left out: a timed metric timed on different machines or at an unknown load (report.ran.apart), or a model
-        that did not learn to translate (report.ran.unlearned)."""
+        that did not learn to translate (report.ran.unlearned). Where no pair is left and a pair that learned had
+        no test sentence to compare (a source length none reaches), `why` is empty: the comparison has no
+        numbers whether or not a seed learned."""
         lows, highs = [], []
         found = 0
-        why = ""
+        why = stuck_why = ""
+        empty = False
         for mine, theirs in pairs(row, other):
             a, b = (row.variant, mine), (other.variant, theirs)
             stuck = ran.unlearned(self.metrics.get(a, {})) or ran.unlearned(self.metrics.get(b, {}))
             if stuck:
-                why = why or stuck
+                stuck_why = stuck_why or stuck
                 continue
             if resampled(metric):
                 if a not in self.scored or b not in self.scored:
@@ -167,7 +170,10 @@ class Evidence:
                 if lengths is not None and lengths != self.lengths(b):
                     continue                    # not the same source sentences
                 groups = self.groups(metric, len(sa), parts, lengths)
-                if groups is None or parts != parts_b or len(sa) != len(sb):
+                if groups is None:
+                    empty = True
+                    continue
+                if parts != parts_b or len(sa) != len(sb):
                     continue
                 few = sum(len(g) for g in groups)
                 if few < FEW_SENTENCES:         # a bootstrap over a handful of sentences says nothing
@@ -189,8 +195,8 @@ class Evidence:
             highs.append(high)
             found += 1
         if not found:
-            return math.nan, math.nan, 0, why
-        return min(lows), max(highs), found, why
+            return math.nan, math.nan, 0, "" if empty else why or stuck_why
+        return min(lows), max(highs), found, stuck_why or why
 
 
 def check(table: Table, claims: Sequence[Claim], df: pd.DataFrame, evidence: Evidence | None) -> pd.DataFrame:
