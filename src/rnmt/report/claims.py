@@ -195,7 +195,7 @@ class Evidence:
             highs.append(high)
             found += 1
         if not found:
-            return math.nan, math.nan, 0, "" if empty else why or stuck_why
+            return math.nan, math.nan, 0, ("" if empty else why or stuck_why)
         return min(lows), max(highs), found, stuck_why or why
 
 
