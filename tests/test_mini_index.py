@@ -45,6 +45,7 @@ def test_the_index_lists_a_committed_row_made_with_earlier_settings_than_a_run_g
     """A setting changed after a table was collected (DTMT's warm-up at `mini`) leaves its committed numbers
     those of the earlier models: the index must say which rows and what changed, not count them as the run's."""
     from rnmt.planning.current import expected
+    from rnmt.planning.plan import member_seeds
 
     collect = _collect()
     folder = tmp_path / "multi30k"
@@ -54,9 +55,8 @@ def test_the_index_lists_a_committed_row_made_with_earlier_settings_than_a_run_g
     bleu = pd.read_csv(folder / "atr-table4-bleu.csv")
 
     def made(variant: str, member: str, lr: float | None = None) -> str:
-        # each member's own seed: a row of three seeds has seed1, seed2 and seed3
         now = expected(plan.variant(table.corpus, variant))
-        train = {**now["train"], "seed": int(member.removeprefix("seed")), **({"lr": lr} if lr is not None else {})}
+        train = {**now["train"], "seed": member_seeds(member)[0], **({"lr": lr} if lr is not None else {})}
         return json.dumps({"train": {"model_config": now["model"], "train_settings": train},
                            "decode": {"settings": now["search"]}})
 
