@@ -11,7 +11,7 @@ import pytest
 from faults.faultlib import rnmt
 from rnmt.evaluate.score import EMPTY_OUTPUT
 from rnmt.planning.plan import table_from_experiment
-from rnmt.report.tables import tidy
+from rnmt.report.tables import tidy, why_empty
 
 pytestmark = pytest.mark.faults
 
@@ -49,6 +49,15 @@ def test_every_hypothesis_empty_is_no_bleu_zero_but_a_reason_in_the_table(tmp_pa
                                    "rows": [{"system": "S", "variant": "v", "arch": "rnnsearch"}]}, Path("t.yaml"))
     df = tidy(table, {("v", "seed1"): {"scores": scores}}, "r", "demo")
     assert df.ours.isna().all() and set(df.why_empty) == {EMPTY_OUTPUT}
+    # one seed of three empty: the row is the others' mean, and a test set the scale lacks keeps its own
+    # reason (the scored seeds lack it too), not the empty seed's
+    nist = table_from_experiment({"table": "t", "title": "t", "corpus": "c", "metrics": ["bleu", "bleu@nist-mt02"],
+                                  "rows": [{"system": "S", "variant": "v", "arch": "rnnsearch",
+                                            "seeds": [1, 2, 3]}]}, Path("t.yaml"))
+    df = tidy(nist, {("v", "seed1"): {"scores": {"bleu": 30.0}}, ("v", "seed2"): {"scores": scores},
+                     ("v", "seed3"): {"scores": {"bleu": 32.0}}}, "r", "mini").set_index("metric")
+    assert df.loc["bleu", "ours"] == 31.0 and df.loc["bleu", "n_seeds"] == 2 and df.loc["bleu", "why_empty"] == ""
+    assert df.loc["bleu@nist-mt02", "why_empty"] == why_empty("bleu@nist-mt02", "mini") != EMPTY_OUTPUT
     write(hyp, ["", "c d", ""])                # some empty lines are a (poor) result, scored as such
     got = rnmt("score", "--hyp", str(hyp), "--ref", str(ref), "--output", str(tmp_path / "m.json"))
     assert got.returncode == 0, got.stderr[-2000:]

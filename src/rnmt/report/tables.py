@@ -199,8 +199,10 @@ def tidy(table: Table, metrics: dict[tuple[str, str], dict[str, Any]], run: str,
             signature = runs[0].get("scores", {}).get(key, "") if runs and key else ""
             reason = ""
             if not values:
-                unscored = next((r["scores"]["empty_output"] for r in runs if "empty_output" in r.get("scores", {})),
-                                None)
+                # a model that produced nothing explains the gap only when every seed did: a metric the
+                # scored seeds lack too (a test set the scale has not) keeps the metric's own reason
+                unscored = (runs[0]["scores"]["empty_output"]
+                            if runs and all("empty_output" in r.get("scores", {}) for r in runs) else None)
                 reason = (row.why_not if not row.trained and table.kind != "cells"
                           else unscored or why_empty(metric, scale))
             records.append({"table": table.name, "row": number, "system": row.system,
