@@ -98,3 +98,22 @@ def test_collect_makes_the_gate_statistics_again_when_their_model_was_trained_ag
     assert collect.gates_to_make(everyone, results, False, training, tmp_path) == [
         gates["fresh"], gates["stale"], gates["missing"]]
     assert collect.gates_to_make(everyone, results, True, training, tmp_path) == [gates["stale"]]
+
+
+def test_a_table_not_trained_names_the_rows_with_no_model_kept(tmp_path: Path) -> None:
+    # DTMT Table 3 shares ShallowRNMT's cells with Tables 1-2: a row whose model is kept needs no training,
+    # and the list of what is left must say so, or a session plans hours it need not spend
+    collect = _collect()
+    folder = tmp_path / "multi30k"
+    shutil.copytree(FOLDER, folder)
+
+    def line() -> str:
+        return next(x for x in collect.index(folder).splitlines() if "(`dtmt-table3`)" in x)
+
+    for built in folder.glob("dtmt-table3[.-]*"):       # the table not built (yet, or any more)
+        built.unlink()
+    kept = folder / "rows/metrics/multi30k-en-de/dtmt-shallow-lau"
+    assert kept.is_dir(), "DTMT Tables 1-3 share ShallowRNMT + LAU: its seed-1 row member is kept in rows/"
+    assert "`dtmt-1-gru`" in line() and "`dtmt-shallow-lau`" not in line()
+    shutil.rmtree(kept)
+    assert "`dtmt-shallow-lau`" in line()

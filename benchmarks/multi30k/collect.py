@@ -360,7 +360,12 @@ def index(folder: Path = HERE) -> str:
         planned = [r.system for r in table.trained_rows]
         path = folder / f"{name}.csv"
         if not path.is_file():
-            missing.append(f"- {table.title} (`{name}`): {len(planned)} rows to train")
+            # a row whose model is kept (another table's, the same variant) needs no training for one seed
+            bare = list(dict.fromkeys(r.variant for r in table.trained_rows
+                                      if not any((table.corpus, r.variant, f"seed{s}") in held for s in r.seeds)))
+            missing.append(f"- {table.title} (`{name}`): {len(planned)} rows, "
+                           + (f"{len(bare)} with no model kept: {', '.join(f'`{v}`' for v in bare)}" if bare
+                              else "each with a model kept"))
             continue
         df = pd.read_csv(path)
         done = df[df.system.isin(planned)].groupby("system", sort=False).ours.count()
