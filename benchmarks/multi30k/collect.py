@@ -393,7 +393,9 @@ def index(folder: Path = HERE) -> str:
             earlier += [f"| `{name}` | {system} ({member}) | {'; '.join(why)} |"
                         for (system, member), why in changed.items()]
         else:
-            current = "not recorded" if len(bleu) else "–"
+            # collected before a row kept what it ran with: it may well be earlier settings (DTMT's eps)
+            current = "not recorded: collected before rows kept their settings, so perhaps earlier ones" \
+                if len(bleu) else "–"
         status = "whole" if rows_done == len(planned) else "partial"
         if not planned:
             status = "counted from the cells, nothing to train"
@@ -406,7 +408,8 @@ def index(folder: Path = HERE) -> str:
            "matches them). Each table's `<table>.md` gives its numbers, notes and claims; `<table>-bleu.csv` its "
            "rows' training and decoding; `benchmarks/README.md` the sessions that ran them, with their commands.",
            "", f"## Built ({len(summary)} of {len(names)} tables)", "",
-           "| Table | Trained rows with numbers | Seeds a row | Trained on | Training time (sum over rows) "
+           "| Table | Trained rows with numbers | Seeds a row | Trained on "
+           "| Training time (sum over rows; an ensemble counts its models again) "
            "| Made with the settings a run gives now | Claims' verdicts |", "|---|---|---:|---|---:|---|---|",
            *summary, "",
            "The settings column compares what each row's models and search ran with (kept in `<table>-bleu.csv` "
