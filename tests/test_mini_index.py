@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -117,3 +118,17 @@ def test_a_table_not_trained_names_the_rows_with_no_model_kept(tmp_path: Path) -
     assert "`dtmt-1-gru`" in line() and "`dtmt-shallow-lau`" not in line()
     shutil.rmtree(kept)
     assert "`dtmt-shallow-lau`" in line()
+
+
+def test_an_ensemble_not_kept_counts_its_models_as_left_to_train(tmp_path: Path) -> None:
+    # rows/ keeps metrics, not models: ATR Table 2's ensemble of the three ATR + CA seeds is decoded from
+    # models that a session trains again, kept single rows or not, and "left to train" must count them
+    collect = _collect()
+    folder = tmp_path / "multi30k"
+    shutil.copytree(FOLDER, folder)
+    for kept in folder.glob("rows/*/multi30k-en-de/atr-rnnsearch-atr-ca/ens*"):
+        shutil.rmtree(kept)
+    seeds = folder / "rows/metrics/multi30k-en-de/atr-rnnsearch-atr-ca"
+    assert sorted(p.name for p in seeds.iterdir()) == ["seed1", "seed2", "seed3"]
+    left = re.search(r"^\| `atr-table2` \| (\d+) of \d+ \|", collect.index(folder), re.M)
+    assert left and int(left[1]) >= 3, left         # ATR + CA's three seeds, though each is kept

@@ -346,8 +346,12 @@ def index(folder: Path = HERE) -> str:
         earlier_kept = sum((table.corpus, r.variant, m) in stale for r in table.trained_rows for m in r.members())
         # the models to train: an ensemble's are its seeds' (it is decoded, not trained)
         needed = {(table.corpus, r.variant, f"seed{s}") for r in table.trained_rows for s in r.seeds}
+        # an ensemble not kept is decoded from its models, which rows/ does not keep: the run that decodes it
+        # trains them all, kept or not
+        ensembled = {(table.corpus, r.variant, f"seed{s}") for r in table.trained_rows if r.ensemble
+                     and not all((table.corpus, r.variant, m) in held for m in r.members()) for s in r.seeds}
         if needed:
-            todo = needed if one_run(table) else needed - held      # kept members do not serve a one-run figure
+            todo = needed if one_run(table) else (needed - held) | ensembled   # nor a one-run figure's
             needed_all |= todo
             left.append(f"| `{name}` | {len(todo)} of {len(needed)}{' (in one run)' if one_run(table) else ''} | "
                         f"{_hours(todo, minutes)} |")
@@ -433,7 +437,8 @@ def index(folder: Path = HERE) -> str:
            f"## Left to train for {plan.seeds} seeds a row", "",
            "The models neither kept in rows/ with the settings a run gives them now nor, for a figure made in "
            "one run, anywhere: every one a table at "
-           f"{plan.seeds} seeds a row still needs (an ensemble's models are its seeds'; a row's members committed "
+           f"{plan.seeds} seeds a row still needs (an ensemble's models are its seeds', trained again in the run that "
+           "decodes it unless the ensemble is kept, as models are not; a row's members committed "
            "in a table but not kept are trained again). The time is one core's, estimated from the training "
            "minutes measured for the same model (corpus and variant) in this folder's `-bleu.csv` files (their "
            "median, on the machines the Built table names), decoding not counted.", "",
