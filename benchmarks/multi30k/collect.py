@@ -398,8 +398,8 @@ def index(folder: Path = HERE) -> str:
                         for (system, member), why in changed.items()]
         else:
             # collected before a row kept what it ran with: it may well be earlier settings (DTMT's eps)
-            current = "not recorded: collected before rows kept their settings, so perhaps earlier ones" \
-                if len(bleu) else "–"
+            current = ("not recorded: collected before rows kept their settings, so perhaps earlier ones"
+                       if len(bleu) else "–")
         status = "whole" if rows_done == len(planned) else "partial"
         if not planned:
             status = "counted from the cells, nothing to train"

@@ -199,8 +199,7 @@ def tidy(table: Table, metrics: dict[tuple[str, str], dict[str, Any]], run: str,
             signature = runs[0].get("scores", {}).get(key, "") if runs and key else ""
             reason = ""
             if not values:
-                # a model that produced nothing explains the gap only when every seed did: a metric the
-                # scored seeds lack too (a test set the scale has not) keeps the metric's own reason
+                # an empty model explains the gap only if every seed is one (not a test set the scale lacks)
                 unscored = (runs[0]["scores"]["empty_output"]
                             if runs and all("empty_output" in r.get("scores", {}) for r in runs) else None)
                 reason = (row.why_not if not row.trained and table.kind != "cells"
