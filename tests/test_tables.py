@@ -418,6 +418,29 @@ def test_tables_and_figures_say_what_their_rows_ran_with_not_what_was_configured
     assert ran.subtitle(ms).endswith("; overridden: train.max_steps 200")
 
 
+def test_a_table_names_the_models_that_went_back_to_a_checkpoint_at_a_lower_rate() -> None:
+    """DTMT Table 5's GRU row sat on the word-frequency plateau until the plateau rule took it back to step
+    500's checkpoint at half the rate at step 2,000: it trained two thirds of its budget slower than the
+    learning-rate sentence says, and its table must say so, by row and seed; an ensemble's members once."""
+    from rnmt.report import ran
+
+    def metrics(variant: str, seed: int, retrained: list[dict] | None, retrains: int = 0) -> dict:
+        train = {"steps": 6000, "retrains": len(retrained) if retrained is not None else retrains,
+                 "train_settings": {"seed": seed}} | ({"retrained": retrained} if retrained is not None else {})
+        return {"variant": variant, "train": train}
+
+    gru = metrics("dtmt-4-gru", 1, [{"step": 2000, "from_step": 500, "lr_factor": 0.5},
+                                    {"step": 5000, "from_step": 4500, "lr_factor": 0.25}])
+    old = metrics("atr", 3, None, retrains=1)       # trained before train.json kept the steps
+    ensemble = {"variant": "atr", "member": "ens1-3", "train": {"members": [old["train"]]}}
+    assert ran.retrained([gru, old, ensemble, metrics("dtmt-4", 1, [])]) == (
+        "Went back to their best checkpoint at a lower rate when their dev score stopped improving "
+        "(`plateau_retrains`): atr seed 3 once; dtmt-4-gru seed 1 at step 2,000 to step 500's checkpoint at 0.5 × "
+        "the rate, at step 5,000 to step 4,500's checkpoint at 0.25 × the rate.")
+    assert ran.retrained([metrics("dtmt-4", 1, [])]) == "", "no model went back: nothing to say"
+    assert ran.notes({("dtmt-4-gru", "seed1"): gru}, ["tok_bleu"])[1] == ran.retrained([gru])
+
+
 def test_a_tables_speeds_say_whether_its_rows_trained_on_the_same_kind_of_path() -> None:
     """ATR Table 4's speed ratios compare cells only if both cells ran on the same kind of path (issue: cuDNN's
     GRU against rnmt's ATR kernel compares engineering); the note says which, from train.json's `paths`."""

@@ -275,6 +275,7 @@ def test_plateau_restarts_from_best_at_half_rate_then_stops(corpus: dict[str, Pa
     lrs = {r["step"]: r["lr"] for r in recs if r["kind"] == "train"}
     assert lrs[9] == pytest.approx(0.003) and lrs[10] == pytest.approx(0.0015)
     assert m["stop_reason"] == "patience" and m["steps"] == 12 and m["retrains"] == 1 and m["best_step"] == 6
+    assert m["retrained"] == [{"step": 9, "from_step": 6, "lr_factor": 0.5}], "train.json says when, for the tables"
 
 
 def test_nan_loss_stops_with_a_message_or_is_skipped(corpus: dict[str, Path], tmp_path: Path) -> None:

@@ -81,6 +81,32 @@ def summary(metrics: Iterable[Mapping[str, Any]]) -> str:
             f"{_span(_batch(s) for s in settings)}, learning rate {_span(_rate(s) for s in settings)}.")
 
 
+def _times(n: int) -> str:
+    return {1: "once", 2: "twice"}.get(n, f"{n} times")
+
+
+def retrained(metrics: Iterable[Mapping[str, Any]]) -> str:
+    """Which models went back to their best checkpoint at a lower rate when their dev score stopped improving
+    (`plateau_retrains`, train.json's `retrained`), and when: such a model trained the rest of its budget
+    slower than the learning-rate sentence says. '' where none did. A model trained before train.json kept
+    the steps is counted only ('once')."""
+    told: dict[tuple[Any, Any], str] = {}
+    for m in metrics:
+        for t in trained(m):
+            n, events = t.get("retrains") or 0, t.get("retrained") or []
+            if not n:
+                continue
+            when = (", ".join(f"at step {e['step']:,} to step {e['from_step']:,}'s checkpoint at "
+                              f"{e['lr_factor']:g} × the rate" for e in events)
+                    if len(events) == n else _times(n))
+            told.setdefault((m.get("variant"), (t.get("train_settings") or {}).get("seed")), when)
+    if not told:
+        return ""
+    return ("Went back to their best checkpoint at a lower rate when their dev score stopped improving "
+            "(`plateau_retrains`): " + "; ".join(f"{variant} seed {seed} {when}"
+                                                 for (variant, seed), when in sorted(told.items(), key=str)) + ".")
+
+
 def _flat(d: Mapping[str, Any]) -> list[str]:
     """`section.key value` of every setting, in key order."""
     return [f"{'.'.join(path)} {value}" for path, value in sorted(leaves(d)) if value != {}]
@@ -261,3 +287,11 @@ def _tenths(values: list[float]) -> str:
     """'2.1' for values that round alike, else their range, '1.0–2.1'."""
     lo, hi = f"{min(values):.1f}", f"{max(values):.1f}"
     return lo if lo == hi else f"{lo}–{hi}"
+
+
+def notes(metrics: Mapping[tuple[str, str], Mapping[str, Any]], shown: Iterable[str]) -> list[str]:
+    """A table's lines on what its rows ran with (`metrics`: by row and member; `shown`: its metrics), ''
+    for each that has nothing to say."""
+    shown = list(shown)
+    return [summary(metrics.values()), retrained(metrics.values()), override(metrics.values()),
+            paths(metrics.values(), shown), machines(metrics, shown)]

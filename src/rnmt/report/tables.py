@@ -396,8 +396,7 @@ def build(table: Table, metrics_files: list[str | Path], run: str, scale: str, o
     df.attrs["claims"] = checked = claims.check(table, claimed, df, evidence)
     df.attrs["cut_short"] = cut_short(table, metrics)
     if table.kind != "cells":
-        df.attrs["ran"] = [ran.summary(metrics.values()), ran.override(metrics.values()),
-                           ran.paths(metrics.values(), table.metrics), ran.machines(metrics, table.metrics)]
+        df.attrs["ran"] = ran.notes(metrics, table.metrics)
         df.attrs["warnings"] = ran.warnings(metrics.values(), map(read_json, data_reports or []))
         parts = {p for m in metrics.values() for p in m.get("scores", {}).get("bleu_by_part") or {}}
         df.attrs["test_sets"] = sorted(parts)            # what a *_avg column averages

@@ -33,6 +33,9 @@ class Progress:
     stale: int = 0                      # validations since the last improvement
     lr_factor: float = 1.0              # SR-NMT retraining multiplies it by plateau_factor
     retrains_done: int = 0
+    # each return to the best checkpoint (`plateau_retrains`): the step it happened at, the checkpoint's step and
+    # the rate factor after it, for train.json (a table says which rows trained part of their budget slower)
+    retrained: list[dict[str, Any]] = field(default_factory=list)
     skipped_batches: int = 0            # NaN/inf losses skipped (nan_policy=skip)
     # CUDA graphs captured and steps replayed over the whole run (a retrain's fresh optimizer and a resumed
     # process capture their graphs anew)
@@ -192,6 +195,7 @@ def run_metrics(p: Progress, s: TrainSettings, stop_reason: str | None, *, param
         "train_pairs": train_pairs,
         "skipped_batches": p.skipped_batches,
         "retrains": p.retrains_done,
+        "retrained": p.retrained,
         "best_step": p.best.get("step"),
         "best_dev_loss": p.best.get("dev_loss"),
         "best_dev_ppl": p.best.get("dev_ppl"),

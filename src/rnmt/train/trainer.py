@@ -412,6 +412,8 @@ class Trainer:
         p.lr_factor *= self.s.plateau_factor
         p.retrains_done += 1
         p.stale = 0
-        self._record({"kind": "retrain", "step": p.step, "from_step": best.get("step"), "lr_factor": p.lr_factor})
+        event = {"step": p.step, "from_step": best.get("step"), "lr_factor": p.lr_factor}
+        p.retrained.append(event)
+        self._record({"kind": "retrain", **event})
         log.info("the dev %s stopped improving: restarting from step %s at %.3g × lr", self.s.select_by,
                  best.get("step"), p.lr_factor)
