@@ -347,7 +347,8 @@ def test_a_table_of_set_averages_is_tested_on_the_whole_split_and_says_so(tmp_pa
     table = Table("t", tmp_path / "t.yaml", "T", "c", "test", ["tok_bleu@nist-mt02", "tok_bleu_avg", "params_m"],
                   [Row("Shallow", "s", {}, (1,)), Row("Deep", "d", {}, (1,))], baseline="Shallow")
     assert tested(table) == ("tok_bleu", "tok_bleu_avg")
-    assert "tok BLEU of the whole test split (all its sets together), marked in the tok Avg column" in note(table)
+    assert note(table).startswith("tok Avg marked *: the row's tok BLEU of the whole test split (all its sets "
+                                  "together) differs from")
 
 
 def test_a_decoding_given_twice_or_a_seed_listed_twice_is_refused(tmp_path: Path) -> None:
@@ -381,9 +382,14 @@ def test_an_interval_is_written_at_its_differences_precision() -> None:
         {"claim": 2, "says": "b", "kind": "higher", "margin": math.nan, "row": "A", "than": "B",
          "metric": "gate_pearson_r", "paper_diff": math.nan, "paper_verdict": claims.NO_NUMBERS, "diff": -0.0123,
          "low": -0.01861, "high": -0.004, "verdict": claims.HOLDS, "claim_verdict": claims.HOLDS,
+         "pairs": 1, "why": ""},
+        {"claim": 3, "says": "c", "kind": "lower", "margin": math.nan, "row": "A", "than": "B",
+         "metric": "tok_bleu_avg", "paper_diff": -1.06, "paper_verdict": claims.HOLDS, "diff": 0.0942,
+         "low": -0.5721, "high": 0.8706, "verdict": claims.UNSURE, "claim_verdict": claims.UNSURE,
          "pairs": 1, "why": ""}])
     got = [line[4] for line in claims.lines(frame)]
-    assert got == ["+0.47 [+0.01, +0.95]", "−0.0123 [−0.0186, −0.0040]"]
+    # a BLEU difference at BLEU's two decimals (DTMT Table 4 read +0.0942 [−0.5721, +0.8706] beside −0.56)
+    assert got == ["+0.47 [+0.01, +0.95]", "−0.0123 [−0.0186, −0.0040]", "+0.09 [−0.57, +0.87]"]
 
 
 def test_a_length_without_test_sentences_has_no_numbers_though_a_seed_did_not_learn(tmp_path: Path) -> None:

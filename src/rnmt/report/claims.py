@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from rnmt.evaluate.bootstrap import LEVEL, SAMPLES, paired_interval, sentence_stats
-from rnmt.evaluate.metric_names import length_range
+from rnmt.evaluate.metric_names import bleu_family, length_range
 from rnmt.evaluate.metrics import Scored
 from rnmt.evaluate.score import of_length
 from rnmt.planning.experiments import check_claims
@@ -249,9 +249,10 @@ def lines(claims: pd.DataFrame) -> list[tuple[str, str, str, str, str, str]]:
         seen.add(r.claim)
         what = {"higher": ">", "lower": "<", "within": f"within ±{number(r.margin)} of"}[r.kind]
         claim = f"{r.claim}. {r.says} ({r.claim_verdict})" if first else ""
-        paper = "–" if math.isnan(r.paper_diff) else f"{signed(r.paper_diff)} ({r.paper_verdict})"
+        places = 2 if bleu_family(tokenized(r.metric)[1]) else None     # BLEU's differences as BLEU is shown
+        paper = "–" if math.isnan(r.paper_diff) else f"{signed(r.paper_diff, places)} ({r.paper_verdict})"
         spread = not math.isnan(r.low) and r.low != r.high
-        ours = signed(r.diff)
+        ours = signed(r.diff, places)
         if spread:                                  # the interval at the difference's precision
             places = decimals_of(ours)
             ours += f" [{signed(r.low, places)}, {signed(r.high, places)}]"

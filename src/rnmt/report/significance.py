@@ -49,9 +49,9 @@ def tested(table: Table) -> tuple[str, str] | None:
 def note(table: Table) -> str:
     """The footer line of a table whose rows were tested."""
     score, column = tested(table) or ("bleu", "bleu")
-    what = label(score) if score == column else (f"{label(score)} of the whole test split (all its sets "
-                                                 f"together), marked in the {label(column)} column")
-    return (f"{what} marked {MARK} differs from {table.baseline}'s at p < {ALPHA} (sacrebleu's paired "
+    what = (f"{label(score)} marked {MARK}" if score == column else
+            f"{label(column)} marked {MARK}: the row's {label(score)} of the whole test split (all its sets together)")
+    return (f"{what} differs from {table.baseline}'s at p < {ALPHA} (sacrebleu's paired "
             f"bootstrap, {SAMPLES:,} resamples, between each pair of the two rows' decodings: seed by seed where "
             "both rows decode the same seeds, else every pair; a row's largest p-value counts, and 1 where its "
             "pairs differ in opposite directions); the CSV has each row's p_value.")
