@@ -132,3 +132,17 @@ def test_an_ensemble_not_kept_counts_its_models_as_left_to_train(tmp_path: Path)
     assert sorted(p.name for p in seeds.iterdir()) == ["seed1", "seed2", "seed3"]
     left = re.search(r"^\| `atr-table2` \| (\d+) of \d+ \|", collect.index(folder), re.M)
     assert left and int(left[1]) >= 3, left         # ATR + CA's three seeds, though each is kept
+
+
+def test_the_index_has_a_not_trained_section_only_while_a_table_is_not_built(tmp_path: Path) -> None:
+    """With every table built, an empty 'Not trained yet' heading and its recipe would read as if something
+    were left unbuilt; with one table's files gone, the section names it and says how it is made."""
+    collect = _collect()
+    folder = tmp_path / "multi30k"
+    shutil.copytree(FOLDER, folder, ignore=shutil.ignore_patterns("rows"))
+    built = collect.index(folder)
+    assert "## Not trained yet" not in built or re.search(r"## Not trained yet \([1-9]", built), "no empty section"
+    for f in folder.glob("dtmt-table4*"):
+        f.unlink()
+    section = collect.index(folder).split("## Not trained yet (", 1)[1].split("\n## ")[0]
+    assert "(`dtmt-table4`)" in section and "Each is made by `snakemake" in section

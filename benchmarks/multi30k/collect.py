@@ -448,13 +448,14 @@ def index(folder: Path = HERE) -> str:
            "by `snakemake --cores 2 <their metrics files> --config scale=mini run=mini "
            "\"scales={mini: {seeds: 3, max_seeds: 3}}\"` "
            "and keeps them by `python benchmarks/multi30k/collect.py --table <table> --seeds 3 --keep-only` "
-           "(benchmarks/README.md has the commands of each session).", "",
-           f"## Not trained yet ({len(missing)} tables)", "", *missing, "",
-           "Each is made by `snakemake --cores 2 results/mini/tables/<table>.csv --config scale=mini run=mini` "
-           "(add `\"scales={mini: {seeds: 1, max_seeds: 1}}\"` for one seed a row), then "
-           "`python benchmarks/multi30k/collect.py --table <table>` (with `--seeds 1`); on a GPU, "
-           "`benchmarks/gpu/mini-on-one-gpu.sh` (benchmarks/gpu/README.md). The UD tables need a parser: "
-           "`parse:` in benchmarks/README.md's UD section.", ""]
+           "(benchmarks/README.md has the commands of each session).", ""]
+    if missing:                     # once every table is built, no empty section and its recipe
+        out += [f"## Not trained yet ({len(missing)} tables)", "", *missing, "",
+                "Each is made by `snakemake --cores 2 results/mini/tables/<table>.csv --config scale=mini run=mini` "
+                "(add `\"scales={mini: {seeds: 1, max_seeds: 1}}\"` for one seed a row), then "
+                "`python benchmarks/multi30k/collect.py --table <table>` (with `--seeds 1`); on a GPU, "
+                "`benchmarks/gpu/mini-on-one-gpu.sh` (benchmarks/gpu/README.md). The UD tables need a parser: "
+                "`parse:` in benchmarks/README.md's UD section.", ""]
     if synthetic:
         out += ["## Not the papers' tables", "",
                 *(f"- {plan.table(n).title} (`{n}`): a check on the synthetic pair at every scale, its corpus "
