@@ -351,7 +351,8 @@ def index(folder: Path = HERE) -> str:
         ensembled = {(table.corpus, r.variant, f"seed{s}") for r in table.trained_rows if r.ensemble
                      and not all((table.corpus, r.variant, m) in held for m in r.members()) for s in r.seeds}
         if needed:
-            todo = needed if one_run(table) else (needed - held) | ensembled   # nor a one-run figure's
+            # a one-run figure retrains every model; a table the ones not kept and an unkept ensemble's
+            todo = needed if one_run(table) else (needed - held) | ensembled
             needed_all |= todo
             left.append(f"| `{name}` | {len(todo)} of {len(needed)}{' (in one run)' if one_run(table) else ''} | "
                         f"{_hours(todo, minutes)} |")

@@ -20,15 +20,16 @@ def trained(m: Mapping[str, Any]) -> list[dict[str, Any]]:
     return train.get("members", [train])
 
 
-def _models(metrics: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Each trained model once (an ensemble's metrics repeat its members'), as its train record."""
-    seen: dict[tuple[Any, ...], dict[str, Any]] = {}
+def _models(metrics: Iterable[Mapping[str, Any]]) -> dict[tuple[Any, Any, Any], dict[str, Any]]:
+    """Each trained model once (an ensemble's metrics repeat its members'): its train record by (corpus,
+    variant, seed)."""
+    seen: dict[tuple[Any, Any, Any], dict[str, Any]] = {}
     for m in metrics:
         for t in trained(m):
             settings = t.get("train_settings") or {}
             if "steps" in t:
                 seen.setdefault((m.get("corpus"), m.get("variant"), settings.get("seed")), t)
-    return list(seen.values())
+    return seen
 
 
 def _span(values: Iterable[Any]) -> str:
@@ -68,7 +69,7 @@ def summary(metrics: Iterable[Mapping[str, Any]]) -> str:
     metrics = list(metrics)
     corpora = _span(m.get("corpus") for m in metrics)
     scales = _span(m.get("scale") for m in metrics)
-    models = _models(metrics)
+    models = list(_models(metrics).values())
     where = f"corpus `{corpora}`" + (f", scale `{scales}`" if scales != "?" else "")
     if not models:
         return f"Ran on {where}."
@@ -90,21 +91,16 @@ def retrained(metrics: Iterable[Mapping[str, Any]]) -> str:
     (`plateau_retrains`, train.json's `retrained`), and when: such a model trained the rest of its budget
     slower than the learning-rate sentence says. '' where none did. A model trained before train.json kept
     the steps is counted only ('once')."""
-    told: dict[tuple[Any, Any], str] = {}
-    for m in metrics:
-        for t in trained(m):
-            n, events = t.get("retrains") or 0, t.get("retrained") or []
-            if not n:
-                continue
+    told = []
+    for (_corpus, variant, seed), t in sorted(_models(metrics).items(), key=lambda item: str(item[0][1:])):
+        n, events = t.get("retrains") or 0, t.get("retrained") or []
+        if n:
             when = (", ".join(f"at step {e['step']:,} to step {e['from_step']:,}'s checkpoint at "
                               f"{e['lr_factor']:g} × the rate" for e in events)
                     if len(events) == n else _times(n))
-            told.setdefault((m.get("variant"), (t.get("train_settings") or {}).get("seed")), when)
-    if not told:
-        return ""
+            told.append(f"{variant} seed {seed} {when}")
     return ("Went back to their best checkpoint at a lower rate when their dev score stopped improving "
-            "(`plateau_retrains`): " + "; ".join(f"{variant} seed {seed} {when}"
-                                                 for (variant, seed), when in sorted(told.items(), key=str)) + ".")
+            "(`plateau_retrains`): " + "; ".join(told) + ".") if told else ""
 
 
 def _flat(d: Mapping[str, Any]) -> list[str]:
