@@ -68,6 +68,18 @@ def test_verdicts_read_the_interval() -> None:
     assert claims.combine([claims.HOLDS, claims.HOLDS]) == claims.HOLDS
 
 
+def test_a_difference_of_exactly_the_margin_is_within_it() -> None:
+    """10.0 − 9.7 is 0.3000000000000007 in floats: a paper whose rows differ by exactly a claim's margin
+    must read "holds", and the claims CSV must carry the difference as the paper's numbers give it."""
+    said = [{"says": "ATR on par with GRU", "metric": "bleu", "kind": "within", "margin": 0.3,
+             "row": "ATR", "than": "GRU"}]
+    table = Table("t", Path("t.yaml"), "T", "c", "test", ["bleu"],
+                  [Row("GRU", "gru", {"bleu": 9.7}, (1,)), Row("ATR", "atr", {"bleu": 10.0}, (1,))],
+                  baseline="GRU", claims=said)
+    checked = claims.check(table, claims.parse(table), paper_frame(table), None)
+    assert checked.paper_diff.tolist() == [0.3] and checked.paper_verdict.tolist() == [claims.HOLDS]
+
+
 def test_a_claim_on_a_row_or_metric_the_table_lacks_is_refused_by_name() -> None:
     exp = {"rows": [{"system": "GRU"}, {"system": "ATR"}], "metrics": ["bleu"],
            "claims": [{"says": "x", "metric": "bleu", "kind": "higher", "row": "ATR", "than": "GRU "}]}

@@ -75,6 +75,12 @@ def parse(table: Table) -> list[Claim]:
             for c in table.claims]
 
 
+def difference(a: float, b: float) -> float:
+    """a − b without the residue of binary floating point (10.0 − 9.7 is 0.3000000000000007), which would put
+    a difference of exactly a claim's margin outside it; the numbers compared carry a few decimals at most."""
+    return round(a - b, 9)
+
+
 def verdict(kind: str, low: float, high: float, margin: float = 0.0) -> str:
     """A comparison's verdict from the interval [low, high] of row − other."""
     if math.isnan(low) or math.isnan(high):
@@ -190,7 +196,7 @@ class Evidence:
                 if apart:
                     why = why or apart
                     continue
-                low = high = va - vb
+                low = high = difference(va, vb)
             lows.append(low)
             highs.append(high)
             found += 1
@@ -208,8 +214,8 @@ def check(table: Table, claims: Sequence[Claim], df: pd.DataFrame, evidence: Evi
     for k, claim in enumerate(claims, 1):
         mine = []
         for metric, other in ((m, o) for m in claim.metrics for o in claim.than):
-            paper = value.loc[(claim.row, metric), "paper"] - value.loc[(other, metric), "paper"]
-            ours = value.loc[(claim.row, metric), "ours"] - value.loc[(other, metric), "ours"]
+            paper = difference(value.loc[(claim.row, metric), "paper"], value.loc[(other, metric), "paper"])
+            ours = difference(value.loc[(claim.row, metric), "ours"], value.loc[(other, metric), "ours"])
             low = high = math.nan
             n, why = 0, ""
             if evidence is not None and rows[claim.row].trained and rows[other].trained:
