@@ -398,10 +398,17 @@ def test_an_interval_is_written_at_its_differences_precision() -> None:
         {"claim": 3, "says": "c", "kind": "lower", "margin": math.nan, "row": "A", "than": "B",
          "metric": "tok_bleu_avg", "paper_diff": -1.06, "paper_verdict": claims.HOLDS, "diff": 0.0942,
          "low": -0.5721, "high": 0.8706, "verdict": claims.UNSURE, "claim_verdict": claims.UNSURE,
+         "pairs": 1, "why": ""},
+        {"claim": 4, "says": "d", "kind": "lower", "margin": math.nan, "row": "A", "than": "B",
+         "metric": "tok_bleu_compound", "paper_diff": -0.6, "paper_verdict": claims.HOLDS, "diff": 0.0942,
+         "low": -0.5721, "high": 0.8706, "verdict": claims.UNSURE, "claim_verdict": claims.UNSURE,
          "pairs": 1, "why": ""}])
     got = [line[4] for line in claims.lines(frame)]
-    # a BLEU difference at BLEU's two decimals (DTMT Table 4 read +0.0942 [−0.5721, +0.8706] beside −0.56)
-    assert got == ["+0.47 [+0.01, +0.95]", "−0.0123 [−0.0186, −0.0040]", "+0.09 [−0.57, +0.87]"]
+    # a BLEU difference at BLEU's two decimals (DTMT Table 4 read +0.0942 [−0.5721, +0.8706] beside −0.56),
+    # the compound-split BLEU of SR-NMT Table 2 too (its paper difference read −0.6 beside +0.53)
+    assert got == ["+0.47 [+0.01, +0.95]", "−0.0123 [−0.0186, −0.0040]", "+0.09 [−0.57, +0.87]",
+                   "+0.09 [−0.57, +0.87]"]
+    assert [line[3] for line in claims.lines(frame)][3] == "−0.60 (holds)"
 
 
 def test_a_length_without_test_sentences_has_no_numbers_though_a_seed_did_not_learn(tmp_path: Path) -> None:

@@ -255,7 +255,8 @@ def lines(claims: pd.DataFrame) -> list[tuple[str, str, str, str, str, str]]:
         seen.add(r.claim)
         what = {"higher": ">", "lower": "<", "within": f"within ±{number(r.margin)} of"}[r.kind]
         claim = f"{r.claim}. {r.says} ({r.claim_verdict})" if first else ""
-        places = 2 if bleu_family(tokenized(r.metric)[1]) else None     # BLEU's differences as BLEU is shown
+        # BLEU's differences as BLEU is shown, the compound-split BLEU's too
+        places = 2 if bleu_family(tokenized(r.metric)[1]) or r.metric in WHOLE_SPLIT else None
         paper = "–" if math.isnan(r.paper_diff) else f"{signed(r.paper_diff, places)} ({r.paper_verdict})"
         spread = not math.isnan(r.low) and r.low != r.high
         ours = signed(r.diff, places)
