@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from rnmt.evaluate.bootstrap import LEVEL, SAMPLES, paired_interval, sentence_stats
-from rnmt.evaluate.metric_names import bleu_family, length_range
+from rnmt.evaluate.metric_names import length_range
 from rnmt.evaluate.metrics import Scored
 from rnmt.evaluate.score import of_length
 from rnmt.planning.experiments import check_claims
@@ -255,8 +255,7 @@ def lines(claims: pd.DataFrame) -> list[tuple[str, str, str, str, str, str]]:
         seen.add(r.claim)
         what = {"higher": ">", "lower": "<", "within": f"within ±{number(r.margin)} of"}[r.kind]
         claim = f"{r.claim}. {r.says} ({r.claim_verdict})" if first else ""
-        # BLEU's differences as BLEU is shown, the compound-split BLEU's too
-        places = 2 if bleu_family(tokenized(r.metric)[1]) or r.metric in WHOLE_SPLIT else None
+        places = 2 if resampled(r.metric) else None      # every BLEU's differences as BLEU is shown
         paper = "–" if math.isnan(r.paper_diff) else f"{signed(r.paper_diff, places)} ({r.paper_verdict})"
         spread = not math.isnan(r.low) and r.low != r.high
         ours = signed(r.diff, places)
