@@ -353,6 +353,32 @@ def test_a_row_whose_seeds_differ_from_the_reference_in_opposite_directions_is_n
     assert re.search(r"both ways \(seed1 vs seed1 \+\d+\.\d\d \(p = 0\.00\d\), seed2 vs seed2 -\d+\.\d\d", line), line
 
 
+def test_a_seed_that_gave_no_output_is_left_out_of_the_rows_significance_test(tmp_path: Path) -> None:
+    """Seed 1 of a row is far better than the reference's seed 1; its seed 2 did not learn and wrote no
+    output. The mean and the claims leave seed 2 out, and so must the test: its empty translation against
+    the reference's would make the row differ both ways (p = 1, no mark). The row's p-value is sacrebleu's
+    of the one pair left, and the table says which pair it left out and why."""
+    from sacrebleu.metrics import BLEU
+
+    refs = corpus(seed=7)
+    systems = {("GRU", "seed1"): damage(refs, 0.4, 1), ("GRU", "seed2"): damage(refs, 0.4, 2),
+               ("Deep", "seed1"): damage(refs, 0.05, 3), ("Deep", "seed2"): [""] * len(refs)}
+    files = scored_run(tmp_path, {(r.lower(), s): h for (r, s), h in systems.items()}, refs)
+    stuck = json.loads(files[3].read_text())
+    stuck["train"] = {"steps": 5500, "learned": False, "lowest_dev_loss": 6.239, "frequency_dev_loss": 6.1955,
+                      "train_settings": {"seed": 2}}
+    files[3].write_text(json.dumps(stuck))
+    table = Table("t", tmp_path / "t.yaml", "T", "c", "test", ["bleu"],
+                  [Row("GRU", "gru", {}, (1, 2)), Row("Deep", "deep", {}, (1, 2))], baseline="GRU")
+    df = build(table, files, "r", "mini", tmp_path / "t.csv", tmp_path / "t.md")
+    (p1, d1), _ = sacrebleu_pairs(systems, refs, "GRU", "Deep", BLEU())
+    assert p1 < 0.05 and d1 > 0
+    assert df.set_index(["system", "metric"]).p_value[("Deep", "bleu")] == pytest.approx(p1, abs=1e-12)
+    md = (tmp_path / "t.md").read_text()
+    assert next(x for x in md.splitlines() if x.startswith("| Deep |")).endswith("* (1 of 2 seeds) |")
+    assert "Deep is tested on 1 of 2 pairs with GRU's decodings: deep (seed2) gave no output." in md
+
+
 def test_a_table_of_set_averages_is_tested_on_the_whole_split_and_says_so(tmp_path: Path) -> None:
     from rnmt.report.significance import note, tested
 

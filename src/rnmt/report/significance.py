@@ -11,11 +11,14 @@ each of the reference row's decodings. A row's p-value is the largest over its p
 differs in the same direction, else 1: it counts as different (p < 0.05) only where every pair does, one
 way, so neither one lucky seed nor seeds that differ both ways (each beyond chance) make a difference. This
 is an intersection-union test: each pair's p-value is sacrebleu's, of the absolute difference. Equal
-scores give p = 1, as in compare.
+scores give p = 1, as in compare. A pair with a model that gave no output or did not learn to translate
+(report.ran.unlearned) is left out, as the claims and the row's mean leave it out, and the table says so:
+its BLEU says nothing of the system.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from rnmt.evaluate.compare import ALPHA, paired_test
@@ -23,6 +26,7 @@ from rnmt.evaluate.metric_names import bleu_family
 from rnmt.evaluate.metrics import Scored
 from rnmt.io import InputError
 from rnmt.planning.plan import Row, Table
+from rnmt.report import ran
 from rnmt.report.layout import label, tokenized
 
 SAMPLES = 1000          # sacrebleu's default number of bootstrap resamples
@@ -66,10 +70,21 @@ def pairs(row: Row, base: Row) -> list[tuple[str, str]]:
     return [(m, b) for m in mine for b in theirs]
 
 
-def p_values(table: Table, scored: dict[tuple[str, str], Scored], samples: int = SAMPLES) -> dict[str, dict[str, Any]]:
+def said_nothing(key: tuple[str, str], scored: Scored, metrics: dict[str, Any] | None) -> str:
+    """Why the decoding `key` says nothing of its system, '' where it does: its model gave no output or did
+    not learn to translate."""
+    if "empty_output" in scored.scores:
+        return f"{key[0]} ({key[1]}) gave no output"
+    return ran.unlearned(metrics or {})
+
+
+def p_values(table: Table, scored: dict[tuple[str, str], Scored], samples: int = SAMPLES,
+             metrics: dict[tuple[str, str], dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
     """Per trained row but the reference: its p-value (the largest of its pairs', or 1 where they differ
-    in opposite directions) and the pairs' own, with each pair's difference (row − reference). `scored`:
-    what each (variant, member)'s metrics file scored."""
+    in opposite directions; NaN where no pair is left) and the pairs' own, with each pair's difference
+    (row − reference), and `left_out`: why pairs were not tested. `scored`: what each (variant, member)'s
+    metrics file scored; `metrics`: the metrics files themselves (whose train records say whether a model
+    learned)."""
     if not table.baseline or table.kind != "translation" or (what := tested(table)) is None:
         return {}
     metric = what[0]
@@ -94,8 +109,13 @@ def p_values(table: Table, scored: dict[tuple[str, str], Scored], samples: int =
                              f"{row.system!r} against {base.system!r} pairs; build the table with every row's "
                              "decodings")
     for row, row_pairs in row_pairs_of.values():
-        found = []
+        found, left_out = [], []
         for mine, theirs in row_pairs:
+            keys = ((base.variant, theirs), (row.variant, mine))
+            why = "; ".join(w for k in keys if (w := said_nothing(k, scored[k], (metrics or {}).get(k))))
+            if why:
+                left_out.append(why)
+                continue
             scorer, a, refs = side((base.variant, theirs))
             _, b, b_refs = side((row.variant, mine))
             if b_refs != refs:
@@ -106,7 +126,8 @@ def p_values(table: Table, scored: dict[tuple[str, str], Scored], samples: int =
             found.append({"member": mine, "baseline_member": theirs, "diff": res["b"] - res["a"],
                           "p_value": 1.0 if res["a"] == res["b"] else res["p_value"]})
         one_way = len(_sides(found)) < 2
-        out[row.system] = {"p_value": max(f["p_value"] for f in found) if one_way else 1.0, "pairs": found}
+        p = (max(f["p_value"] for f in found) if one_way else 1.0) if found else math.nan
+        out[row.system] = {"p_value": p, "pairs": found, "left_out": left_out}
     return out
 
 
@@ -117,9 +138,15 @@ def _sides(found: list[dict[str, Any]]) -> set[bool]:
 
 def both_ways(table: Table, tested: dict[str, dict[str, Any]]) -> list[str]:
     """A footer line per row whose pairs differ from the reference row's in opposite directions (its p = 1):
-    each pair's difference and p-value, which the CSV's one p-value a row cannot show."""
+    each pair's difference and p-value, which the CSV's one p-value a row cannot show; and one per row
+    tested on fewer pairs than its decodings give, saying why."""
     out = []
     for system, t in tested.items():
+        if t.get("left_out"):
+            n, total = len(t["pairs"]), len(t["pairs"]) + len(t["left_out"])
+            tested_on = f"tested on {n} of {total} pairs" if n else "not tested: no pair is left"
+            out.append(f"{system} is {tested_on} with {table.baseline}'s decodings: "
+                       f"{'; '.join(dict.fromkeys(t['left_out']))}.")
         if len(_sides(t["pairs"])) > 1:
             each = ", ".join(f"{f['member']} vs {f['baseline_member']} {f['diff']:+.2f} (p = {f['p_value']:.3f})"
                              for f in t["pairs"])

@@ -387,7 +387,7 @@ def build(table: Table, metrics_files: list[str | Path], run: str, scale: str, o
         table = finished_rows(table, set(metrics), run, outdated)
     base = next((r for r in table.rows if r.system == table.baseline), None)
     no_base = base is not None and base.unfinished      # a partial table without its reference row
-    tested = {} if no_base else significance.p_values(table, scored)
+    tested = {} if no_base else significance.p_values(table, scored, metrics=metrics)
     df = tidy(table, metrics, run, scale, cells, {s: t["p_value"] for s, t in tested.items()})
     df.attrs["significance"] = ([significance.note(table), *significance.both_ways(table, tested)] if tested else
                                 [f"No significance marks: the reference row {base.system!r} has no numbers yet."]
