@@ -376,7 +376,7 @@ def test_a_seed_that_gave_no_output_is_left_out_of_the_rows_significance_test(tm
     assert df.set_index(["system", "metric"]).p_value[("Deep", "bleu")] == pytest.approx(p1, abs=1e-12)
     md = (tmp_path / "t.md").read_text()
     assert next(x for x in md.splitlines() if x.startswith("| Deep |")).endswith("* (1 of 2 seeds) |")
-    assert "Deep is tested on 1 of 2 pairs with GRU's decodings: deep (seed2) gave no output." in md
+    assert "Deep is tested on 1 of 2 pairs with GRU's decodings: deep (seed 2) gave no output." in md
 
 
 def test_a_table_of_set_averages_is_tested_on_the_whole_split_and_says_so(tmp_path: Path) -> None:

@@ -74,7 +74,8 @@ def said_nothing(key: tuple[str, str], scored: Scored, metrics: dict[str, Any] |
     """Why the decoding `key` says nothing of its system, '' where it does: its model gave no output or did
     not learn to translate."""
     if "empty_output" in scored.scores:
-        return f"{key[0]} ({key[1]}) gave no output"
+        member = f"seed {key[1][4:]}" if key[1].startswith("seed") else key[1]
+        return f"{key[0]} ({member}) gave no output"
     return ran.unlearned(metrics or {})
 
 
