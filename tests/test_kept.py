@@ -191,6 +191,22 @@ def test_keeping_a_member_again_keeps_its_bytes_and_another_decoding_of_it_is_re
     assert kept.keep(other, [("c", "atr", "seed1")], store).skipped        # nothing decoded: named, not kept
 
 
+def test_a_refused_member_leaves_the_store_as_it_was(tmp_path: Path, refs) -> None:
+    """Two members kept at once, the second refused (the store holds other translations of it): the first is
+    not kept either, so the store never holds half of what a table was built from."""
+    run, other, store = tmp_path / "run", tmp_path / "other", tmp_path / "store"
+    for r in (run, other):
+        data(r, refs)
+    decoded(run, "atr", "seed1", hyps(refs, "atr", "seed1"))
+    kept.keep(run, [("c", "atr", "seed1")], store)
+    before = sorted(p.relative_to(store) for p in store.rglob("*"))
+    decoded(other, "gru", "seed1", hyps(refs, "gru", "seed1"))
+    decoded(other, "atr", "seed1", hyps(refs, "atr", "seed2"))           # another decoding of a kept member
+    with pytest.raises(InputError, match="holds other translations of c/atr/seed1.*nothing was kept"):
+        kept.keep(other, [("c", "gru", "seed1"), ("c", "atr", "seed1")], store)
+    assert sorted(p.relative_to(store) for p in store.rglob("*")) == before
+
+
 def test_a_store_from_elsewhere_stays_inside_its_folders(tmp_path: Path, refs) -> None:
     run, store, later = tmp_path / "run", tmp_path / "store", tmp_path / "later"
     for r in (run, later):

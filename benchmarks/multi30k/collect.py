@@ -223,6 +223,8 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seed
                      "beam": d["decode"].get("beam"), **machine(models[0]["hardware"]),
                      "made_with": json.dumps(made_with(t), sort_keys=True)})
     out = pd.DataFrame(rows).round(3)
+    if pooled and members:      # kept for the next session's table; first, so a refusal leaves the table as it was
+        keep()
     if rows:                                    # a table counted from the cells (ATR Table 1) trains nothing
         out.to_csv(HERE / f"{name}-bleu.csv", index=False)
     for ext in ("csv", "md", "claims.csv"):
@@ -230,8 +232,6 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seed
             shutil.copy(tables / f"{name}.{ext}", HERE / f"{name}.{ext}")
     if figure:
         shutil.copy(figure, HERE / figure.name)
-    if pooled and members:                      # kept for the next session's table
-        keep()
     if rows:
         print(out.to_string(index=False))
 

@@ -216,8 +216,10 @@ def keep(run: str | Path, members: list[Member], store: str | Path, replace: Col
     """Copy each member's metrics files and the translations they scored from the run folder `run` into
     `store`. A member the store holds with other translations is refused, naming it, unless it is one of
     `replace` (a kept member made with other settings than the run's now): two results for one seed are a
-    person's choice (the store's history keeps the one replaced)."""
+    person's choice (the store's history keeps the one replaced). Every member is checked before any is
+    written: a refusal leaves the store as it was, not with the members before the refused one."""
     run, store, out = Path(run), Path(store), Outcome()
+    checked = []
     for m in members:
         metrics, translations = _folders(run, m)
         files = _metrics_files(metrics)
@@ -229,11 +231,20 @@ def keep(run: str | Path, members: list[Member], store: str | Path, replace: Col
             verify_scored(f, records[f.name])   # the translations still hold what was scored
             scored[f.name] = _scored(f, run, m)[0]
         _one_training(files, records, m)
-        names = {name: sha for own in scored.values() for name, sha in own.items()}
-        beside = _beside(run, m)
-        kept_metrics, kept_translations, kept_beside = _store_folders(store, m)
+        kept_metrics = _store_folders(store, m)[0]
         old = {f.name: _scored(f, store, m)[0] for f in _metrics_files(kept_metrics)}
+        if old and old != scored and m not in replace:
+            raise InputError(f"{kept_metrics} holds other translations of {'/'.join(m)} than {metrics}, made with "
+                             "the same settings: keep the two runs' rows in different stores, or remove the kept "
+                             "member first (the store's history keeps it); nothing was kept")
         if old == scored:
+            _kept_beside(store, m)              # a store rnmt wrote, checked before anything is written
+        checked.append((m, files, records, scored, old == scored, _beside(run, m)))
+    for m, files, records, scored, same, beside in checked:
+        _, translations = _folders(run, m)
+        names = {name: sha for own in scored.values() for name, sha in own.items()}
+        kept_metrics, kept_translations, kept_beside = _store_folders(store, m)
+        if same:
             # the same translations (a deterministic rerun): the files beside them are the same training's,
             # timed where each ran; what the run has is added, what it lacks stays as kept. The metrics are
             # the run's where its scores differ or where the kept ones were made with other settings
@@ -256,10 +267,6 @@ def keep(run: str | Path, members: list[Member], store: str | Path, replace: Col
                 shutil.copyfile(f, kept_metrics / f.name)
             out.done.append(m)
             continue
-        if old and m not in replace:
-            raise InputError(f"{kept_metrics} holds other translations of {'/'.join(m)} than {metrics}, made with "
-                             "the same settings: keep the two runs' rows in different stores, or remove the kept "
-                             "member first (the store's history keeps it)")
         for folder in (kept_metrics, kept_translations, kept_beside):
             shutil.rmtree(folder, ignore_errors=True)
         for folder in (kept_metrics, kept_translations):
