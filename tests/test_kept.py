@@ -519,6 +519,54 @@ def test_the_mini_index_lists_the_kept_members_of_a_table(tmp_path: Path) -> Non
     (tmp_path / "rows/metrics/multi30k-en-de/dtmt-1/seed2/test.json").write_text(made("dtmt-1"))
     (tmp_path / "rows/metrics/multi30k-en-de/dtmt-4/seed2/test.json").write_text(made("dtmt-4", eps=0.5))
     text = collect.index(tmp_path)
-    assert "| `dtmt-table1` | 2 of 9 (1 made with earlier settings) | DTMT#1 seed2, DTMT#4 seed2 |" in text
+    assert ("| `dtmt-table1` | 2 of 9 (1 made with earlier settings or other data: to train again) | DTMT#1 seed2, "
+            "DTMT#4 seed2 |") in text
     left = text.split("## Left to train for 3 seeds a row")[1].split("## Not trained yet")[0]
     assert "| `dtmt-table1` | 8 of 9 | 8.0 h + 3 never measured |" in left     # DTMT#4 seed2 (120 min) too
+
+
+def test_the_mini_index_names_committed_numbers_that_are_not_the_kept_members(tmp_path: Path) -> None:
+    """A committed table is rebuilt from rows/: a row member whose committed translation is not the kept one
+    (another training replaced it) or that is not kept at all is listed with why, and a table whose rows
+    have numbers from fewer seeds than the scale's is not called whole."""
+    collect = mini_collect()
+    kept_dir = tmp_path / "rows/metrics/multi30k-en-de"
+    sha = {"dtmt-shallow-gru": "a" * 64, "dtmt-1": "b" * 64}
+    for variant, digest in sha.items():
+        (kept_dir / variant / "seed1").mkdir(parents=True)
+        (kept_dir / variant / "seed1/test.json").write_text(json.dumps(
+            {"scores": {"bleu": 30.0}, "files": {"hyp": "t.txt", "sha256": {"t.txt": digest}}}))
+    pd.DataFrame({"system": ["ShallowRNMT", "DTMT#1", "DTMT#4"], "ours": [30.0, 31.0, 32.0],
+                  "n_seeds": [3, 1, 3]}).to_csv(tmp_path / "dtmt-table2.csv", index=False)
+    pd.DataFrame({"system": ["ShallowRNMT", "DTMT#1", "DTMT#4"], "variant": ["dtmt-shallow-gru", "dtmt-1", "dtmt-4"],
+                  "member": ["seed1"] * 3, "train_minutes": [60.0] * 3, "test_bleu": [30.0, 31.0, 32.0],
+                  "test_sha256": [sha["dtmt-shallow-gru"], "c" * 64, "d" * 64], "cpu": ["AMD EPYC"] * 3}).to_csv(
+        tmp_path / "dtmt-table2-bleu.csv", index=False)
+    text = collect.index(tmp_path)
+    line = next(x for x in text.splitlines() if "(`dtmt-table2`) |" in x)
+    assert "| 3 of 3 (every row, some of fewer than 3 seeds) | 1–3 |" in line and "| no: 2 of 3 (below) |" in line
+    apart = text.split("## Committed numbers that are not the kept members'")[1].split("##")[0]
+    assert "| `dtmt-table2` | DTMT#1 (seed1) | the kept member is another training's (test BLEU 30.00, the " \
+           "table's 31.00) |" in apart
+    assert "| `dtmt-table2` | DTMT#4 (seed1) | not kept in rows/: the table's number cannot be rebuilt |" in apart
+    assert "ShallowRNMT" not in apart
+    # a -bleu.csv written before it recorded translations: the test BLEU decides
+    pd.read_csv(tmp_path / "dtmt-table2-bleu.csv").drop(columns="test_sha256").to_csv(
+        tmp_path / "dtmt-table2-bleu.csv", index=False)
+    apart = collect.index(tmp_path).split("## Committed numbers that are not the kept members'")[1].split("##")[0]
+    assert "DTMT#1 (seed1)" in apart and "ShallowRNMT" not in apart
+
+
+def test_the_mini_index_trains_again_a_kept_member_made_from_other_data(tmp_path: Path, refs) -> None:
+    """Three kept seeds of one corpus, one scored on other references: `restore` leaves it out of a run whose
+    data are the others', so the index counts it to train again and says why, where it had counted it kept."""
+    collect = mini_collect()
+    plan = collect._plan("mini")
+    for seed, lines in (("seed1", refs), ("seed2", refs), ("seed3", refs[:-1] + ["another reference"])):
+        run = tmp_path / f"run-{seed}"
+        mini_member(run, plan, "dtmt-4", seed, damage(refs, 0.2, 1), lines)
+        kept.keep(run, [("multi30k-en-de", "dtmt-4", seed)], tmp_path / "rows")
+    text = collect.index(tmp_path)
+    assert "| `dtmt-table2` | 3 of 9 (1 made with earlier settings or other data: to train again) |" in text
+    assert "- dtmt-4 seed3 (`multi30k-en-de`): made from another data/multi30k-en-de/raw/test.tgt than the other " \
+           "kept members of multi30k-en-de" in text

@@ -8,8 +8,9 @@ The table's rows are decoded a second time, on the 1,014 validation pairs with t
 and the script writes `benchmarks/multi30k/<table>.csv` (the table's tidy CSV), `<table>.md` (its
 Markdown), `<table>.claims.csv` (the paper's claims, checked), `<table>.png` (a figure's plot) and
 `<table>-bleu.csv`: per row, training steps, why training stopped, the kept step, greedy dev BLEU at that
-step, detokenized BLEU with beam search on the validation set and on each test set, and the machine it
-trained on. `--seeds N` is the run's seeds a row (its `scales={mini: {seeds: N, max_seeds: N}}`;
+step, detokenized BLEU with beam search on the validation set and on each test set, the machine it
+trained on, the rnmt commits that trained it (`trained_by`) and its test translation's sha256 (which the
+index compares with the member kept in rows/). `--seeds N` is the run's seeds a row (its `scales={mini: {seeds: N, max_seeds: N}}`;
 `--max-seeds M` where its cap differs, as for an ensemble of 2 over rows of 1 seed);
 `--partial` collects a run that ended early: the rows that finished with the run's settings now, from
 Snakemake's partial table (results/<run>/tables/partial/), the others marked.
@@ -221,6 +222,7 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seed
                      "test_bleu": t["scores"].get("bleu"),      # none where the model gave no output
                      **{f"test_{k}": v for k, v in (t["scores"].get("bleu_by_part") or {}).items()},
                      "beam": d["decode"].get("beam"), **machine(models[0]["hardware"]),
+                     "trained_by": trained_by(models), "test_sha256": translation_sha256(t),
                      "made_with": json.dumps(made_with(t), sort_keys=True)})
     out = pd.DataFrame(rows).round(3)
     if pooled and members:      # kept for the next session's table; first, so a refusal leaves the table as it was
@@ -256,6 +258,49 @@ def gates_to_make(gates: list[str], results: str, partial: bool, training: set[t
             make = model.is_file() and model.stat().st_mtime > made.stat().st_mtime
         if make:
             out.append(g)
+    return out
+
+
+def trained_by(models: list[dict]) -> str:
+    """The rnmt commits that trained a member's models, each model's as `<commit>@<from step>` joined by `+`
+    where a resumed training changed code (train.json's `code`), models joined by `/`: whether a row's seeds
+    ran the same code is read from here."""
+    def one(t: dict) -> str:
+        parts = t.get("code") or [{"from_step": 0, "git_commit": t.get("git_commit"), "git_dirty": t.get("git_dirty")}]
+        return "+".join(f"{(c.get('git_commit') or 'unknown')[:10]}{'-dirty' * bool(c.get('git_dirty'))}"
+                        f"@{c.get('from_step', 0)}" for c in parts)
+
+    return "/".join(one(t) for t in models)
+
+
+def translation_sha256(metrics: dict) -> str:
+    """The sha256 of the detokenized translation a test metrics file scored (as it recorded it): what ties a
+    committed table's number to the kept member that made it."""
+    files = metrics.get("files") or {}
+    return (files.get("sha256") or {}).get(files.get("hyp", ""), "")
+
+
+def committed_not_kept(folder: Path, corpus: str, bleu: pd.DataFrame) -> list[tuple[str, str, str]]:
+    """(system, member, why) of the rows of a committed `-bleu.csv` whose number is not the member kept in
+    `folder/rows/`: not kept (the number cannot be rebuilt), or kept from another decoding (another training:
+    its translation's sha256, or for a file written before it recorded one, its test BLEU, differs)."""
+    out = []
+    for r in bleu.itertuples():
+        kept_file = folder / ROWS.name / "metrics" / corpus / r.variant / r.member / "test.json"
+        if not kept_file.is_file():
+            out.append((r.system, r.member, "not kept in rows/: the table's number cannot be rebuilt"))
+            continue
+        kept_metrics = json.loads(kept_file.read_text())
+        sha = getattr(r, "test_sha256", None)
+        if isinstance(sha, str) and sha:
+            same = sha == translation_sha256(kept_metrics)
+        else:
+            kept_bleu, ours = kept_metrics.get("scores", {}).get("bleu"), r.test_bleu
+            same = (kept_bleu is None and ours != ours) or (kept_bleu is not None and round(kept_bleu, 3) == ours)
+        if not same:
+            theirs = kept_metrics.get("scores", {}).get("bleu", float("nan"))
+            out.append((r.system, r.member, f"the kept member is another training's (test BLEU {theirs:.2f}, the "
+                        f"table's {r.test_bleu:.2f})"))
     return out
 
 
@@ -304,19 +349,37 @@ def _hours(members: set[tuple[str, str, str]], minutes: dict[tuple[str, str], fl
         f"{' + ' if known else ''}{unknown} never measured" if unknown else "")
 
 
-def _kept_outdated(plan: Any, store: Path, members: set[tuple[str, str, str]]) -> set[tuple[str, str, str]]:
-    """Of the kept `members`, those made with other settings than the run gives their rows now (a table
-    leaves them out, so they are trained again): their metrics against `rnmt.planning.current.expected`."""
-    from rnmt.io import read_json
-    from rnmt.planning.current import differences, expected
+def _kept_outdated(plan: Any, store: Path, members: set[tuple[str, str, str]]) -> dict[tuple[str, str, str], str]:
+    """Of the kept `members`, those a run leaves out of a table, so that they are trained again, with why: made
+    with other settings than the run gives their rows now (their metrics against
+    `rnmt.planning.current.expected`), or made from other data than the other kept members of their corpus
+    (`restore` leaves out a member whose data differ from the run's; this folder has no run, so the data
+    most of its corpus' kept members record stand for the run's)."""
+    import contextlib
+    from collections import Counter
 
-    out = set()
-    for corpus, variant, member in members:
+    from rnmt.io import InputError, read_json
+    from rnmt.planning.current import differences, expected
+    from rnmt.report.kept import made_from
+
+    out = {}
+    data: dict[tuple[str, str, str], dict[str, str]] = {}
+    for corpus, variant, member in sorted(members):
         metrics = store / "metrics" / corpus / variant / member / "test.json"
-        if (corpus, variant) in plan.variants and metrics.is_file() and differences(
-                expected(plan.variant(corpus, variant)), member,
-                read_json(metrics)):
-            out.add((corpus, variant, member))
+        if (corpus, variant) in plan.variants and metrics.is_file() and (why := differences(
+                expected(plan.variant(corpus, variant)), member, read_json(metrics))):
+            out[(corpus, variant, member)] = f"made with other settings: {'; '.join(why)}"
+        with contextlib.suppress(InputError):     # a record without the data it was made from: nothing to compare
+            data[(corpus, variant, member)] = made_from(store, (corpus, variant, member))
+    for corpus in {c for c, _, _ in data}:
+        mine = {m: d for m, d in data.items() if m[0] == corpus}
+        common = Counter((rel, sha) for d in mine.values() for rel, sha in d.items())
+        usual = {}
+        for (rel, sha), _ in common.most_common():
+            usual.setdefault(rel, sha)
+        for m, d in mine.items():
+            if other := sorted(rel for rel, sha in d.items() if usual[rel] != sha):
+                out.setdefault(m, f"made from another {other[0]} than the other kept members of {corpus}")
     return out
 
 
@@ -333,10 +396,10 @@ def index(folder: Path = HERE) -> str:
     from rnmt.planning.current import differences, expected
     from rnmt.report.kept import kept_members
 
-    summary, claims_lines, missing, earlier, kept, left = [], [], [], [], [], []
+    summary, claims_lines, missing, earlier, kept, left, unkept = [], [], [], [], [], [], []
     every_kept = set(kept_members(folder / ROWS.name))
     stale = _kept_outdated(plan, folder / ROWS.name, every_kept)
-    held = every_kept - stale                                   # an outdated kept member is trained again
+    held = every_kept - set(stale)                              # an outdated kept member is trained again
     minutes = _training_minutes(folder, plan, names)
     needed_all: set[tuple[str, str, str]] = set()
     for name in names:
@@ -359,7 +422,8 @@ def index(folder: Path = HERE) -> str:
         if members and not one_run(table):
             n = sum(len(r.members()) for r in table.trained_rows)
             kept.append(f"| `{name}` | {len(members)} of {n}"
-                        + (f" ({earlier_kept} made with earlier settings)" if earlier_kept else "") + " | "
+                        + (f" ({earlier_kept} made with earlier settings or other data: to train again)"
+                           if earlier_kept else "") + " | "
                         + ", ".join(f"{s} {', '.join(m for x, m in members if x == s)}"
                                     for s in dict.fromkeys(s for s, _ in members)) + " |")
         planned = [r.system for r in table.trained_rows]
@@ -375,7 +439,9 @@ def index(folder: Path = HERE) -> str:
         df = pd.read_csv(path)
         done = df[df.system.isin(planned)].groupby("system", sort=False).ours.count()
         rows_done = int((done > 0).sum())
-        seeds = df[df.system.isin(done[done > 0].index)].n_seeds.max()
+        counted = df[df.system.isin(done[done > 0].index)].groupby("system").n_seeds.max()
+        seeds = (f"{int(counted.min())}" if counted.min() == counted.max() else
+                 f"{int(counted.min())}–{int(counted.max())}") if len(counted) else "–"
         bleu_path = folder / f"{name}-bleu.csv"
         bleu = pd.read_csv(bleu_path) if bleu_path.is_file() else pd.DataFrame()
         hours = f"{bleu.train_minutes.sum() / 60:.1f} h" if len(bleu) else "–"
@@ -401,13 +467,21 @@ def index(folder: Path = HERE) -> str:
             # collected before a row kept what it ran with: it may well be earlier settings (DTMT's eps)
             current = ("not recorded: collected before rows kept their settings, so perhaps earlier ones"
                        if len(bleu) else "–")
-        status = "whole" if rows_done == len(planned) else "partial"
+        # whole: every row with numbers over the scale's seeds; a row of fewer seeds is not the table asked for
+        fewer = len(counted) and int(counted.min()) < plan.seeds and not one_run(table)
+        status = ("partial" if rows_done < len(planned) else
+                  f"every row, some of fewer than {plan.seeds} seeds" if fewer else "whole")
         if not planned:
             status = "counted from the cells, nothing to train"
         done_cell = f"{rows_done} of {len(planned)} ({status})" if planned else status
-        summary.append(f"| {table.title} (`{name}`) | {done_cell} | "
-                       f"{int(seeds) if seeds == seeds else '–'} | {_machines(bleu) if len(bleu) else '–'} | "
-                       f"{hours} | {current} | {verdicts} |")
+        # a pooled table's numbers are rebuilt from rows/: a member not kept there, or kept from another
+        # training, makes a table that the kept rows no longer give
+        apart = committed_not_kept(folder, table.corpus, bleu) if len(bleu) and not one_run(table) else []
+        unkept += [f"| `{name}` | {system} ({member}) | {why} |" for system, member, why in apart]
+        from_kept = ("from one run" if one_run(table) else f"no: {len(apart)} of {len(bleu)} (below)" if apart
+                     else "yes" if len(bleu) else "–")
+        summary.append(f"| {table.title} (`{name}`) | {done_cell} | {seeds} | "
+                       f"{_machines(bleu) if len(bleu) else '–'} | {hours} | {current} | {from_kept} | {verdicts} |")
     out = ["# The papers' tables at `mini`, on real text (Multi30k)", "",
            "Written by `python benchmarks/multi30k/collect.py --index` from this folder's files (a test checks it "
            "matches them). Each table's `<table>.md` gives its numbers, notes and claims; `<table>-bleu.csv` its "
@@ -415,11 +489,21 @@ def index(folder: Path = HERE) -> str:
            "", f"## Built ({len(summary)} of {len(names)} tables)", "",
            "| Table | Trained rows with numbers | Seeds a row | Trained on "
            "| Training time (sum over rows; an ensemble counts its models again) "
-           "| Made with the settings a run gives now | Claims' verdicts |", "|---|---|---:|---|---:|---|---|",
-           *summary, "",
+           "| Made with the settings a run gives now | Its numbers are the kept members' | Claims' verdicts |",
+           "|---|---|---:|---|---:|---|---|---|", *summary, "",
+           "Seeds a row: the fewest and most of the rows with numbers; a table is whole once every row has "
+           f"{plan.seeds} (the scale's seeds a row; a figure made in one run, its own). "
            "The settings column compares what each row's models and search ran with (kept in `<table>-bleu.csv` "
            "since it was written) with what `workflow/` gives them now; a row made with earlier settings is "
-           "listed below, and its table is collected again after `snakemake` retrains it.", "",
+           "listed below, and its table is collected again after `snakemake` retrains it. The kept-members "
+           f"column compares each row member's translation (its sha256, or before the `-bleu.csv` recorded it, "
+           f"its test BLEU) with the member kept in {ROWS.name}/, from which the table is built again; a "
+           "member that differs is listed below.", "",
+           *(["## Committed numbers that are not the kept members'", "",
+              "A table collected before its rows were kept, or from a training that a later one replaced in "
+              f"{ROWS.name}/: `python benchmarks/multi30k/collect.py --table <table> --seeds 3 --partial` builds it "
+              "again from the kept members (a row whose seeds are not all kept shows no numbers).", "",
+              "| Table | Row (member) | Why |", "|---|---|---|", *unkept, ""] if unkept else []),
            *(["## Rows made with earlier settings than a run gives now", "", "| Table | Row | What changed |",
               "|---|---|---|", *earlier, ""] if earlier else []),
            "## The papers' claims, checked at `mini`", "",
@@ -434,7 +518,10 @@ def index(folder: Path = HERE) -> str:
               f"(`rnmt.report.kept`): collecting a table "
               f"restores them into the run where it lacks them, and the table's rows are built from them and the "
               f"run's own (a row shows numbers once all its seeds are there; {plan.seeds} a row at `mini`).", "",
-              "| Table | Members kept | Which |", "|---|---:|---|", *kept, ""] if kept else []),
+              "| Table | Members kept | Which |", "|---|---:|---|", *kept, "",
+              *(["Kept members that a run leaves out, to train again:", "",
+                 *(f"- {v} {m} (`{c}`): {why}" for (c, v, m), why in sorted(stale.items())), ""] if stale else [])
+              ] if kept else []),
            f"## Left to train for {plan.seeds} seeds a row", "",
            "The models neither kept in rows/ with the settings a run gives them now nor, for a figure made in "
            "one run, anywhere: every one a table at "

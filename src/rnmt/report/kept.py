@@ -343,6 +343,15 @@ def data_files(store: str | Path, members: list[Member]) -> list[str]:
     return sorted(out)
 
 
+def made_from(store: str | Path, m: Member) -> dict[str, str]:
+    """{path under a run folder: sha256} of the data a kept member was scored on and its models trained on,
+    as its metrics files recorded them: what `restore` compares with a run's data."""
+    store, out = Path(store), {}
+    for f in _metrics_files(_store_folders(store, _checked(m))[0]):
+        out.update(_scored(f, store, m)[1], **_trained_on(f, store, m))
+    return out
+
+
 def restore(store: str | Path, run: str | Path, members: list[Member] | None = None) -> Outcome:
     """Put the store's members (those of `members` only, where given) into the run folder `run`, where it has
     no metrics of the member yet and its data files are the ones the member was scored on (the run's data
