@@ -441,6 +441,29 @@ def test_a_table_names_the_models_that_went_back_to_a_checkpoint_at_a_lower_rate
     assert ran.notes({("dtmt-4-gru", "seed1"): gru}, ["tok_bleu"])[1] == ran.retrained([gru])
 
 
+def test_a_table_names_the_rows_whose_seeds_ran_different_code() -> None:
+    """SR-NMT 1L's seed 1 was trained a session before its seeds 2 and 3, by another commit; a row's mean is
+    one system's only where no commit between changed its training, so the table names the row and each
+    seed's commits (a resumed model's both), and says nothing where each row ran one commit."""
+    from rnmt.report import ran
+
+    def metrics(variant: str, seed: int, *commits: str, dirty: bool = False) -> dict:
+        code = [{"from_step": 100 * i, "git_commit": c, "git_dirty": dirty} for i, c in enumerate(commits)]
+        return {"variant": variant, "train": {"steps": 6000, "train_settings": {"seed": seed}, "code": code,
+                                              "git_commit": commits[-1]}}
+
+    same = [metrics("srnmt-2l", s, "b" * 40) for s in (1, 2, 3)]
+    assert ran.mixed_code(same) == ""
+    rows = [metrics("srnmt-1l", 1, "a" * 40), *(metrics("srnmt-1l", s, "b" * 40) for s in (2, 3)),
+            metrics("srnmt-3l", 1, "b" * 40, "c" * 40, dirty=True), *same]
+    assert ran.mixed_code(rows) == (
+        "Rows whose seeds were trained by different commits of rnmt (one system only where no commit between them "
+        "changed its training; `+`: with uncommitted changes): srnmt-1l (seed 1 aaaaaaaaaa, seed 2 bbbbbbbbbb, "
+        "seed 3 bbbbbbbbbb); srnmt-3l (seed 1 bbbbbbbbbb+ then cccccccccc+).")
+    assert ran.notes({("srnmt-1l", f"seed{i}"): m for i, m in enumerate(rows[:3], 1)}, ["bleu"])[-1] == \
+        ran.mixed_code(rows[:3])
+
+
 def test_a_tables_speeds_say_whether_its_rows_trained_on_the_same_kind_of_path() -> None:
     """ATR Table 4's speed ratios compare cells only if both cells ran on the same kind of path (issue: cuDNN's
     GRU against rnmt's ATR kernel compares engineering); the note says which, from train.json's `paths`."""

@@ -285,9 +285,34 @@ def _tenths(values: list[float]) -> str:
     return lo if lo == hi else f"{lo}–{hi}"
 
 
+def _commits(t: Mapping[str, Any]) -> list[str]:
+    """The rnmt commits (10 digits, '+' where uncommitted changes ran) that trained one model, in order: a
+    training resumed by other code has several (train.json's `code`)."""
+    code = t.get("code") or [t]
+    return list(dict.fromkeys(f"{(c.get('git_commit') or '?')[:10]}{'+' if c.get('git_dirty') else ''}"
+                              for c in code))
+
+
+def mixed_code(metrics: Iterable[Mapping[str, Any]]) -> str:
+    """A line naming the rows whose seeds were trained by different commits of rnmt, with each seed's, ''
+    where every row's models ran one commit: a row's mean and spread are one system's only where no commit
+    between them changed its training, which the commits let a reader check (`git log A..B`)."""
+    rows: dict[Any, dict[Any, list[str]]] = {}
+    for (_, variant, seed), t in sorted(_models(metrics).items(), key=lambda kv: str(kv[0])):
+        if t.get("git_commit") or t.get("code"):
+            rows.setdefault(variant, {})[seed] = _commits(t)
+    mixed = {v: seeds for v, seeds in rows.items() if len({c for cs in seeds.values() for c in cs}) > 1}
+    if not mixed:
+        return ""
+    return ("Rows whose seeds were trained by different commits of rnmt (one system only where no commit between "
+            "them changed its training; `+`: with uncommitted changes): " + "; ".join(
+                f"{v} ({', '.join(f'seed {s} ' + ' then '.join(c) for s, c in sorted(seeds.items()))})"
+                for v, seeds in sorted(mixed.items())) + ".")
+
+
 def notes(metrics: Mapping[tuple[str, str], Mapping[str, Any]], shown: Iterable[str]) -> list[str]:
     """A table's lines on what its rows ran with (`metrics`: by row and member; `shown`: its metrics), ''
     for each that has nothing to say."""
     shown = list(shown)
     return [summary(metrics.values()), retrained(metrics.values()), override(metrics.values()),
-            paths(metrics.values(), shown), machines(metrics, shown)]
+            paths(metrics.values(), shown), machines(metrics, shown), mixed_code(metrics.values())]
