@@ -292,6 +292,30 @@ def test_a_row_with_a_seed_that_gave_no_output_says_over_how_many_seeds_and_pair
             "6.239, stayed near word frequencies' 6.1955) |") in md
 
 
+def test_a_pair_left_out_of_a_claim_is_named_with_why(tmp_path: Path) -> None:
+    """A speed claim over two seeds each, one seed's training speed not recorded (a run from before it was):
+    the claim is judged on the one pair left and says which decoding lacked the metric, where it had been
+    judged on one pair as if on both."""
+    refs = corpus()
+    files = scored_run(tmp_path, {(v, f"seed{s}"): damage(refs, 0.2, s) for v in ("fast", "slow") for s in (1, 2)},
+                       refs)
+    for f, speed in zip(files, (900.0, 950.0, 500.0, None), strict=True):
+        m = json.loads(f.read_text())
+        m["train"] = {"steps": 100, "train_settings": {"seed": int(m["member"][-1])}}
+        if speed is not None:
+            m["train"]["train_tgt_words_per_s"] = speed
+        f.write_text(json.dumps(m))
+    said = [{"says": "fast trains faster", "metric": "train_tgt_words_per_s", "kind": "higher", "row": "Fast",
+             "than": "Slow"}]
+    table = Table("t", tmp_path / "t.yaml", "T", "c", "test", ["bleu", "train_tgt_words_per_s"],
+                  [Row("Fast", "fast", {}, (1, 2)), Row("Slow", "slow", {}, (1, 2))], baseline="Slow", claims=said)
+    build(table, files, "r", "mini", tmp_path / "t.csv", tmp_path / "t.md", out_claims=tmp_path / "t.claims.csv")
+    got = pd.read_csv(tmp_path / "t.claims.csv")
+    assert got.pairs.tolist() == [1] and got.verdict.tolist() == [claims.HOLDS]
+    assert got.why[0] == "no Train words/s recorded for slow seed2"
+    assert "holds, from 1 seed pair (no Train words/s recorded for slow seed2) |" in (tmp_path / "t.md").read_text()
+
+
 def two_rows(tmp: Path, refs: list[str], metric: str, damages: dict[str, tuple[float, float]]
              ) -> tuple[dict[tuple[str, str], list[str]], pd.DataFrame]:
     """A table of two rows of two seeds on `metric`, the first row its reference, each seed's translations

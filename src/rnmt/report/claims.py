@@ -153,10 +153,11 @@ class Evidence:
 
     def interval(self, metric: str, row: Row, other: Row) -> tuple[float, float, int, str]:
         """(low, high, pairs, why) of row − other over the pairs of their decodings; `why` says why pairs were
-        left out: a timed metric timed on different machines or at an unknown load (report.ran.apart), or a model
-        that did not learn to translate (report.ran.unlearned). Where no pair is left and a pair that learned had
-        no test sentence to compare (a source length none reaches), `why` is empty: the comparison has no
-        numbers whether or not a seed learned."""
+        left out: a timed metric timed on different machines or at an unknown load (report.ran.apart), a model
+        that did not learn to translate (report.ran.unlearned), a decoding without the metric or the
+        translations to resample, or two decodings of other test sentences. Where no pair is left and a pair
+        that learned had no test sentence to compare (a source length none reaches), `why` is empty: the
+        comparison has no numbers whether or not a seed learned."""
         lows, highs = [], []
         found = 0
         why = stuck_why = ""
@@ -169,17 +170,21 @@ class Evidence:
                 continue
             if resampled(metric):
                 if a not in self.scored or b not in self.scored:
+                    unscored = _named(k for k in (a, b) if k not in self.scored)
+                    why = why or f"no translations named in the metrics of {unscored}"
                     continue
                 scorer, sa, parts = self.stats(a, metric)
                 _, sb, parts_b = self.stats(b, metric)
                 lengths = self.lengths(a) if tokenized(metric)[1].startswith("bleu_len@") else None
                 if lengths is not None and lengths != self.lengths(b):
-                    continue                    # not the same source sentences
+                    why = why or f"{_named((a, b))} translated other source sentences"
+                    continue
                 groups = self.groups(metric, len(sa), parts, lengths)
                 if groups is None:
                     empty = True
                     continue
                 if parts != parts_b or len(sa) != len(sb):
+                    why = why or f"{_named((a, b))} were scored on other test sentences"
                     continue
                 few = sum(len(g) for g in groups)
                 if few < FEW_SENTENCES:         # a bootstrap over a handful of sentences says nothing
@@ -188,9 +193,12 @@ class Evidence:
                 _, low, high = paired_interval(scorer, sa, sb, groups, SAMPLES)
             else:
                 if a not in self.metrics or b not in self.metrics:
+                    why = why or f"no metrics of {_named(k for k in (a, b) if k not in self.metrics)}"
                     continue
                 va, vb = self.value(self.metrics[a], metric), self.value(self.metrics[b], metric)
                 if va is None or vb is None:
+                    without = _named(k for k, v in ((a, va), (b, vb)) if v is None)
+                    why = why or f"no {label(metric)} recorded for {without}"
                     continue
                 apart = ran.apart(self.metrics[a], self.metrics[b], metric)
                 if apart:
@@ -203,6 +211,11 @@ class Evidence:
         if not found:
             return math.nan, math.nan, 0, ("" if empty else why or stuck_why)
         return min(lows), max(highs), found, stuck_why or why
+
+
+def _named(keys: Iterable[tuple[str, str]]) -> str:
+    """'gru seed1 and atr seed2': decodings named by variant and member."""
+    return " and ".join(f"{variant} {member}" for variant, member in keys)
 
 
 def check(table: Table, claims: Sequence[Claim], df: pd.DataFrame, evidence: Evidence | None) -> pd.DataFrame:
