@@ -10,7 +10,8 @@ Markdown), `<table>.claims.csv` (the paper's claims, checked), `<table>.png` (a 
 `<table>-bleu.csv`: per row, training steps, why training stopped, the kept step, greedy dev BLEU at that
 step, detokenized BLEU with beam search on the validation set and on each test set, the machine it
 trained on, the rnmt commits that trained it (`trained_by`) and its test translation's sha256 (which the
-index compares with the member kept in rows/). `--seeds N` is the run's seeds a row (its `scales={mini: {seeds: N, max_seeds: N}}`;
+index compares with the member kept in rows/). `--seeds N` is the run's seeds a row (its
+`scales={mini: {seeds: N, max_seeds: N}}`;
 `--max-seeds M` where its cap differs, as for an ensemble of 2 over rows of 1 seed);
 `--partial` collects a run that ended early: the rows that finished with the run's settings now, from
 Snakemake's partial table (results/<run>/tables/partial/), the others marked.
