@@ -256,6 +256,20 @@ def test_the_training_log_and_gates_a_figure_reads_go_with_their_member(tmp_path
     assert kept.restore(store, later).done == member
     for path in (log, gates):
         assert (later / path.relative_to(run)).read_bytes() == path.read_bytes()
+    # the same translations from a rerun elsewhere, with its own log and times: its record goes with its log,
+    # so that a figure's times and the metrics' training record are one training's
+    rerun = tmp_path / "rerun"
+    data(rerun, refs)
+    decoded(rerun, "gru", "seed1", hyps(refs, "gru", "seed1"))
+    metrics = rerun / "metrics/c/gru/seed1/test.json"
+    record = json.loads(metrics.read_text())
+    record["train"] = {"train_seconds": 1234.0}
+    metrics.write_text(json.dumps(record))
+    (rerun / "models/c/gru/seed1").mkdir(parents=True)
+    (rerun / "models/c/gru/seed1/train.jsonl").write_text('{"kind": "train", "step": 50, "loss": 4.1, "t": 9}\n')
+    assert kept.keep(rerun, member, store).done == member
+    assert json.loads((store / "metrics/c/gru/seed1/test.json").read_text())["train"] == {"train_seconds": 1234.0}
+    assert gzip.decompress((store / "beside/c/gru/seed1/seed1/train.jsonl.gz").read_bytes()).endswith(b'"t": 9}\n')
     # a run that trained the member itself (or began to: its log) decodes its own model: nothing kept goes in
     (own / "models/c/gru/seed1").mkdir(parents=True)
     (own / "models/c/gru/seed1/train.jsonl").write_text('{"kind": "train", "step": 50, "loss": 5.0}\n')

@@ -247,14 +247,20 @@ def keep(run: str | Path, members: list[Member], store: str | Path, replace: Col
         if same:
             # the same translations (a deterministic rerun): the files beside them are the same training's,
             # timed where each ran; what the run has is added, what it lacks stays as kept. The metrics are
-            # the run's where its scores differ or where the kept ones were made with other settings
-            # (`replace`, whose files beside are then the run's alone): the same text, not the same record
+            # the run's where its scores differ, where the kept ones were made with other settings
+            # (`replace`, whose files beside are then the run's alone), and where the run brings a training
+            # log whose training record differs from the kept one's (its times): a log and the record of
+            # its times are one training's
             if m in replace:
                 shutil.rmtree(kept_beside, ignore_errors=True)
             kept_before = _kept_beside(store, m)
             merged = {**kept_before, **beside}
+            logged = any(name.endswith("train.jsonl") and kept_before.get(name) != sha for name, sha in beside.items())
+
+            keys = ("scores", "train") if logged else ("scores",)
+            before = {f.name: read_json(kept_metrics / f.name) for f in files}
             rescored = [f for f in files if m in replace
-                        or records[f.name].get("scores") != read_json(kept_metrics / f.name).get("scores")]
+                        or any(records[f.name].get(k) != before[f.name].get(k) for k in keys)]
             if merged == kept_before and not rescored:
                 out.same.append(m)
                 continue
