@@ -312,8 +312,8 @@ def test_a_pair_left_out_of_a_claim_is_named_with_why(tmp_path: Path) -> None:
     build(table, files, "r", "mini", tmp_path / "t.csv", tmp_path / "t.md", out_claims=tmp_path / "t.claims.csv")
     got = pd.read_csv(tmp_path / "t.claims.csv")
     assert got.pairs.tolist() == [1] and got.verdict.tolist() == [claims.HOLDS]
-    assert got.why[0] == "no Train words/s recorded for slow seed2"
-    assert "holds, from 1 seed pair (no Train words/s recorded for slow seed2) |" in (tmp_path / "t.md").read_text()
+    assert got.why[0] == "no Train words/s recorded for slow (seed 2)"
+    assert "holds, from 1 seed pair (no Train words/s recorded for slow (seed 2)) |" in (tmp_path / "t.md").read_text()
 
 
 def two_rows(tmp: Path, refs: list[str], metric: str, damages: dict[str, tuple[float, float]]
@@ -377,16 +377,17 @@ def test_a_row_whose_seeds_differ_from_the_reference_in_opposite_directions_is_n
     assert re.search(r"both ways \(seed1 vs seed1 \+\d+\.\d\d \(p = 0\.00\d\), seed2 vs seed2 -\d+\.\d\d", line), line
 
 
-def test_a_seed_that_gave_no_output_is_left_out_of_the_rows_significance_test(tmp_path: Path) -> None:
-    """Seed 1 of a row is far better than the reference's seed 1; its seed 2 did not learn and wrote no
-    output. The mean and the claims leave seed 2 out, and so must the test: its empty translation against
+def test_a_seed_that_says_nothing_is_left_out_of_the_rows_significance_test(tmp_path: Path) -> None:
+    """Seed 1 of a row is far better than the reference's seed 1; its seed 2 did not learn (its translation
+    poor but there). The mean and the claims leave seed 2 out, and so must the test: its translation against
     the reference's would make the row differ both ways (p = 1, no mark). The row's p-value is sacrebleu's
-    of the one pair left, and the table says which pair it left out and why."""
+    of the one pair left, and the table says which pair it left out and why; a seed that wrote no output at
+    all is left out the same way."""
     from sacrebleu.metrics import BLEU
 
     refs = corpus(seed=7)
     systems = {("GRU", "seed1"): damage(refs, 0.4, 1), ("GRU", "seed2"): damage(refs, 0.4, 2),
-               ("Deep", "seed1"): damage(refs, 0.05, 3), ("Deep", "seed2"): [""] * len(refs)}
+               ("Deep", "seed1"): damage(refs, 0.05, 3), ("Deep", "seed2"): damage(refs, 0.95, 4)}
     files = scored_run(tmp_path, {(r.lower(), s): h for (r, s), h in systems.items()}, refs)
     stuck = json.loads(files[3].read_text())
     stuck["train"] = {"steps": 5500, "learned": False, "lowest_dev_loss": 6.239, "frequency_dev_loss": 6.1955,
@@ -395,12 +396,21 @@ def test_a_seed_that_gave_no_output_is_left_out_of_the_rows_significance_test(tm
     table = Table("t", tmp_path / "t.yaml", "T", "c", "test", ["bleu"],
                   [Row("GRU", "gru", {}, (1, 2)), Row("Deep", "deep", {}, (1, 2))], baseline="GRU")
     df = build(table, files, "r", "mini", tmp_path / "t.csv", tmp_path / "t.md")
-    (p1, d1), _ = sacrebleu_pairs(systems, refs, "GRU", "Deep", BLEU())
-    assert p1 < 0.05 and d1 > 0
+    (p1, d1), (p2, d2) = sacrebleu_pairs(systems, refs, "GRU", "Deep", BLEU())
+    assert p1 < 0.05 and d1 > 0 > d2 and p2 < 0.05           # with seed 2's pair, the row differs both ways
     assert df.set_index(["system", "metric"]).p_value[("Deep", "bleu")] == pytest.approx(p1, abs=1e-12)
     md = (tmp_path / "t.md").read_text()
     assert next(x for x in md.splitlines() if x.startswith("| Deep |")).endswith("* (1 of 2 seeds) |")
-    assert "Deep is tested on 1 of 2 pairs with GRU's decodings: deep (seed 2) gave no output." in md
+    assert ("Deep is tested on 1 of 2 pairs with GRU's decodings: deep (seed 2) did not learn to translate: its "
+            "lowest dev loss, 6.239, stayed near word frequencies' 6.1955.") in md
+    (tmp_path / "deep/seed2/test.txt").write_text("\n" * len(refs))          # no output, no train record
+    (tmp_path / "deep/seed2/test.tok").write_text("\n" * len(refs))
+    write_metrics(str(files[3]), str(tmp_path / "deep/seed2/test.txt"), [str(tmp_path / "ref.txt")],
+                  str(tmp_path / "deep/seed2/test.tok"), [str(tmp_path / "ref.tok")],
+                  meta={"variant": "deep", "member": "seed2"})
+    df = build(table, files, "r", "mini", tmp_path / "t.csv", tmp_path / "t.md")
+    assert df.set_index(["system", "metric"]).p_value[("Deep", "bleu")] == pytest.approx(p1, abs=1e-12)
+    assert "with GRU's decodings: deep (seed 2) gave no output." in (tmp_path / "t.md").read_text()
 
 
 def test_a_table_of_set_averages_is_tested_on_the_whole_split_and_says_so(tmp_path: Path) -> None:

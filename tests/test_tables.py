@@ -454,12 +454,15 @@ def test_a_table_names_the_rows_whose_seeds_ran_different_code() -> None:
 
     same = [metrics("srnmt-2l", s, "b" * 40) for s in (1, 2, 3)]
     assert ran.mixed_code(same) == ""
+    resumed = [metrics("srnmt-4l", 1, "b" * 40, "c" * 40)]        # one seed resumed: the train warning's to say
+    assert ran.mixed_code(resumed) == ""
     rows = [metrics("srnmt-1l", 1, "a" * 40), *(metrics("srnmt-1l", s, "b" * 40) for s in (2, 3)),
-            metrics("srnmt-3l", 1, "b" * 40, "c" * 40, dirty=True), *same]
+            metrics("srnmt-3l", 1, "b" * 40, "c" * 40, dirty=True), metrics("srnmt-3l", 2, "b" * 40), *same,
+            *resumed, {"variant": "old", "train": {"steps": 5, "git_commit": "d" * 40}}]     # no seed recorded
     assert ran.mixed_code(rows) == (
         "Rows whose seeds were trained by different commits of rnmt (one system only where no commit between them "
         "changed its training; `+`: with uncommitted changes): srnmt-1l (seed 1 aaaaaaaaaa, seed 2 bbbbbbbbbb, "
-        "seed 3 bbbbbbbbbb); srnmt-3l (seed 1 bbbbbbbbbb+ then cccccccccc+).")
+        "seed 3 bbbbbbbbbb); srnmt-3l (seed 1 bbbbbbbbbb+ then cccccccccc+, seed 2 bbbbbbbbbb).")
     assert ran.notes({("srnmt-1l", f"seed{i}"): m for i, m in enumerate(rows[:3], 1)}, ["bleu"])[-1] == \
         ran.mixed_code(rows[:3])
 

@@ -152,70 +152,70 @@ class Evidence:
         return [np.arange(n)]
 
     def interval(self, metric: str, row: Row, other: Row) -> tuple[float, float, int, str]:
-        """(low, high, pairs, why) of row − other over the pairs of their decodings; `why` says why pairs were
-        left out: a timed metric timed on different machines or at an unknown load (report.ran.apart), a model
-        that did not learn to translate (report.ran.unlearned), a decoding without the metric or the
-        translations to resample, or two decodings of other test sentences. Where no pair is left and a pair
-        that learned had no test sentence to compare (a source length none reaches), `why` is empty: the
-        comparison has no numbers whether or not a seed learned."""
+        """(low, high, pairs, why) of row − other over the pairs of their decodings; `why` names each reason
+        pairs were left out: for a BLEU, a decoding that says nothing of its system (report.ran.said_nothing:
+        no output, or a model that did not learn), or two decodings of other test sentences, or too few of
+        them; for a timed metric, timings on different machines or at an unknown load (report.ran.apart);
+        and a decoding without the metric or the translations to resample. With no pair left, `why` says why
+        the comparison is not comparable, and is empty where it has no numbers (a metric not recorded, a
+        source length that no test sentence reaches)."""
         lows, highs = [], []
         found = 0
-        why = stuck_why = ""
-        empty = False
+        apart: list[str] = []               # reasons the two rows do not compare
+        gaps: list[str] = []                # numbers that are not there
         for mine, theirs in pairs(row, other):
             a, b = (row.variant, mine), (other.variant, theirs)
-            stuck = ran.unlearned(self.metrics.get(a, {})) or ran.unlearned(self.metrics.get(b, {}))
-            if stuck:
-                stuck_why = stuck_why or stuck
-                continue
             if resampled(metric):
+                stuck = [w for k in (a, b) if (w := ran.said_nothing(self.metrics.get(k) or {}))]
+                if stuck:
+                    apart += stuck
+                    continue
                 if a not in self.scored or b not in self.scored:
                     unscored = _named(k for k in (a, b) if k not in self.scored)
-                    why = why or f"no translations named in the metrics of {unscored}"
+                    gaps.append(f"no translations named in the metrics of {unscored}")
                     continue
                 scorer, sa, parts = self.stats(a, metric)
                 _, sb, parts_b = self.stats(b, metric)
                 lengths = self.lengths(a) if tokenized(metric)[1].startswith("bleu_len@") else None
                 if lengths is not None and lengths != self.lengths(b):
-                    why = why or f"{_named((a, b))} translated other source sentences"
+                    apart.append(f"{_named((a, b))} translated other source sentences")
                     continue
                 groups = self.groups(metric, len(sa), parts, lengths)
                 if groups is None:
-                    empty = True
+                    gaps.append("")         # no test sentence of this length: no numbers, whatever else
                     continue
                 if parts != parts_b or len(sa) != len(sb):
-                    why = why or f"{_named((a, b))} were scored on other test sentences"
+                    apart.append(f"{_named((a, b))} were scored on other test sentences")
                     continue
                 few = sum(len(g) for g in groups)
                 if few < FEW_SENTENCES:         # a bootstrap over a handful of sentences says nothing
-                    why = why or f"{few} test sentence{'s' * (few != 1)}, too few for a BLEU to mean much"
+                    apart.append(f"{few} test sentence{'s' * (few != 1)}, too few for a BLEU to mean much")
                     continue
                 _, low, high = paired_interval(scorer, sa, sb, groups, SAMPLES)
             else:
                 if a not in self.metrics or b not in self.metrics:
-                    why = why or f"no metrics of {_named(k for k in (a, b) if k not in self.metrics)}"
+                    gaps.append(f"no metrics of {_named(k for k in (a, b) if k not in self.metrics)}")
                     continue
                 va, vb = self.value(self.metrics[a], metric), self.value(self.metrics[b], metric)
                 if va is None or vb is None:
-                    without = _named(k for k, v in ((a, va), (b, vb)) if v is None)
-                    why = why or f"no {label(metric)} recorded for {without}"
+                    gaps.append(f"no {label(metric)} recorded for "
+                                f"{_named(k for k, v in ((a, va), (b, vb)) if v is None)}")
                     continue
-                apart = ran.apart(self.metrics[a], self.metrics[b], metric)
-                if apart:
-                    why = why or apart
+                if why := ran.apart(self.metrics[a], self.metrics[b], metric):
+                    apart.append(why)
                     continue
                 low = high = difference(va, vb)
             lows.append(low)
             highs.append(high)
             found += 1
         if not found:
-            return math.nan, math.nan, 0, ("" if empty else why or stuck_why)
-        return min(lows), max(highs), found, stuck_why or why
+            return math.nan, math.nan, 0, "" if "" in gaps else "; ".join(dict.fromkeys(apart))
+        return min(lows), max(highs), found, "; ".join(w for w in dict.fromkeys(apart + gaps) if w)
 
 
 def _named(keys: Iterable[tuple[str, str]]) -> str:
-    """'gru seed1 and atr seed2': decodings named by variant and member."""
-    return " and ".join(f"{variant} {member}" for variant, member in keys)
+    """'gru (seed 1) and atr (seed 2)': decodings named as the tables' notes name them."""
+    return " and ".join(ran.member_name(variant, member) for variant, member in keys)
 
 
 def check(table: Table, claims: Sequence[Claim], df: pd.DataFrame, evidence: Evidence | None) -> pd.DataFrame:

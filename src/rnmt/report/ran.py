@@ -210,6 +210,23 @@ def unlearned(m: Mapping[str, Any]) -> str:
         for t in stuck)
 
 
+def member_name(variant: Any, member: Any) -> str:
+    """A decoding as the tables' notes name it: 'dtmt-4 (seed 2)', 'atr (ens1-2)'."""
+    member = str(member)
+    return f"{variant} ({'seed ' + member[4:] if member.startswith('seed') else member})"
+
+
+def said_nothing(m: Mapping[str, Any]) -> str:
+    """Why the translations of metrics file `m` say nothing of their system, '' where they do: its models did
+    not learn to translate (`unlearned`, the cause where both) or gave no output (every hypothesis empty).
+    One rule for a row's BLEU mean, its significance test and its claims: such a decoding is left out of
+    each, saying so."""
+    stuck = unlearned(m)
+    if stuck or "empty_output" not in (m.get("scores") or {}):
+        return stuck
+    return f"{member_name(m.get('variant'), m.get('member'))} gave no output"
+
+
 def apart(a: Mapping[str, Any], b: Mapping[str, Any], metric: str) -> str:
     """Why `metric` in metrics files `a` and `b` does not compare, '' where it does: a metric that is not
     timed, or one timed on the same `machine` in both, both with their load recorded or neither (a run
@@ -285,7 +302,7 @@ def _tenths(values: list[float]) -> str:
     return lo if lo == hi else f"{lo}–{hi}"
 
 
-def _commits(t: Mapping[str, Any]) -> list[str]:
+def commits(t: Mapping[str, Any]) -> list[str]:
     """The rnmt commits (10 digits, '+' where uncommitted changes ran) that trained one model, in order: a
     training resumed by other code has several (train.json's `code`)."""
     code = t.get("code") or [t]
@@ -295,19 +312,20 @@ def _commits(t: Mapping[str, Any]) -> list[str]:
 
 def mixed_code(metrics: Iterable[Mapping[str, Any]]) -> str:
     """A line naming the rows whose seeds were trained by different commits of rnmt, with each seed's, ''
-    where every row's models ran one commit: a row's mean and spread are one system's only where no commit
-    between them changed its training, which the commits let a reader check (`git log A..B`)."""
-    rows: dict[Any, dict[Any, list[str]]] = {}
+    where every row's seeds ran the same ones: a row's mean and spread are one system's only where no commit
+    between them changed its training, which the commits let a reader check (`git log A..B`). A model
+    resumed by other code is the train warning's ("trained by more than one version")."""
+    rows: dict[Any, dict[Any, tuple[str, ...]]] = {}
     for (_, variant, seed), t in sorted(_models(metrics).items(), key=lambda kv: str(kv[0])):
         if t.get("git_commit") or t.get("code"):
-            rows.setdefault(variant, {})[seed] = _commits(t)
-    mixed = {v: seeds for v, seeds in rows.items() if len({c for cs in seeds.values() for c in cs}) > 1}
+            rows.setdefault(variant, {})[seed] = tuple(commits(t))
+    mixed = {v: seeds for v, seeds in rows.items() if len(set(seeds.values())) > 1}
     if not mixed:
         return ""
     return ("Rows whose seeds were trained by different commits of rnmt (one system only where no commit between "
             "them changed its training; `+`: with uncommitted changes): " + "; ".join(
-                f"{v} ({', '.join(f'seed {s} ' + ' then '.join(c) for s, c in sorted(seeds.items()))})"
-                for v, seeds in sorted(mixed.items())) + ".")
+                f"{v} ({', '.join(f'seed {s} ' + ' then '.join(c) for s, c in sorted(seeds.items(), key=str))})"
+                for v, seeds in sorted(mixed.items(), key=str)) + ".")
 
 
 def notes(metrics: Mapping[tuple[str, str], Mapping[str, Any]], shown: Iterable[str]) -> list[str]:

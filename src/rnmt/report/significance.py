@@ -11,9 +11,9 @@ each of the reference row's decodings. A row's p-value is the largest over its p
 differs in the same direction, else 1: it counts as different (p < 0.05) only where every pair does, one
 way, so neither one lucky seed nor seeds that differ both ways (each beyond chance) make a difference. This
 is an intersection-union test: each pair's p-value is sacrebleu's, of the absolute difference. Equal
-scores give p = 1, as in compare. A pair with a model that gave no output or did not learn to translate
-(report.ran.unlearned) is left out, as the claims and the row's mean leave it out, and the table says so:
-its BLEU says nothing of the system.
+scores give p = 1, as in compare. A pair with a decoding that says nothing of its system (its model gave no
+output or did not learn to translate: report.ran.said_nothing) is left out, as the row's BLEU mean and the
+claims leave it out, and the table says so.
 """
 
 from __future__ import annotations
@@ -70,15 +70,6 @@ def pairs(row: Row, base: Row) -> list[tuple[str, str]]:
     return [(m, b) for m in mine for b in theirs]
 
 
-def said_nothing(key: tuple[str, str], scored: Scored, metrics: dict[str, Any] | None) -> str:
-    """Why the decoding `key` says nothing of its system, '' where it does: its model gave no output or did
-    not learn to translate."""
-    if "empty_output" in scored.scores:
-        member = f"seed {key[1][4:]}" if key[1].startswith("seed") else key[1]
-        return f"{key[0]} ({member}) gave no output"
-    return ran.unlearned(metrics or {})
-
-
 def p_values(table: Table, scored: dict[tuple[str, str], Scored], samples: int = SAMPLES,
              metrics: dict[tuple[str, str], dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
     """Per trained row but the reference: its p-value (the largest of its pairs', or 1 where they differ
@@ -113,7 +104,10 @@ def p_values(table: Table, scored: dict[tuple[str, str], Scored], samples: int =
         found, left_out = [], []
         for mine, theirs in row_pairs:
             keys = ((base.variant, theirs), (row.variant, mine))
-            why = "; ".join(w for k in keys if (w := said_nothing(k, scored[k], (metrics or {}).get(k))))
+            # the metrics file (its train record says whether the model learned), else what was scored
+            records = [(metrics or {}).get(k) or {"variant": k[0], "member": k[1], "scores": scored[k].scores}
+                       for k in keys]
+            why = "; ".join(w for r in records if (w := ran.said_nothing(r)))
             if why:
                 left_out.append(why)
                 continue

@@ -188,10 +188,12 @@ def tidy(table: Table, metrics: dict[tuple[str, str], dict[str, Any]], run: str,
         runs = _row_runs(table, row, metrics) if row.trained else []
         counts = _cell_counts(table, row, cells or {})
         for metric in table.metrics:
+            # a BLEU leaves out the seeds that say nothing of the system, as its test and claims do
+            told = [m for m in runs if not (claims.resampled(metric) and ran.said_nothing(m))]
             if table.kind == "cells":
                 values = [counts[metric]] if metric in counts else []
             else:
-                values = [v for v in (metric_value(m, metric) for m in runs) if v is not None]
+                values = [v for v in (metric_value(m, metric) for m in told) if v is not None]
             ours = statistics.fmean(values) if values else math.nan
             std = statistics.stdev(values) if len(values) > 1 else math.nan
             paper = row.paper.get(metric)
@@ -199,9 +201,8 @@ def tidy(table: Table, metrics: dict[tuple[str, str], dict[str, Any]], run: str,
             signature = runs[0].get("scores", {}).get(key, "") if runs and key else ""
             reason = ""
             if not values:
-                # an empty model explains the gap only if every seed is one (not a test set the scale lacks)
-                unscored = (runs[0]["scores"]["empty_output"]
-                            if runs and all("empty_output" in r.get("scores", {}) for r in runs) else None)
+                # seeds that say nothing explain the gap only if every seed is one (not a test set the scale lacks)
+                unscored = "; ".join(map(ran.said_nothing, runs)) if runs and not told else ""
                 reason = (row.why_not if not row.trained and table.kind != "cells"
                           else unscored or why_empty(metric, scale))
             records.append({"table": table.name, "row": number, "system": row.system,
