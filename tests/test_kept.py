@@ -437,6 +437,26 @@ def test_keeping_a_retrained_member_replaces_the_one_kept_with_earlier_settings(
     assert record["train"]["train_settings"]["eps"] == plan.variant("multi30k-en-de", "dtmt-4").train["eps"] != 1e-6
 
 
+def test_keeping_a_member_retrained_on_the_runs_data_replaces_the_one_kept_from_other_data(
+        tmp_path: Path, refs, mini) -> None:
+    """A member kept from other data (its references changed since) is not restored, so the run trains it
+    again with the same settings; keeping that one replaces the kept member, where it had been refused as
+    another decoding made with the same settings, and the whole collect stopped."""
+    collect, plans = mini
+    plan = plans["dtmt-table1"]
+    mini_member(tmp_path / "results/earlier", plan, "dtmt-4", "seed1", damage(refs, 0.9, 1),
+                refs[:-1] + ["an older reference"])
+    kept.keep(tmp_path / "results/earlier", [("multi30k-en-de", "dtmt-4", "seed1")], tmp_path / "rows")
+    now = damage(refs, 0.2, 2)
+    mini_member(tmp_path / "results/mini", plan, "dtmt-4", "seed1", now, refs)
+    member = ("multi30k-en-de", "dtmt-4", "seed1")
+    assert kept.other_data(tmp_path / "rows", tmp_path / "results/mini", member) == (
+        "made from another data/multi30k-en-de/raw/test.tgt than the run's now (its sha256 differs): retrain it")
+    collect.collect("dtmt-table1", "mini", "1", 3, False, mode="keep")
+    assert gzip.decompress((tmp_path / "rows/translations/multi30k-en-de/dtmt-4/seed1/test.txt.gz").read_bytes()) \
+        == ("\n".join(now) + "\n").encode()
+
+
 def test_collect_decodes_dev_again_where_it_is_of_another_training_than_test(tmp_path: Path, refs, mini,
                                                                            capsys) -> None:
     """A model trained again for its test.json alone leaves the dev.json of the model before: collect asks

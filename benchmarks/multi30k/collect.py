@@ -165,9 +165,12 @@ def collect(name: str, run: str, cores: str, seeds: int, partial: bool, max_seed
     def keep() -> None:
         """The run's members of `members` into rows/, each replacing a kept one made with other settings."""
         def outdated_kept(r: Any, m: str) -> bool:
+            """Kept with other settings than the run's now, or from other data than the run's (restore left it
+            out, so the run trained it again)."""
             f = ROWS / "metrics" / table.corpus / r.variant / m / "test.json"
-            return f.is_file() and bool(differences(expected(plan.variant(table.corpus, r.variant)), m,
-                                                    read_json(f)))
+            return f.is_file() and (bool(differences(expected(plan.variant(table.corpus, r.variant)), m,
+                                                     read_json(f)))
+                                    or bool(kept.other_data(ROWS, results, (table.corpus, r.variant, m))))
 
         print(kept.keep(results, [(table.corpus, r.variant, m) for r, m in members], ROWS,
                         replace=[(table.corpus, r.variant, m) for r, m in members

@@ -235,8 +235,8 @@ def keep(run: str | Path, members: list[Member], store: str | Path, replace: Col
         old = {f.name: _scored(f, store, m)[0] for f in _metrics_files(kept_metrics)}
         if old and old != scored and m not in replace:
             raise InputError(f"{kept_metrics} holds other translations of {'/'.join(m)} than {metrics}, made with "
-                             "the same settings: keep the two runs' rows in different stores, or remove the kept "
-                             "member first (the store's history keeps it); nothing was kept")
+                             "the same settings and data: keep the two runs' rows in different stores, or remove the "
+                             "kept member first (the store's history keeps it); nothing was kept")
         if old == scored:
             _kept_beside(store, m)              # a store rnmt wrote, checked before anything is written
         checked.append((m, files, records, scored, old == scored, _beside(run, m)))
@@ -349,6 +349,19 @@ def data_files(store: str | Path, members: list[Member]) -> list[str]:
     return sorted(out)
 
 
+def other_data(store: str | Path, run: str | Path, m: Member) -> str:
+    """Why the kept member `m` is not of the run folder `run`'s data, '' where it is: a data file it was
+    scored on or trained on is missing from the run, or differs from the one it recorded (the first such, the
+    one to act on)."""
+    for rel, sha in sorted(made_from(store, m).items()):
+        path = Path(run) / rel
+        if not path.is_file():
+            return f"{path} is missing: make the run's data first"
+        if sha256_of(path) != sha:
+            return f"made from another {rel} than the run's now (its sha256 differs): retrain it"
+    return ""
+
+
 def made_from(store: str | Path, m: Member) -> dict[str, str]:
     """{path under a run folder: sha256} of the data a kept member was scored on and its models trained on,
     as its metrics files recorded them: what `restore` compares with a run's data."""
@@ -370,22 +383,12 @@ def restore(store: str | Path, run: str | Path, members: list[Member] | None = N
         if _metrics_files(metrics) or _trained_here(run, m):   # the run decodes its own model of it
             out.present.append(m)
             continue
-        files, why = _metrics_files(kept_metrics), ""
+        files = _metrics_files(kept_metrics)
         _one_training(files, {f.name: read_json(f) for f in files}, m)
         wanted: dict[str, str] = {}
         for f in files:
-            own, data = _scored(f, store, m)       # its paths, as recorded, inside the store's copy of the run
-            data.update(_trained_on(f, store, m))
-            wanted.update(own)
-            for rel, sha in sorted(data.items()):
-                path = run / rel
-                if why:                         # the first reason is the one to act on
-                    break
-                if not path.is_file():
-                    why = f"{path} is missing: make the run's data first"
-                elif sha256_of(path) != sha:
-                    why = f"made from another {rel} than the run's now (its sha256 differs): retrain it"
-        if why:
+            wanted.update(_scored(f, store, m)[0])  # its paths, as recorded, inside the store's copy of the run
+        if why := other_data(store, run, m):
             out.skipped[m] = why
             continue
         beside = _kept_beside(store, m)
