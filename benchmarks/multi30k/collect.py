@@ -266,15 +266,12 @@ def gates_to_make(gates: list[str], results: str, partial: bool, training: set[t
 
 
 def trained_by(models: list[dict]) -> str:
-    """The rnmt commits that trained a member's models, each model's as `<commit>@<from step>` joined by `+`
-    where a resumed training changed code (train.json's `code`), models joined by `/`: whether a row's seeds
-    ran the same code is read from here."""
-    def one(t: dict) -> str:
-        parts = t.get("code") or [{"from_step": 0, "git_commit": t.get("git_commit"), "git_dirty": t.get("git_dirty")}]
-        return "+".join(f"{(c.get('git_commit') or 'unknown')[:10]}{'-dirty' * bool(c.get('git_dirty'))}"
-                        f"@{c.get('from_step', 0)}" for c in parts)
+    """The rnmt commits that trained a member's models (`rnmt.report.ran.commits`: 10 digits, `+` with
+    uncommitted changes, `then` where a resumed training changed code), models joined by `/`: whether a
+    row's seeds ran the same code is read from here."""
+    from rnmt.report.ran import commits
 
-    return "/".join(one(t) for t in models)
+    return " / ".join(" then ".join(commits(t)) for t in models)
 
 
 def translation_sha256(metrics: dict) -> str:
@@ -302,9 +299,10 @@ def committed_not_kept(folder: Path, corpus: str, bleu: pd.DataFrame) -> list[tu
             kept_bleu, ours = kept_metrics.get("scores", {}).get("bleu"), r.test_bleu
             same = (kept_bleu is None and ours != ours) or (kept_bleu is not None and round(kept_bleu, 3) == ours)
         if not same:
-            theirs = kept_metrics.get("scores", {}).get("bleu", float("nan"))
-            out.append((r.system, r.member, f"the kept member is another training's (test BLEU {theirs:.2f}, the "
-                        f"table's {r.test_bleu:.2f})"))
+            theirs, ours = kept_metrics.get("scores", {}).get("bleu"), r.test_bleu
+            out.append((r.system, r.member, "the kept member is another decoding (test BLEU "
+                        f"{'no output' if theirs is None else f'{theirs:.2f}'}, the table's "
+                        f"{'no output' if ours != ours else f'{ours:.2f}'})"))
     return out
 
 
@@ -358,7 +356,7 @@ def _kept_outdated(plan: Any, store: Path, members: set[tuple[str, str, str]]) -
     with other settings than the run gives their rows now (their metrics against
     `rnmt.planning.current.expected`), or made from other data than the other kept members of their corpus
     (`restore` leaves out a member whose data differ from the run's; this folder has no run, so the data
-    most of its corpus' kept members record stand for the run's)."""
+    most of its corpus' kept members record stand for the run's, where more record them than any other)."""
     import contextlib
     from collections import Counter
 
@@ -377,12 +375,15 @@ def _kept_outdated(plan: Any, store: Path, members: set[tuple[str, str, str]]) -
             data[(corpus, variant, member)] = made_from(store, (corpus, variant, member))
     for corpus in {c for c, _, _ in data}:
         mine = {m: d for m, d in data.items() if m[0] == corpus}
-        common = Counter((rel, sha) for d in mine.values() for rel, sha in d.items())
-        usual = {}
-        for (rel, sha), _ in common.most_common():
-            usual.setdefault(rel, sha)
+        shas: dict[str, Counter] = {}
+        for d in mine.values():
+            for rel, sha in d.items():
+                shas.setdefault(rel, Counter())[sha] += 1
+        # a file's usual sha256: the one most members record, where it is more than any other's (a tie picks none)
+        usual = {rel: top[0][0] for rel, c in shas.items()
+                 if len(top := c.most_common(2)) == 1 or top[0][1] > top[1][1]}
         for m, d in mine.items():
-            if other := sorted(rel for rel, sha in d.items() if usual[rel] != sha):
+            if other := sorted(rel for rel, sha in d.items() if usual.get(rel, sha) != sha):
                 out.setdefault(m, f"made from another {other[0]} than the other kept members of {corpus}")
     return out
 
@@ -443,11 +444,17 @@ def index(folder: Path = HERE) -> str:
         df = pd.read_csv(path)
         done = df[df.system.isin(planned)].groupby("system", sort=False).ours.count()
         rows_done = int((done > 0).sum())
-        counted = df[df.system.isin(done[done > 0].index)].groupby("system").n_seeds.max()
-        seeds = (f"{int(counted.min())}" if counted.min() == counted.max() else
-                 f"{int(counted.min())}–{int(counted.max())}") if len(counted) else "–"
         bleu_path = folder / f"{name}-bleu.csv"
         bleu = pd.read_csv(bleu_path) if bleu_path.is_file() else pd.DataFrame()
+        # the seeds each row trained (a seed that gave no output too), from the members its -bleu.csv lists;
+        # whole: every row's members at the scale's seeds (an ensemble's is one), whatever their numbers
+        have = (bleu.groupby("system").member.agg(lambda ms: set(map(str, ms))) if "member" in bleu
+                else pd.Series(dtype=object))
+        counted = [sum(m.startswith("seed") for m in have.get(r.system, set())) for r in table.trained_rows
+                   if not r.ensemble and r.system in done[done > 0].index]
+        seeds = (f"{min(counted)}" if min(counted) == max(counted) else f"{min(counted)}–{max(counted)}"
+                 ) if counted else "–"
+        complete = all(set(r.members()) <= have.get(r.system, set()) for r in table.trained_rows)
         hours = f"{bleu.train_minutes.sum() / 60:.1f} h" if len(bleu) else "–"
         claims_path = folder / f"{name}.claims.csv"
         claims = pd.read_csv(claims_path).groupby("claim", sort=True).first() if claims_path.is_file() else None
@@ -472,9 +479,8 @@ def index(folder: Path = HERE) -> str:
             current = ("not recorded: collected before rows kept their settings, so perhaps earlier ones"
                        if len(bleu) else "–")
         # whole: every row with numbers over the scale's seeds; a row of fewer seeds is not the table asked for
-        fewer = len(counted) and int(counted.min()) < plan.seeds and not one_run(table)
         status = ("partial" if rows_done < len(planned) else
-                  f"every row, some of fewer than {plan.seeds} seeds" if fewer else "whole")
+                  "whole" if complete else f"every row, some of fewer than {plan.seeds} seeds")
         if not planned:
             status = "counted from the cells, nothing to train"
         done_cell = f"{rows_done} of {len(planned)} ({status})" if planned else status
@@ -495,8 +501,9 @@ def index(folder: Path = HERE) -> str:
            "| Training time (sum over rows; an ensemble counts its models again) "
            "| Made with the settings a run gives now | Its numbers are the kept members' | Claims' verdicts |",
            "|---|---|---:|---|---:|---|---|---|", *summary, "",
-           "Seeds a row: the fewest and most of the rows with numbers; a table is whole once every row has "
-           f"{plan.seeds} (the scale's seeds a row; a figure made in one run, its own). "
+           "Seeds a row: the fewest and most that its rows with numbers trained (an ensemble's aside; a seed that "
+           f"gave no output counts); a table is whole once every row has {plan.seeds} (the scale's seeds a row; an "
+           "ensemble its one decoding). "
            "The settings column compares what each row's models and search ran with (kept in `<table>-bleu.csv` "
            "since it was written) with what `workflow/` gives them now; a row made with earlier settings is "
            "listed below, and its table is collected again after `snakemake` retrains it. The kept-members "
@@ -504,9 +511,11 @@ def index(folder: Path = HERE) -> str:
            f"its test BLEU) with the member kept in {ROWS.name}/, from which the table is built again; a "
            "member that differs is listed below.", "",
            *(["## Committed numbers that are not the kept members'", "",
-              "A table collected before its rows were kept, or from a training that a later one replaced in "
-              f"{ROWS.name}/: `python benchmarks/multi30k/collect.py --table <table> --seeds 3 --partial` builds it "
-              "again from the kept members (a row whose seeds are not all kept shows no numbers).", "",
+              "A table collected before its rows were kept, or from a decoding that a later one replaced in "
+              f"{ROWS.name}/. Where the kept member is another decoding, `python benchmarks/multi30k/collect.py "
+              "--table <table> --seeds 3 --partial` builds the table again from the kept members. A member not "
+              "kept cannot be rebuilt: train it again and keep it (`--keep-only`) first, or the rebuilt table "
+              "shows its row without numbers.", "",
               "| Table | Row (member) | Why |", "|---|---|---|", *unkept, ""] if unkept else []),
            *(["## Rows made with earlier settings than a run gives now", "", "| Table | Row | What changed |",
               "|---|---|---|", *earlier, ""] if earlier else []),

@@ -61,7 +61,7 @@ def differences(want: dict[str, Any], member: str, metrics: dict[str, Any]) -> l
     decode, search = metrics.get("decode") or {}, want["search"]
     if "settings" in decode:
         out += _changes("search", decode["settings"], search)
-    elif decode:            # an older rnmt recorded some of the search's settings only: what it left out may differ
+    else:                   # an older rnmt recorded some of the search's settings only: what it left out may differ
         out.append("search settings not recorded (an older rnmt decoded it): decode it again")
     return list(dict.fromkeys(out))          # an ensemble's members changed alike say it once
 
