@@ -290,6 +290,11 @@ def test_a_row_with_a_seed_that_gave_no_output_says_over_how_many_seeds_and_pair
     assert deep.endswith(" (1 of 2 seeds) |") and "of 2 seeds" not in good
     assert ("does not hold, from 1 seed pair (deep (seed 2) did not learn to translate: its lowest dev loss, "
             "6.239, stayed near word frequencies' 6.1955) |") in md
+    # a row of that seed alone has no BLEU, and its empty cell says why
+    alone = Table("t", tmp_path / "t.yaml", "T", "c", "test", ["bleu"], [Row("Deep", "deep", {}, (2,))])
+    df = build(alone, files[3:], "r", "mini", out / "a.csv", out / "a.md")
+    assert df.why_empty.tolist() == ["deep (seed 2) did not learn to translate: its lowest dev loss, 6.239, stayed "
+                                     "near word frequencies' 6.1955"]
 
 
 def test_a_pair_left_out_of_a_claim_is_named_with_why(tmp_path: Path) -> None:
