@@ -415,7 +415,8 @@ def test_a_seed_that_says_nothing_is_left_out_of_the_rows_significance_test(tmp_
                   meta={"variant": "deep", "member": "seed2"})
     df = build(table, files, "r", "mini", tmp_path / "t.csv", tmp_path / "t.md")
     assert df.set_index(["system", "metric"]).p_value[("Deep", "bleu")] == pytest.approx(p1, abs=1e-12)
-    assert "with GRU's decodings: deep (seed 2) gave no output." in (tmp_path / "t.md").read_text()
+    assert "with GRU's decodings: deep (seed 2): every hypothesis is empty: the model produced no output" in \
+        (tmp_path / "t.md").read_text()
 
 
 def test_a_table_of_set_averages_is_tested_on_the_whole_split_and_says_so(tmp_path: Path) -> None:

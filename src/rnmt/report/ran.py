@@ -221,10 +221,10 @@ def said_nothing(m: Mapping[str, Any]) -> str:
     not learn to translate (`unlearned`, the cause where both) or gave no output (every hypothesis empty).
     One rule for a row's BLEU mean, its significance test and its claims: such a decoding is left out of
     each, saying so."""
-    stuck = unlearned(m)
-    if stuck or "empty_output" not in (m.get("scores") or {}):
+    stuck, empty = unlearned(m), (m.get("scores") or {}).get("empty_output")
+    if stuck or not empty:
         return stuck
-    return f"{member_name(m.get('variant'), m.get('member'))} gave no output"
+    return f"{member_name(m['variant'], m.get('member'))}: {empty}" if m.get("variant") else str(empty)
 
 
 def apart(a: Mapping[str, Any], b: Mapping[str, Any], metric: str) -> str:

@@ -202,7 +202,7 @@ def tidy(table: Table, metrics: dict[tuple[str, str], dict[str, Any]], run: str,
             reason = ""
             if not values:
                 # seeds that say nothing explain the gap only if every seed is one (not a test set the scale lacks)
-                unscored = "; ".join(map(ran.said_nothing, runs)) if runs and not told else ""
+                unscored = "; ".join(dict.fromkeys(why)) if all(why := list(map(ran.said_nothing, runs))) else ""
                 reason = (row.why_not if not row.trained and table.kind != "cells"
                           else unscored or why_empty(metric, scale))
             records.append({"table": table.name, "row": number, "system": row.system,
