@@ -292,14 +292,12 @@ def committed_not_kept(folder: Path, corpus: str, bleu: pd.DataFrame) -> list[tu
             out.append((r.system, r.member, "not kept in rows/: the table's number cannot be rebuilt"))
             continue
         kept_metrics = json.loads(kept_file.read_text())
-        sha = getattr(r, "test_sha256", None)
+        theirs, ours, sha = kept_metrics.get("scores", {}).get("bleu"), r.test_bleu, getattr(r, "test_sha256", None)
         if isinstance(sha, str) and sha:
             same = sha == translation_sha256(kept_metrics)
-        else:
-            kept_bleu, ours = kept_metrics.get("scores", {}).get("bleu"), r.test_bleu
-            same = (kept_bleu is None and ours != ours) or (kept_bleu is not None and round(kept_bleu, 3) == ours)
+        else:               # no output is NaN in the CSV, no `bleu` in the metrics
+            same = ours != ours if theirs is None else round(theirs, 3) == ours
         if not same:
-            theirs, ours = kept_metrics.get("scores", {}).get("bleu"), r.test_bleu
             out.append((r.system, r.member, "the kept member is another decoding (test BLEU "
                         f"{'no output' if theirs is None else f'{theirs:.2f}'}, the table's "
                         f"{'no output' if ours != ours else f'{ours:.2f}'})"))

@@ -163,6 +163,7 @@ class Evidence:
         found = 0
         apart: list[str] = []               # reasons the two rows do not compare
         gaps: list[str] = []                # numbers that are not there
+        empty = False                       # a source length no test sentence reaches: no numbers, whatever else
         for mine, theirs in pairs(row, other):
             a, b = (row.variant, mine), (other.variant, theirs)
             if resampled(metric):
@@ -182,7 +183,7 @@ class Evidence:
                     continue
                 groups = self.groups(metric, len(sa), parts, lengths)
                 if groups is None:
-                    gaps.append("")         # no test sentence of this length: no numbers, whatever else
+                    empty = True
                     continue
                 if parts != parts_b or len(sa) != len(sb):
                     apart.append(f"{_named((a, b))} were scored on other test sentences")
@@ -209,8 +210,8 @@ class Evidence:
             highs.append(high)
             found += 1
         if not found:
-            return math.nan, math.nan, 0, "" if "" in gaps else "; ".join(dict.fromkeys(apart))
-        return min(lows), max(highs), found, "; ".join(w for w in dict.fromkeys(apart + gaps) if w)
+            return math.nan, math.nan, 0, "" if empty else "; ".join(dict.fromkeys(apart))
+        return min(lows), max(highs), found, "; ".join(dict.fromkeys(apart + gaps))
 
 
 def _named(keys: Iterable[tuple[str, str]]) -> str:

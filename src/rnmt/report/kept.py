@@ -237,10 +237,10 @@ def keep(run: str | Path, members: list[Member], store: str | Path, replace: Col
             raise InputError(f"{kept_metrics} holds other translations of {'/'.join(m)} than {metrics}, made with "
                              "the same settings and data: keep the two runs' rows in different stores, or remove the "
                              "kept member first (the store's history keeps it); nothing was kept")
-        if old == scored:
-            _kept_beside(store, m)              # a store rnmt wrote, checked before anything is written
-        checked.append((m, files, records, scored, old == scored, _beside(run, m)))
-    for m, files, records, scored, same, beside in checked:
+        # what is kept beside it, read (and so checked: a store rnmt wrote) before anything is written
+        kept_before = _kept_beside(store, m) if old == scored else {}
+        checked.append((m, files, records, scored, old == scored, _beside(run, m), kept_before))
+    for m, files, records, scored, same, beside, kept_before in checked:
         _, translations = _folders(run, m)
         names = {name: sha for own in scored.values() for name, sha in own.items()}
         kept_metrics, kept_translations, kept_beside = _store_folders(store, m)
@@ -253,7 +253,7 @@ def keep(run: str | Path, members: list[Member], store: str | Path, replace: Col
             # its times are one training's
             if m in replace:
                 shutil.rmtree(kept_beside, ignore_errors=True)
-            kept_before = _kept_beside(store, m)
+                kept_before = {}
             merged = {**kept_before, **beside}
             logged = any(name.endswith("train.jsonl") and kept_before.get(name) != sha for name, sha in beside.items())
 
@@ -341,12 +341,8 @@ def kept_members(store: str | Path, corpus: str | None = None) -> list[Member]:
 def data_files(store: str | Path, members: list[Member]) -> list[str]:
     """The data files (paths under a run folder) that the store's `members` were made from and scored on: what
     a run must have made before `restore` can check them."""
-    store, out = Path(store), set()
     held = set(kept_members(store))
-    for m in (x for x in members if _checked(x) in held):
-        for f in _metrics_files(_store_folders(store, m)[0]):
-            out.update(_scored(f, store, m)[1], _trained_on(f, store, m))
-    return sorted(out)
+    return sorted({rel for m in members if _checked(m) in held for rel in made_from(store, m)})
 
 
 def other_data(store: str | Path, run: str | Path, m: Member) -> str:
@@ -367,7 +363,8 @@ def made_from(store: str | Path, m: Member) -> dict[str, str]:
     as its metrics files recorded them: what `restore` compares with a run's data."""
     store, out = Path(store), {}
     for f in _metrics_files(_store_folders(store, _checked(m))[0]):
-        out.update(_scored(f, store, m)[1], **_trained_on(f, store, m))
+        out.update(_scored(f, store, m)[1])
+        out.update(_trained_on(f, store, m))
     return out
 
 
