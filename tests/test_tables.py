@@ -441,6 +441,35 @@ def test_a_table_names_the_models_that_went_back_to_a_checkpoint_at_a_lower_rate
     assert ran.notes({("dtmt-4-gru", "seed1"): gru}, ["tok_bleu"])[1] == ran.retrained([gru])
 
 
+def test_a_table_names_the_rows_still_improving_when_their_budget_ended() -> None:
+    """LSTM 5L at `mini` kept its 6,000th step's checkpoint, its dev BLEU still rising, where SR-NMT 4L
+    levelled off at 5,500: the first row's number is what the budget gave, and a reader weighing "LSTM 5L is
+    worse than SR-NMT 4L" must be told. Only a row whose every seed ended on its best step by its budget is
+    named (one of three seeds on its last step is a plateau's chance); a patience stop or an unlearned model is
+    not, and an ensemble's models count once."""
+    from rnmt.report import ran
+
+    def metrics(variant: str, seed: int, best: int, steps: int = 6000, stop: str = "max_steps", **more) -> dict:
+        return {"corpus": "c", "variant": variant, "member": f"seed{seed}", "train": {
+            "steps": steps, "best_step": best, "stop_reason": stop, "train_settings": {"seed": seed}, **more}}
+
+    lstm5 = [metrics("srnmt-lstm-5l", s, 6000) for s in (1, 2, 3)]
+    sr4 = [metrics("srnmt-4l", 1, 6000), metrics("srnmt-4l", 2, 5500), metrics("srnmt-4l", 3, 5500)]
+    one = [metrics("srnmt-5l", 1, 3000, steps=3000, stop="max_minutes")]
+    patient = [metrics("dtmt-1", 1, 4000, steps=4000, stop="patience")]
+    stuck = [metrics("dtmt-4", 2, 6000, learned=False), metrics("dtmt-4", 1, 6000)]
+    ensemble = {"corpus": "c", "variant": "srnmt-lstm-5l", "member": "ens1-3",
+                "train": {"members": [m["train"] for m in lstm5]}}
+    said = ran.still_improving([*lstm5, *sr4, *one, *patient, *stuck, ensemble])
+    assert said == (
+        "Still improving when their budget ended (each seed's best dev score at its last step; longer training "
+        "may reorder these rows against the others): dtmt-4 (seed 1); srnmt-5l (seed 1); "
+        "srnmt-lstm-5l (seeds 1, 2, 3).")
+    assert ran.still_improving([*sr4, *patient]) == "", "levelled off or stopped by patience: nothing to say"
+    rows = {(m["variant"], m["member"]): m for m in [*lstm5, *sr4]}
+    assert ran.notes(rows, ["tok_bleu"])[2] == ran.still_improving([*lstm5, *sr4]) != ""
+
+
 def test_a_table_names_the_rows_whose_seeds_ran_different_code() -> None:
     """SR-NMT 1L's seed 1 was trained a session before its seeds 2 and 3, by another commit; a row's mean is
     one system's only where no commit between changed its training, so the table names the row and each

@@ -103,6 +103,27 @@ def retrained(metrics: Iterable[Mapping[str, Any]]) -> str:
             "(`plateau_retrains`): " + "; ".join(told) + ".") if told else ""
 
 
+BUDGETS = ("max_steps", "max_epochs", "max_minutes")     # stop reasons that are the budget's, not the dev score's
+
+
+def still_improving(metrics: Iterable[Mapping[str, Any]]) -> str:
+    """The rows whose every model was still improving when its budget stopped it: its best dev score
+    (`select_by`) at its last step, stopped by `max_steps`, `max_epochs` or `max_minutes`, not by
+    `patience`. Such a row's number is what the budget gave, not where its system levels off, so longer
+    training may reorder it against rows that had levelled off. A model that did not learn to translate
+    is left out (`unlearned` says so); '' where no row is such."""
+    rows: dict[Any, list[tuple[Any, bool]]] = {}
+    for (_corpus, variant, seed), t in sorted(_models(metrics).items(), key=lambda item: str(item[0][1:])):
+        if t.get("learned") is False or t.get("best_step") is None:
+            continue
+        rows.setdefault(variant, []).append(
+            (seed, t["best_step"] == t["steps"] and t.get("stop_reason") in BUDGETS))
+    told = [f"{variant} (seed{'s' if len(seeds) > 1 else ''} {', '.join(str(s) for s, _ in seeds)})"
+            for variant, seeds in sorted(rows.items(), key=str) if all(last for _, last in seeds)]
+    return ("Still improving when their budget ended (each seed's best dev score at its last step; "
+            "longer training may reorder these rows against the others): " + "; ".join(told) + ".") if told else ""
+
+
 def _flat(d: Mapping[str, Any]) -> list[str]:
     """`section.key value` of every setting, in key order."""
     return [f"{'.'.join(path)} {value}" for path, value in sorted(leaves(d)) if value != {}]
@@ -332,5 +353,6 @@ def notes(metrics: Mapping[tuple[str, str], Mapping[str, Any]], shown: Iterable[
     """A table's lines on what its rows ran with (`metrics`: by row and member; `shown`: its metrics), ''
     for each that has nothing to say."""
     shown = list(shown)
-    return [summary(metrics.values()), retrained(metrics.values()), override(metrics.values()),
-            paths(metrics.values(), shown), machines(metrics, shown), mixed_code(metrics.values())]
+    return [summary(metrics.values()), retrained(metrics.values()), still_improving(metrics.values()),
+            override(metrics.values()), paths(metrics.values(), shown), machines(metrics, shown),
+            mixed_code(metrics.values())]
