@@ -187,9 +187,10 @@ def tidy(table: Table, metrics: dict[tuple[str, str], dict[str, Any]], run: str,
     for number, row in enumerate(table.rows, 1):
         runs = _row_runs(table, row, metrics) if row.trained else []
         counts = _cell_counts(table, row, cells or {})
+        # why each seed says nothing of the system, or '': a BLEU leaves such seeds out, as its test and claims do
+        silent = [ran.said_nothing(m) for m in runs]
         for metric in table.metrics:
-            # a BLEU leaves out the seeds that say nothing of the system, as its test and claims do
-            told = [m for m in runs if not (claims.resampled(metric) and ran.said_nothing(m))]
+            told = [m for m, why in zip(runs, silent, strict=True) if not (claims.resampled(metric) and why)]
             if table.kind == "cells":
                 values = [counts[metric]] if metric in counts else []
             else:
@@ -202,7 +203,7 @@ def tidy(table: Table, metrics: dict[tuple[str, str], dict[str, Any]], run: str,
             reason = ""
             if not values:
                 # seeds that say nothing explain the gap only if every seed is one (not a test set the scale lacks)
-                unscored = "; ".join(dict.fromkeys(why)) if all(why := list(map(ran.said_nothing, runs))) else ""
+                unscored = "; ".join(dict.fromkeys(silent)) if all(silent) else ""
                 reason = (row.why_not if not row.trained and table.kind != "cells"
                           else unscored or why_empty(metric, scale))
             records.append({"table": table.name, "row": number, "system": row.system,
