@@ -187,8 +187,7 @@ def tidy(table: Table, metrics: dict[tuple[str, str], dict[str, Any]], run: str,
     for number, row in enumerate(table.rows, 1):
         runs = _row_runs(table, row, metrics) if row.trained else []
         counts = _cell_counts(table, row, cells or {})
-        # why each seed says nothing of the system, or '': a BLEU leaves such seeds out, as its test and claims do
-        silent = [ran.said_nothing(m) for m in runs]
+        silent = [ran.said_nothing(m) for m in runs]  # why each seed says nothing, or '': a BLEU leaves those out
         for metric in table.metrics:
             told = [m for m, why in zip(runs, silent, strict=True) if not (claims.resampled(metric) and why)]
             if table.kind == "cells":
