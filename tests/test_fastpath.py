@@ -63,6 +63,28 @@ def test_the_candidate_with_the_lowest_median_time_wins_and_is_kept_for_the_mach
     assert calls == []
 
 
+def test_cpus_of_one_name_but_another_generation_measure_apart(
+        measuring: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cloud VM calls a Zen 4 and a Zen 5 both "AMD EPYC", and a cluster's nodes may share one home folder:
+    a choice measured on one generation is not the other's."""
+    from rnmt.machine import hardware
+
+    calls: list[str] = []
+    timer, candidate = clock({"a": 0.003, "b": 0.001}, calls)
+    try:
+        for family in ("family 26, model 2", "family 25, model 17"):
+            monkeypatch.setattr(hardware, "cpu_family_model", lambda family=family: family)
+            fastpath._processor.cache_clear()
+            fastpath.forget()
+            assert fastpath.machine(CPU).startswith(f"{hardware.cpu_model()} ({family}) | torch ")
+            calls.clear()
+            assert fastpath.choose("k", {n: candidate(n) for n in "ab"}, "a", CPU, reps=3, timer=timer) == "b"
+            assert calls, f"{family} measured for itself"
+        assert len(json.loads(measuring.read_text())) == 2
+    finally:
+        fastpath._processor.cache_clear()
+
+
 def test_without_measuring_the_default_is_taken(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("RNMT_FASTPATH", "default")
     monkeypatch.setenv("RNMT_FASTPATH_CACHE", str(tmp_path / "c.json"))

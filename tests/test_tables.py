@@ -776,6 +776,11 @@ def test_a_tables_speeds_say_which_machine_and_load_they_were_timed_at() -> None
         "trained on cpu AMD EPYC (avx512), 1 thread, bf16 against cpu AMD EPYC (vector instructions not "
         "recorded), 1 thread, bf16")
     assert ran.apart(older[("a", "seed1")], older[("b", "seed1")], "tok_bleu") == "", "BLEU is not timed"
+    zen5, zen4 = (_timed(v, 50, 2.0, cpu_family_model=f) for v, f in (("a", "family 26, model 2"),
+                                                                       ("b", "family 25, model 17")))
+    assert ran.apart(zen5, zen4, "train_tgt_words_per_s") == (
+        "trained on cpu AMD EPYC (family 26, model 2; avx512), 1 thread, bf16 against cpu AMD EPYC (family 25, "
+        "model 17; avx512), 1 thread, bf16"), "one name, two generations"
     gpus = {("a", "seed1"): _timed("a", 1, device="cuda:0", gpu="NVIDIA H200"),
             ("b", "seed1"): _timed("b", 1, device="cuda:3", gpu="NVIDIA H200")}
     assert ran.apart(gpus[("a", "seed1")], gpus[("b", "seed1")], "train_tgt_words_per_s") == "", \

@@ -86,6 +86,41 @@ def test_the_cpu_trains_in_bfloat16_only_where_it_has_the_units_and_the_model_is
         assert not hardware.bf16_training(cpu, False, big)            # amp: false is float32 anywhere
 
 
+def test_the_cpu_is_named_by_its_family_and_model_numbers_where_the_vm_names_it_vaguely(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every metrics file's `hardware`: a VM's "AMD EPYC" is a Zen 4 or a Zen 5, told apart by /proc/cpuinfo's
+    family and model lines (read whole: "model" is not "model name"); a CPU without them gives none."""
+    from rnmt.machine import hardware
+
+    info = tmp_path / "cpuinfo"
+    monkeypatch.setattr(hardware, "CPUINFO", str(info))
+    info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC\ncpu family\t: 25\n"
+                    "model\t\t: 17\nflags\t\t: fpu avx512f\n\nprocessor\t: 1\nmodel\t\t: 99\n")
+    assert (hardware.cpu_model(), hardware.cpu_family_model()) == ("AMD EPYC", "family 25, model 17")
+    info.write_text("processor\t: 0\nBogoMIPS\t: 50.00\nCPU implementer\t: 0x41\nCPU part\t: 0xd0c\n")
+    assert hardware.cpu_family_model() is None
+
+
+def test_a_run_resumed_on_another_cpu_generation_of_the_same_name_was_timed_on_two_machines(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job retried on a node whose CPU has the same name but another family: its speed mixes two machines,
+    and train.json's `machines` and the tables' notes say so."""
+    import rnmt.train.progress as progress
+    from rnmt.report import ran
+
+    real, on = progress.describe, {"cpu": "AMD EPYC", "cpu_family_model": "family 26, model 2", "cpu_isa": "avx512"}
+    monkeypatch.setattr(progress, "describe", lambda device: {**real(device), **on})
+    cpu = torch.device("cpu")
+    first = progress.ran_on([], 0, cpu, True)
+    assert progress.ran_on(first, 50, cpu, True) == first, "the same machine again adds nothing"
+    on["cpu_family_model"] = "family 25, model 17"
+    both = progress.ran_on(first, 50, cpu, True)
+    assert [(m["from_step"], m["cpu_family_model"]) for m in both] == [(0, "family 26, model 2"),
+                                                                       (50, "family 25, model 17")]
+    assert ran.machine(both[0]).startswith("cpu AMD EPYC (family 26, model 2; avx512), ")
+    assert ran.machine(both[1]).startswith("cpu AMD EPYC (family 25, model 17; avx512), ")
+
+
 # ---- schedules --------------------------------------------------------------------------------------
 def test_halve_every_epoch_matches_atr() -> None:
     f = schedules.get("halve_every_epoch")

@@ -305,11 +305,12 @@ def committed_not_kept(folder: Path, corpus: str, bleu: pd.DataFrame) -> list[tu
 
 
 def machine(hardware: dict) -> dict:
-    """Where a model trained: device, GPU or CPU name, the CPU's vector instructions and number format where
-    the run recorded them (older runs did not), threads, and the machine's mean load average over the
-    training (what else ran beside it; older runs did not record it)."""
+    """Where a model trained: device, GPU or CPU name, the CPU's family and model numbers, vector instructions
+    and number format where the run recorded them (older runs did not), threads, and the machine's mean load
+    average over the training (what else ran beside it; older runs did not record it)."""
     return {"device": hardware["device"], "gpu": hardware.get("gpu"), "cpu": hardware["cpu"],
-            "cpu_isa": hardware.get("cpu_isa"), "bf16": hardware.get("bf16_autocast"),
+            "cpu_family_model": hardware.get("cpu_family_model"), "cpu_isa": hardware.get("cpu_isa"),
+            "bf16": hardware.get("bf16_autocast"),
             "threads": hardware["torch_threads"], "load_avg": hardware.get("load_avg")}
 
 
@@ -319,8 +320,8 @@ def _machines(bleu: pd.DataFrame) -> str:
         if isinstance(r.get("gpu"), str):
             names.add(r["gpu"])
         else:
-            isa = r.get("cpu_isa")
-            extra = [x for x in (isa if isinstance(isa, str) else None, "bf16" if r.get("bf16") is True else None) if x]
+            family, isa = r.get("cpu_family_model"), r.get("cpu_isa")
+            extra = [x for x in (family, isa) if isinstance(x, str)] + (["bf16"] if r.get("bf16") is True else [])
             names.add(f"{r['cpu']} CPU" + (f" ({', '.join(extra)})" if extra else ""))
     return "; ".join(sorted(names))
 

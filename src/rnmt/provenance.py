@@ -64,6 +64,7 @@ def describe(device: Any) -> dict[str, Any]:
     info: dict[str, Any] = {
         "device": str(device),
         "cpu": hardware.cpu_model(),
+        "cpu_family_model": hardware.cpu_family_model(),
         "cpu_isa": hardware.cpu_isa(),
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),

@@ -9,9 +9,10 @@ the candidates interleaved, and the lowest median time wins if it beats the defa
 than MARGIN (closer than that, the default stays: a choice made once should not follow the noise).
 
 Choices are kept for the process and in a JSON file (`RNMT_FASTPATH_CACHE`, default
-~/.cache/rnmt/fastpath.json) under the machine's name (CPU model or GPU name, torch and rnmt versions,
-threads, the RNMT_MATMUL and RNMT_TRITON switches), so a machine measures each key once. The first choice
-written for a key stands: a job that measured the same key meanwhile takes the file's.
+~/.cache/rnmt/fastpath.json) under the machine's name (CPU model with its x86 family and model numbers, or
+GPU name; torch and rnmt versions; threads; the RNMT_MATMUL and RNMT_TRITON switches), so a machine measures
+each key once: nodes of a cluster that share a home folder but not a CPU generation measure apart. The
+first choice written for a key stands: a job that measured the same key meanwhile takes the file's.
 
 A run's choices are also fixed for the run itself: with `RNMT_FASTPATH_RUN` set (the workflow sets
 results/<run>/fast_paths.json), the first choice made for a key in the run is written there, keyed by the
@@ -80,7 +81,10 @@ def machine(device: torch.device) -> str:
 
 @functools.cache
 def _processor(kind: str, index: int | None) -> str:
-    return torch.cuda.get_device_name(index) if kind == "cuda" else hardware.cpu_model()
+    if kind == "cuda":
+        return torch.cuda.get_device_name(index)
+    family = hardware.cpu_family_model()
+    return hardware.cpu_model() + (f" ({family})" if family else "")
 
 
 def run_path() -> Path | None:

@@ -25,13 +25,17 @@ def pick_device(requested: str = "auto", local_rank: int = 0) -> torch.device:
     return device
 
 
+CPUINFO = "/proc/cpuinfo"
+
+
 def _cpuinfo(key: str) -> str | None:
     """The first CPU's `key` line of Linux's /proc/cpuinfo (None elsewhere or where it has none)."""
     try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
+        with open(CPUINFO, encoding="utf-8") as f:
             for line in f:
-                if line.startswith(key):
-                    return line.split(":", 1)[1].strip()
+                name, colon, value = line.partition(":")
+                if colon and name.strip() == key:
+                    return value.strip()
     except OSError:
         pass
     return None
@@ -48,6 +52,14 @@ def load_average() -> float | None:
 
 def cpu_model() -> str:
     return _cpuinfo("model name") or platform.processor() or platform.machine()
+
+
+def cpu_family_model() -> str | None:
+    """An x86 CPU's family and model numbers, 'family 25, model 17' (None where /proc/cpuinfo gives none):
+    they name its microarchitecture where the model name does not: a cloud VM may call a Zen 4 and a Zen 5
+    both "AMD EPYC", and their speeds differ (benchmarks/README.md)."""
+    family, model = _cpuinfo("cpu family"), _cpuinfo("model")
+    return f"family {family}, model {model}" if family and model else None
 
 
 @functools.cache

@@ -206,12 +206,13 @@ def _timed_hardware(m: Mapping[str, Any], metric: str) -> list[Mapping[str, Any]
 def machine(hw: Mapping[str, Any]) -> str:
     """What sets a timed run's speed besides its cells and its code's paths, from a metrics file's
     `hardware`: the kind of device and its model, a CPU's vector instructions, the threads and bfloat16,
-    as 'cpu <CPU name> (<vector instructions>), <threads> thread(s)[, bf16]' or 'cuda <GPU name>[, bf16]'
-    (the device's index left out: two GPUs of one kind are one machine). A CPU without its vector
-    instructions recorded says so, and so matches no CPU that has them. The machine's load is not part of
-    it: that only says how much else ran beside the run."""
+    as 'cpu <CPU name> ([<family and model>; ]<vector instructions>), <threads> thread(s)[, bf16]' or 'cuda
+    <GPU name>[, bf16]' (the device's index left out: two GPUs of one kind are one machine). A CPU without its
+    vector instructions or family recorded (older runs) says so or leaves it out, and so matches no CPU that
+    has them. The machine's load is not part of it: that only says how much else ran beside the run."""
     device = str(hw.get("device", "?")).split(":")[0]
-    where = hw.get("gpu") or f"{hw.get('cpu', '?')} ({hw.get('cpu_isa') or 'vector instructions not recorded'})"
+    isa = hw.get("cpu_isa") or "vector instructions not recorded"
+    where = hw.get("gpu") or f"{hw.get('cpu', '?')} ({'; '.join(filter(None, (hw.get('cpu_family_model'), isa)))})"
     threads = hw.get("torch_threads")
     parts = [f"{device} {where}"]
     if threads is not None and device != "cuda":

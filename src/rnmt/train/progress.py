@@ -133,7 +133,7 @@ def started_with(code: list[dict[str, Any]], step: int) -> list[dict[str, Any]]:
 
 # what makes two processes' machines one kind for a speed (the device's index aside: two GPUs of one kind are
 # one machine); rnmt.report.ran.machine names a machine by the same keys
-MACHINE_KEYS = ("cpu", "cpu_isa", "torch_threads", "gpu", "bf16_autocast")
+MACHINE_KEYS = ("cpu", "cpu_family_model", "cpu_isa", "torch_threads", "gpu", "bf16_autocast")
 
 
 def _kind(m: dict[str, Any]) -> tuple[Any, ...]:
