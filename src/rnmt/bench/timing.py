@@ -116,7 +116,8 @@ def environment(device: torch.device, peak: Peak) -> dict[str, Any]:
     """Columns every result row carries (call it at the end of the run: the load then and at the start)."""
     info = provenance.describe(device)
     return {"device": info.get("gpu", info["device"]) if device.type == "cuda" else "cpu",
-            "cpu": info["cpu"], "threads": info["torch_threads"], "torch": info["torch"],
+            "cpu": info["cpu"], "cpu_family_model": info["cpu_family_model"], "threads": info["torch_threads"],
+            "torch": info["torch"],
             "peak_gflops": round(peak.best, 1),
             **{f"peak_{route}_gflops": round(rate, 1) for route, rate in peak.by_route.items()},
             "matmul": info["matmul"], "load_1min_start": round(peak.load_start, 2),
