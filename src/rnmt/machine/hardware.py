@@ -56,8 +56,8 @@ def cpu_model() -> str:
 
 def cpu_family_model() -> str | None:
     """An x86 CPU's family and model numbers, 'family 25, model 17' (None where /proc/cpuinfo gives none):
-    they name its microarchitecture where the model name does not: a cloud VM may call a Zen 4 and a Zen 5
-    both "AMD EPYC", and their speeds differ (benchmarks/README.md)."""
+    they name its microarchitecture where a virtual machine's model name does not, so that two CPU
+    generations of one name are two machines for speeds and fast-path choices."""
     family, model = _cpuinfo("cpu family"), _cpuinfo("model")
     return f"family {family}, model {model}" if family and model else None
 
