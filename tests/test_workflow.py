@@ -256,16 +256,20 @@ def test_every_job_ran_with_only_its_rules_conda_environment(workdir: Path) -> N
                       "train": {"train", "translate"}}
 
 
-def test_every_profile_paces_the_scheduler_alike(root: Path) -> None:
+def test_every_profile_paces_the_scheduler_and_reruns_killed_jobs_alike(root: Path) -> None:
     """The rate limiter's timespan (profiles/default says why it is 10 s) is set in each profile, and to
-    the same value; Snakemake accepts it."""
+    the same value; Snakemake accepts it. Each profile reruns a killed job's incomplete outputs, so that
+    the same command resumes training from its checkpoint (README, Reliability)."""
     from snakemake.settings.types import MaxJobsPerTimespan
 
     files = sorted(root.glob("profiles/*/config.v8+.yaml"))
-    values = {f.parent.name: yaml.safe_load(f.read_text()).get("max-jobs-per-timespan") for f in files}
+    profiles = {f.parent.name: yaml.safe_load(f.read_text()) for f in files}
+    values = {name: profile.get("max-jobs-per-timespan") for name, profile in profiles.items()}
     assert set(values) == {"default", "local", "slurm"}
     assert len(set(values.values())) == 1, values
     assert MaxJobsPerTimespan.parse_choice(values["default"]).timespan >= 10
+    assert {name: profile.get("rerun-incomplete") for name, profile in profiles.items()} == dict.fromkeys(
+        profiles, True)
 
 
 @pytest.mark.workflow

@@ -128,7 +128,8 @@ def test_snakemake_killed_mid_training_then_rerun(tmp_path: Path, record) -> Non
     smk.wait()
     try:
         run_snakemake([target, "--unlock", "--configfile", "k.yaml"], tmp_path)
-        got = run_snakemake([target, "--cores", "1", "--configfile", "k.yaml", "--rerun-incomplete"], tmp_path)
+        # the plain command: the default profile reruns the killed job's incomplete outputs
+        got = run_snakemake([target, "--cores", "1", "--configfile", "k.yaml"], tmp_path)
     finally:
         os.kill(trainer, signal.SIGCONT)
     assert got.returncode != 0, "the rerun must not train beside the running orphan"
@@ -138,7 +139,7 @@ def test_snakemake_killed_mid_training_then_rerun(tmp_path: Path, record) -> Non
     finished = (d / ".model.pt.keep").read_bytes()      # the rerun had deleted the outputs of the job it failed
     assert checkpoint.load(d / "last.pt")["step"] == 200
     log = target.replace("model.pt", "train.jsonl")      # deleted after the failed rerun: its job runs again
-    got = run_snakemake([target, log, "--cores", "1", "--configfile", "k.yaml", "--rerun-incomplete"], tmp_path)
+    got = run_snakemake([target, log, "--cores", "1", "--configfile", "k.yaml"], tmp_path)
     assert got.returncode == 0, got.stderr[-3000:]
     assert "had already ended at step 200" in (tmp_path / "results/k/logs/train/synthetic-demo/"
                                                  "rnnsearch-gru.seed1.log").read_text()
