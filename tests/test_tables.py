@@ -492,8 +492,44 @@ def test_a_table_names_the_rows_whose_seeds_ran_different_code() -> None:
         "Rows whose seeds were trained by different commits of rnmt (one system only where no commit between them "
         "changed its training; `+`: with uncommitted changes): srnmt-1l (seed 1 aaaaaaaaaa, seed 2 bbbbbbbbbb, "
         "seed 3 bbbbbbbbbb); srnmt-3l (seed 1 bbbbbbbbbb+ then cccccccccc+, seed 2 bbbbbbbbbb).")
-    assert ran.notes({("srnmt-1l", f"seed{i}"): m for i, m in enumerate(rows[:3], 1)}, ["bleu"])[-1] == \
+    assert ran.notes({("srnmt-1l", f"seed{i}"): m for i, m in enumerate(rows[:3], 1)}, ["bleu"])[-2] == \
         ran.mixed_code(rows[:3])
+
+
+def test_a_table_names_an_ensemble_of_other_trainings_than_its_seeds_rows() -> None:
+    """ATR Table 2's ATR+CA row kept its three seeds from a session on a Xeon; models are not kept, so the
+    ensemble row's run trained seeds 1 and 2 again on an EPYC: other draws of the same settings. The notes
+    name the ensemble, its seeds trained again and where each side was trained, count those models apart
+    from the row's, and say nothing where an ensemble averages its rows' own models."""
+    from rnmt.report import ran
+
+    def train(seed: int, cpu: str, commit: str) -> dict:
+        return {"steps": 6000, "stop_reason": "max_steps", "train_seconds": 1400.0 + seed + len(cpu),
+                "train_settings": {"seed": seed, "max_steps": 6000, "batch_size": 64, "lr": 0.002},
+                "hardware": {"device": "cpu", "cpu": cpu, "cpu_isa": "avx512", "torch_threads": 1},
+                "git_commit": commit, "code": [{"from_step": 0, "git_commit": commit, "git_dirty": False}]}
+
+    rows = {("atr-ca", f"seed{s}"): {"corpus": "c", "variant": "atr-ca", "member": f"seed{s}",
+                                     "train": train(s, "Xeon", "a" * 40)} for s in (1, 2, 3)}
+    again = [train(1, "EPYC", "b" * 40), train(2, "EPYC", "b" * 40), rows["atr-ca", "seed3"]["train"]]
+    ensemble = {"corpus": "c", "variant": "atr-ca", "member": "ens1-2-3", "train": {"members": again}}
+    said = ran.other_trainings({**rows, ("atr-ca", "ens1-2-3"): ensemble})
+    assert said == (
+        "Ensembles of other trainings of their seeds than the seeds' own rows report (trained again with the same "
+        "settings: other draws, so an ensemble's gain over its row is not over its own members): atr-ca "
+        "(ens1-2-3) averages seeds 1, 2 trained on cpu EPYC (avx512), 1 thread by bbbbbbbbbb, the row's own "
+        "trained on cpu Xeon (avx512), 1 thread by aaaaaaaaaa.")
+    assert ran.summary([*rows.values(), ensemble]).startswith("Ran on corpus `c`: 5 models trained 6,000 steps")
+    assert ran.mixed_code([*rows.values(), ensemble]) == (
+        "Rows whose seeds were trained by different commits of rnmt (one system only where no commit between them "
+        "changed its training; `+`: with uncommitted changes): atr-ca (seed 1 aaaaaaaaaa, seed 1 of ens1-2-3 "
+        "bbbbbbbbbb, seed 2 aaaaaaaaaa, seed 2 of ens1-2-3 bbbbbbbbbb, seed 3 aaaaaaaaaa).")
+    assert ran.notes({**rows, ("atr-ca", "ens1-2-3"): ensemble}, ["bleu"])[-1] == said
+    own = {**ensemble, "train": {"members": [m["train"] for m in rows.values()]}}
+    assert ran.other_trainings({**rows, ("atr-ca", "ens1-2-3"): own}) == "", "the rows' own models: nothing to say"
+    assert ran.summary([*rows.values(), own]).startswith("Ran on corpus `c`: 3 models")
+    alone = {("atr-ca", "ens1-2-3"): ensemble}      # no row of its seeds in the table: nothing to compare with
+    assert ran.other_trainings(alone) == ""
 
 
 def test_a_tables_speeds_say_whether_its_rows_trained_on_the_same_kind_of_path() -> None:

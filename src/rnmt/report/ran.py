@@ -22,14 +22,26 @@ def trained(m: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def _models(metrics: Iterable[Mapping[str, Any]]) -> dict[tuple[Any, Any, Any], dict[str, Any]]:
     """Each trained model once (an ensemble's metrics repeat its members'): its train record by (corpus,
-    variant, seed)."""
+    variant, seed). A seed trained more than once among `metrics` (an ensemble's member trained again in a
+    later run, beside its seed's own row kept from an earlier one: another draw of the same settings) is
+    each training, the one its seed's own row reports under the seed, another under '<seed> of <ensemble>'
+    (`other_trainings` says so in the table's notes)."""
+    metrics = sorted(metrics, key=lambda m: not str(m.get("member", "")).startswith("seed"))    # own rows first
     seen: dict[tuple[Any, Any, Any], dict[str, Any]] = {}
     for m in metrics:
         for t in trained(m):
             settings = t.get("train_settings") or {}
-            if "steps" in t:
-                seen.setdefault((m.get("corpus"), m.get("variant"), settings.get("seed")), t)
+            if "steps" not in t:
+                continue
+            key = (m.get("corpus"), m.get("variant"), settings.get("seed"))
+            if seen.setdefault(key, t) != t and t not in seen.values():
+                seen[(*key[:2], f"{key[2]} of {m.get('member')}")] = t
     return seen
+
+
+def _in_order(item: tuple[tuple[Any, Any, Any], Any]) -> tuple[str, ...]:
+    """`_models`' items by variant, then seed, a seed's own training before its others ('1', '1 of ens1-2')."""
+    return tuple(map(str, item[0][1:]))
 
 
 def _span(values: Iterable[Any]) -> str:
@@ -92,7 +104,7 @@ def retrained(metrics: Iterable[Mapping[str, Any]]) -> str:
     slower than the learning-rate sentence says. '' where none did. A model trained before train.json kept
     the steps is counted only ('once')."""
     told = []
-    for (_corpus, variant, seed), t in sorted(_models(metrics).items(), key=lambda item: str(item[0][1:])):
+    for (_corpus, variant, seed), t in sorted(_models(metrics).items(), key=_in_order):
         n, events = t.get("retrains") or 0, t.get("retrained") or []
         if n:
             when = (", ".join(f"at step {e['step']:,} to step {e['from_step']:,}'s checkpoint at "
@@ -113,7 +125,7 @@ def still_improving(metrics: Iterable[Mapping[str, Any]]) -> str:
     training may reorder it against rows that had levelled off. A model that did not learn to translate
     is left out (`unlearned` says so); '' where no row is such."""
     rows: dict[Any, list[tuple[Any, bool]]] = {}
-    for (_corpus, variant, seed), t in sorted(_models(metrics).items(), key=lambda item: str(item[0][1:])):
+    for (_corpus, variant, seed), t in sorted(_models(metrics).items(), key=_in_order):
         if t.get("learned") is False or t.get("best_step") is None:
             continue
         rows.setdefault(variant, []).append(
@@ -338,7 +350,7 @@ def mixed_code(metrics: Iterable[Mapping[str, Any]]) -> str:
     between them changed its training, which the commits let a reader check (`git log A..B`). A model
     resumed by other code is the train warning's ("trained by more than one version")."""
     rows: dict[Any, dict[Any, tuple[str, ...]]] = {}
-    for (_, variant, seed), t in sorted(_models(metrics).items(), key=lambda kv: str(kv[0])):
+    for (_, variant, seed), t in sorted(_models(metrics).items(), key=_in_order):
         if t.get("git_commit") or t.get("code"):
             rows.setdefault(variant, {})[seed] = tuple(commits(t))
     mixed = {v: seeds for v, seeds in rows.items() if len(set(seeds.values())) > 1}
@@ -346,8 +358,38 @@ def mixed_code(metrics: Iterable[Mapping[str, Any]]) -> str:
         return ""
     return ("Rows whose seeds were trained by different commits of rnmt (one system only where no commit between "
             "them changed its training; `+`: with uncommitted changes): " + "; ".join(
-                f"{v} ({', '.join(f'seed {s} ' + ' then '.join(c) for s, c in sorted(seeds.items(), key=str))})"
+                f"{v} ({', '.join(f'seed {s} ' + ' then '.join(c) for s, c in seeds.items())})"
                 for v, seeds in sorted(mixed.items(), key=str)) + ".")
+
+
+def other_trainings(metrics: Mapping[tuple[str, str], Mapping[str, Any]]) -> str:
+    """A line naming the ensembles (`metrics`: by variant and member) whose models are other trainings of
+    their seeds than the ones the seeds' own rows report, with where each was trained; '' where every
+    ensemble averages its rows' own models. A table's rows may be kept from an earlier run while the models,
+    which are not kept, are trained again for an ensemble: same settings, another draw, so its gain over
+    the row is not its gain over its own members."""
+    told = []
+    for (variant, member), m in sorted(metrics.items(), key=str):
+        if str(member).startswith("seed") or "members" not in (m.get("train") or {}):
+            continue
+        again = {}
+        for t in trained(m):
+            seed = (t.get("train_settings") or {}).get("seed")
+            own = metrics.get((variant, f"seed{seed}"))
+            if own and trained(own)[0] != t:
+                again[seed] = (t, trained(own)[0])
+
+        def where(records: list[Mapping[str, Any]]) -> str:
+            return " and ".join(sorted({f"on {machine(r.get('hardware') or {})} by {' then '.join(commits(r))}"
+                                        for r in records}))
+        if again:
+            seeds = ", ".join(str(s) for s in sorted(again, key=str))
+            told.append(f"{member_name(variant, member)} averages seed{'s' if len(again) > 1 else ''} {seeds} "
+                        f"trained {where([a for a, _ in again.values()])}, the row's own trained "
+                        f"{where([o for _, o in again.values()])}")
+    return ("Ensembles of other trainings of their seeds than the seeds' own rows report (trained again with the "
+            "same settings: other draws, so an ensemble's gain over its row is not over its own members): "
+            + "; ".join(told) + ".") if told else ""
 
 
 def notes(metrics: Mapping[tuple[str, str], Mapping[str, Any]], shown: Iterable[str]) -> list[str]:
@@ -356,4 +398,4 @@ def notes(metrics: Mapping[tuple[str, str], Mapping[str, Any]], shown: Iterable[
     shown = list(shown)
     return [summary(metrics.values()), retrained(metrics.values()), still_improving(metrics.values()),
             override(metrics.values()), paths(metrics.values(), shown), machines(metrics, shown),
-            mixed_code(metrics.values())]
+            mixed_code(metrics.values()), other_trainings(metrics)]
