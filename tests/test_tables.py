@@ -511,19 +511,19 @@ def test_a_table_names_an_ensemble_of_other_trainings_than_its_seeds_rows() -> N
 
     rows = {("atr-ca", f"seed{s}"): {"corpus": "c", "variant": "atr-ca", "member": f"seed{s}",
                                      "train": train(s, "Xeon", "a" * 40)} for s in (1, 2, 3)}
-    again = [train(1, "EPYC", "b" * 40), train(2, "EPYC", "b" * 40), rows["atr-ca", "seed3"]["train"]]
+    again = [train(1, "EPYC", "c" * 40), train(2, "EPYC", "b" * 40), rows["atr-ca", "seed3"]["train"]]
     ensemble = {"corpus": "c", "variant": "atr-ca", "member": "ens1-2-3", "train": {"members": again}}
     said = ran.other_trainings({**rows, ("atr-ca", "ens1-2-3"): ensemble})
     assert said == (
         "Ensembles of other trainings of their seeds than the seeds' own rows report (trained again with the same "
         "settings: other draws, so an ensemble's gain over its row is not over its own members): atr-ca "
-        "(ens1-2-3) averages seeds 1, 2 trained on cpu EPYC (avx512), 1 thread by bbbbbbbbbb, the row's own "
-        "trained on cpu Xeon (avx512), 1 thread by aaaaaaaaaa.")
+        "(ens1-2-3) averages seeds 1, 2 trained on cpu EPYC (avx512), 1 thread by bbbbbbbbbb, cccccccccc, the row's "
+        "own trained on cpu Xeon (avx512), 1 thread by aaaaaaaaaa.")
     assert ran.summary([*rows.values(), ensemble]).startswith("Ran on corpus `c`: 5 models trained 6,000 steps")
     assert ran.mixed_code([*rows.values(), ensemble]) == (
         "Rows whose seeds were trained by different commits of rnmt (one system only where no commit between them "
         "changed its training; `+`: with uncommitted changes): atr-ca (seed 1 aaaaaaaaaa, seed 1 of ens1-2-3 "
-        "bbbbbbbbbb, seed 2 aaaaaaaaaa, seed 2 of ens1-2-3 bbbbbbbbbb, seed 3 aaaaaaaaaa).")
+        "cccccccccc, seed 2 aaaaaaaaaa, seed 2 of ens1-2-3 bbbbbbbbbb, seed 3 aaaaaaaaaa).")
     assert ran.notes({**rows, ("atr-ca", "ens1-2-3"): ensemble}, ["bleu"])[-1] == said
     own = {**ensemble, "train": {"members": [m["train"] for m in rows.values()]}}
     assert ran.other_trainings({**rows, ("atr-ca", "ens1-2-3"): own}) == "", "the rows' own models: nothing to say"

@@ -380,8 +380,9 @@ def other_trainings(metrics: Mapping[tuple[str, str], Mapping[str, Any]]) -> str
                 again[seed] = (t, trained(own)[0])
 
         def where(records: list[Mapping[str, Any]]) -> str:
-            return " and ".join(sorted({f"on {machine(r.get('hardware') or {})} by {' then '.join(commits(r))}"
-                                        for r in records}))
+            on = sorted({machine(r.get("hardware") or {}) for r in records})
+            by = sorted({c for r in records for c in commits(r)})
+            return f"on {' and '.join(on)} by {', '.join(by)}"
         if again:
             seeds = ", ".join(str(s) for s in sorted(again, key=str))
             told.append(f"{member_name(variant, member)} averages seed{'s' if len(again) > 1 else ''} {seeds} "
