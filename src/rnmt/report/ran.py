@@ -362,6 +362,14 @@ def mixed_code(metrics: Iterable[Mapping[str, Any]]) -> str:
                 for v, seeds in sorted(mixed.items(), key=str)) + ".")
 
 
+def _where(records: Iterable[Mapping[str, Any]]) -> str:
+    """Where some models were trained: 'on <machine>[ and <machine>] by <commit>, <commit>'."""
+    records = list(records)
+    on = sorted({machine(r.get("hardware") or {}) for r in records})
+    by = sorted({c for r in records for c in commits(r)})
+    return f"on {' and '.join(on)} by {', '.join(by)}"
+
+
 def other_trainings(metrics: Mapping[tuple[str, str], Mapping[str, Any]]) -> str:
     """A line naming the ensembles (`metrics`: by variant and member) whose models are other trainings of
     their seeds than the ones the seeds' own rows report, with where each was trained; '' where every
@@ -378,16 +386,11 @@ def other_trainings(metrics: Mapping[tuple[str, str], Mapping[str, Any]]) -> str
             own = metrics.get((variant, f"seed{seed}"))
             if own and trained(own)[0] != t:
                 again[seed] = (t, trained(own)[0])
-
-        def where(records: list[Mapping[str, Any]]) -> str:
-            on = sorted({machine(r.get("hardware") or {}) for r in records})
-            by = sorted({c for r in records for c in commits(r)})
-            return f"on {' and '.join(on)} by {', '.join(by)}"
         if again:
             seeds = ", ".join(str(s) for s in sorted(again, key=str))
             told.append(f"{member_name(variant, member)} averages seed{'s' if len(again) > 1 else ''} {seeds} "
-                        f"trained {where([a for a, _ in again.values()])}, the row's own trained "
-                        f"{where([o for _, o in again.values()])}")
+                        f"trained {_where([a for a, _ in again.values()])}, the row's own trained "
+                        f"{_where([o for _, o in again.values()])}")
     return ("Ensembles of other trainings of their seeds than the seeds' own rows report (trained again with the "
             "same settings: other draws, so an ensemble's gain over its row is not over its own members): "
             + "; ".join(told) + ".") if told else ""
