@@ -532,6 +532,32 @@ def test_a_table_names_an_ensemble_of_other_trainings_than_its_seeds_rows() -> N
     assert ran.other_trainings(alone) == ""
 
 
+def test_a_table_names_the_rows_whose_seeds_trained_in_different_precisions() -> None:
+    """SR-NMT Table 3's 4L kept seed 1 from a CPU with bfloat16 and trained seeds 2 and 3 on one without: the
+    same `amp` setting, run as bfloat16 autocast and as float32. The notes say so per row, name a model
+    resumed on the other kind of machine, and say nothing where a row's seeds share one precision or a model
+    did not record its machine."""
+    from rnmt.report import ran
+
+    def row(variant: str, seed: int, *bf16: bool | None) -> dict:
+        hardware = [{"device": "cpu", "cpu": "AMD EPYC", **({} if b is None else {"bf16_autocast": b})} for b in bf16]
+        train = {"steps": 6000, "train_settings": {"seed": seed, "max_steps": 6000}, "hardware": hardware[-1],
+                 **({"machines": hardware} if len(hardware) > 1 else {})}
+        return {"corpus": "c", "variant": variant, "member": f"seed{seed}", "train": train}
+
+    rows = [row("srnmt-4l", 1, True), row("srnmt-4l", 2, False), row("srnmt-4l", 3, False),
+            row("srnmt-2l", 1, True), row("srnmt-2l", 2, True, False), row("srnmt-2l", 3, True),
+            row("srnmt-1l", 1, True), row("srnmt-1l", 2, True), row("srnmt-1l", 3, None)]
+    said = ran.mixed_precision(rows)
+    assert said == (
+        "Rows whose seeds trained in different precisions (`amp`'s bfloat16 autocast where the machine multiplies "
+        "bfloat16 in hardware, float32 where not): srnmt-2l (seeds 1, 3 in bfloat16 autocast, seed 2 in bfloat16 "
+        "autocast, then float32); srnmt-4l (seed 1 in bfloat16 autocast, seeds 2, 3 in float32).")
+    assert said in ran.notes({(r["variant"], r["member"]): r for r in rows}, ["bleu"])
+    assert ran.mixed_precision(rows[6:]) == "", "seed 3 recorded no machine: nothing to compare it with"
+    assert ran.mixed_precision([row("lstm", s, False) for s in (1, 2, 3)]) == ""
+
+
 def test_a_tables_speeds_say_whether_its_rows_trained_on_the_same_kind_of_path() -> None:
     """ATR Table 4's speed ratios compare cells only if both cells ran on the same kind of path (issue: cuDNN's
     GRU against rnmt's ATR kernel compares engineering); the note says which, from train.json's `paths`."""

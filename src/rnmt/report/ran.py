@@ -6,7 +6,7 @@ steps its scale's note describes, nor a figure trained on the synthetic pair as 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from rnmt.evaluate.metric_names import timed
@@ -344,22 +344,60 @@ def commits(t: Mapping[str, Any]) -> list[str]:
                               for c in code))
 
 
+def _mixed(metrics: Iterable[Mapping[str, Any]], of: Callable[[Mapping[str, Any]], Any]) -> dict[Any, dict[Any, Any]]:
+    """The rows whose models differ in `of` (of a model's train record; None: not recorded, left out): by
+    variant, each seed's value, in `_in_order`'s order."""
+    rows: dict[Any, dict[Any, Any]] = {}
+    for (_, variant, seed), t in sorted(_models(metrics).items(), key=_in_order):
+        if (value := of(t)) is not None:
+            rows.setdefault(variant, {})[seed] = value
+    return {v: seeds for v, seeds in rows.items() if len(set(seeds.values())) > 1}
+
+
 def mixed_code(metrics: Iterable[Mapping[str, Any]]) -> str:
     """A line naming the rows whose seeds were trained by different commits of rnmt, with each seed's, ''
     where every row's seeds ran the same ones: a row's mean and spread are one system's only where no commit
     between them changed its training, which the commits let a reader check (`git log A..B`). A model
     resumed by other code is the train warning's ("trained by more than one version")."""
-    rows: dict[Any, dict[Any, tuple[str, ...]]] = {}
-    for (_, variant, seed), t in sorted(_models(metrics).items(), key=_in_order):
-        if t.get("git_commit") or t.get("code"):
-            rows.setdefault(variant, {})[seed] = tuple(commits(t))
-    mixed = {v: seeds for v, seeds in rows.items() if len(set(seeds.values())) > 1}
+    mixed = _mixed(metrics, lambda t: tuple(commits(t)) if t.get("git_commit") or t.get("code") else None)
     if not mixed:
         return ""
     return ("Rows whose seeds were trained by different commits of rnmt (one system only where no commit between "
             "them changed its training; `+`: with uncommitted changes): " + "; ".join(
                 f"{v} ({', '.join(f'seed {s} ' + ' then '.join(c) for s, c in seeds.items())})"
                 for v, seeds in sorted(mixed.items(), key=str)) + ".")
+
+
+def _precision(t: Mapping[str, Any]) -> str | None:
+    """'bfloat16 autocast', 'float32' or 'bfloat16 autocast, then float32' (a training resumed on a machine
+    of the other kind, train.json's `machines`) for one model; None where it did not record its machine."""
+    ran = [hw.get("bf16_autocast") for hw in t.get("machines") or [t.get("hardware") or {}]]
+    if any(b is None for b in ran):
+        return None
+    return ", then ".join(dict.fromkeys("bfloat16 autocast" if b else "float32" for b in ran))
+
+
+def _seeds(seeds: list[str]) -> str:
+    """'seed 1' or 'seeds 2, 3'."""
+    return f"seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)}"
+
+
+def mixed_precision(metrics: Iterable[Mapping[str, Any]]) -> str:
+    """A line naming the rows whose seeds trained in different precisions, '' where each row's did in one:
+    `amp` asks for bfloat16 autocast, which a machine that does not multiply bfloat16 in hardware
+    (`machine.hardware.native_bf16`) runs in float32, so seeds kept from different machines may share their
+    settings but not their arithmetic."""
+    mixed = _mixed(metrics, _precision)
+    if not mixed:
+        return ""
+    told = []
+    for v, seeds in sorted(mixed.items(), key=str):
+        kinds: dict[str, list[str]] = {}
+        for seed, kind in seeds.items():
+            kinds.setdefault(kind, []).append(str(seed))
+        told.append(f"{v} ({', '.join(f'{_seeds(s)} in {k}' for k, s in kinds.items())})")
+    return ("Rows whose seeds trained in different precisions (`amp`'s bfloat16 autocast where the machine "
+            "multiplies bfloat16 in hardware, float32 where not): " + "; ".join(told) + ".")
 
 
 def _where(records: Iterable[Mapping[str, Any]]) -> str:
@@ -402,4 +440,4 @@ def notes(metrics: Mapping[tuple[str, str], Mapping[str, Any]], shown: Iterable[
     shown = list(shown)
     return [summary(metrics.values()), retrained(metrics.values()), still_improving(metrics.values()),
             override(metrics.values()), paths(metrics.values(), shown), machines(metrics, shown),
-            mixed_code(metrics.values()), other_trainings(metrics)]
+            mixed_precision(metrics.values()), mixed_code(metrics.values()), other_trainings(metrics)]
