@@ -474,7 +474,7 @@ def test_a_table_names_the_rows_whose_seeds_ran_different_code() -> None:
     """SR-NMT 1L's seed 1 was trained a session before its seeds 2 and 3, by another commit; a row's mean is
     one system's only where no commit between changed its training, so the table names the row and each
     seed's commits (a resumed model's both), and says nothing where each row ran one commit."""
-    from rnmt.report import ran
+    from rnmt.report import ran, trainings
 
     def metrics(variant: str, seed: int, *commits: str, dirty: bool = False) -> dict:
         code = [{"from_step": 100 * i, "git_commit": c, "git_dirty": dirty} for i, c in enumerate(commits)]
@@ -482,18 +482,18 @@ def test_a_table_names_the_rows_whose_seeds_ran_different_code() -> None:
                                               "git_commit": commits[-1]}}
 
     same = [metrics("srnmt-2l", s, "b" * 40) for s in (1, 2, 3)]
-    assert ran.mixed_code(same) == ""
+    assert trainings.mixed_code(same) == ""
     resumed = [metrics("srnmt-4l", 1, "b" * 40, "c" * 40)]        # one seed resumed: the train warning's to say
-    assert ran.mixed_code(resumed) == ""
+    assert trainings.mixed_code(resumed) == ""
     rows = [metrics("srnmt-1l", 1, "a" * 40), *(metrics("srnmt-1l", s, "b" * 40) for s in (2, 3)),
             metrics("srnmt-3l", 1, "b" * 40, "c" * 40, dirty=True), metrics("srnmt-3l", 2, "b" * 40), *same,
             *resumed, {"variant": "old", "train": {"steps": 5, "git_commit": "d" * 40}}]     # no seed recorded
-    assert ran.mixed_code(rows) == (
+    assert trainings.mixed_code(rows) == (
         "Rows whose seeds were trained by different commits of rnmt (one system only where no commit between them "
         "changed its training; `+`: with uncommitted changes): srnmt-1l (seed 1 aaaaaaaaaa, seed 2 bbbbbbbbbb, "
         "seed 3 bbbbbbbbbb); srnmt-3l (seed 1 bbbbbbbbbb+ then cccccccccc+, seed 2 bbbbbbbbbb).")
     assert ran.notes({("srnmt-1l", f"seed{i}"): m for i, m in enumerate(rows[:3], 1)}, ["bleu"])[-2] == \
-        ran.mixed_code(rows[:3])
+        trainings.mixed_code(rows[:3])
 
 
 def test_a_table_names_an_ensemble_of_other_trainings_than_its_seeds_rows() -> None:
@@ -501,7 +501,7 @@ def test_a_table_names_an_ensemble_of_other_trainings_than_its_seeds_rows() -> N
     ensemble row's run trained seeds 1 and 2 again on an EPYC: other draws of the same settings. The notes
     name the ensemble, its seeds trained again and where each side was trained, count those models apart
     from the row's, and say nothing where an ensemble averages its rows' own models."""
-    from rnmt.report import ran
+    from rnmt.report import ran, trainings
 
     def train(seed: int, cpu: str, commit: str) -> dict:
         return {"steps": 6000, "stop_reason": "max_steps", "train_seconds": 1400.0 + seed + len(cpu),
@@ -520,7 +520,7 @@ def test_a_table_names_an_ensemble_of_other_trainings_than_its_seeds_rows() -> N
         "(ens1-2-3) averages seeds 1, 2 trained on cpu EPYC (avx512), 1 thread by bbbbbbbbbb, cccccccccc, the row's "
         "own trained on cpu Xeon (avx512), 1 thread by aaaaaaaaaa.")
     assert ran.summary([*rows.values(), ensemble]).startswith("Ran on corpus `c`: 5 models trained 6,000 steps")
-    assert ran.mixed_code([*rows.values(), ensemble]) == (
+    assert trainings.mixed_code([*rows.values(), ensemble]) == (
         "Rows whose seeds were trained by different commits of rnmt (one system only where no commit between them "
         "changed its training; `+`: with uncommitted changes): atr-ca (seed 1 aaaaaaaaaa, seed 1 of ens1-2-3 "
         "cccccccccc, seed 2 aaaaaaaaaa, seed 2 of ens1-2-3 bbbbbbbbbb, seed 3 aaaaaaaaaa).")
@@ -537,7 +537,7 @@ def test_a_table_names_the_rows_whose_seeds_trained_in_different_precisions() ->
     same `amp` setting, run as bfloat16 autocast and as float32. The notes say so per row, name a model
     resumed on the other kind of machine, and say nothing where a row's seeds share one precision or a model
     did not record its machine."""
-    from rnmt.report import ran
+    from rnmt.report import ran, trainings
 
     def row(variant: str, seed: int, *bf16: bool | None) -> dict:
         hardware = [{"device": "cpu", "cpu": "AMD EPYC", **({} if b is None else {"bf16_autocast": b})} for b in bf16]
@@ -548,14 +548,14 @@ def test_a_table_names_the_rows_whose_seeds_trained_in_different_precisions() ->
     rows = [row("srnmt-4l", 1, True), row("srnmt-4l", 2, False), row("srnmt-4l", 3, False),
             row("srnmt-2l", 1, True), row("srnmt-2l", 2, True, False), row("srnmt-2l", 3, True),
             row("srnmt-1l", 1, True), row("srnmt-1l", 2, True), row("srnmt-1l", 3, None)]
-    said = ran.mixed_precision(rows)
+    said = trainings.mixed_precision(rows)
     assert said == (
         "Rows whose seeds trained in different precisions (`amp`'s bfloat16 autocast where the machine multiplies "
         "bfloat16 in hardware, float32 where not): srnmt-2l (seeds 1, 3 in bfloat16 autocast, seed 2 in bfloat16 "
         "autocast, then float32); srnmt-4l (seed 1 in bfloat16 autocast, seeds 2, 3 in float32).")
     assert said in ran.notes({(r["variant"], r["member"]): r for r in rows}, ["bleu"])
-    assert ran.mixed_precision(rows[6:]) == "", "seed 3 recorded no machine: nothing to compare it with"
-    assert ran.mixed_precision([row("lstm", s, False) for s in (1, 2, 3)]) == ""
+    assert trainings.mixed_precision(rows[6:]) == "", "seed 3 recorded no machine: nothing to compare it with"
+    assert trainings.mixed_precision([row("lstm", s, False) for s in (1, 2, 3)]) == ""
 
 
 def test_a_tables_speeds_say_whether_its_rows_trained_on_the_same_kind_of_path() -> None:

@@ -266,10 +266,10 @@ def gates_to_make(gates: list[str], results: str, partial: bool, training: set[t
 
 
 def trained_by(models: list[dict]) -> str:
-    """The rnmt commits that trained a member's models (`rnmt.report.ran.commits`: 10 digits, `+` with
+    """The rnmt commits that trained a member's models (`rnmt.report.trainings.commits`: 10 digits, `+` with
     uncommitted changes, `then` where a resumed training changed code), models joined by `/`: whether a
     row's seeds ran the same code is read from here."""
-    from rnmt.report.ran import commits
+    from rnmt.report.trainings import commits
 
     return " / ".join(" then ".join(commits(t)) for t in models)
 

@@ -6,42 +6,13 @@ steps its scale's note describes, nor a figure trained on the synthetic pair as 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rnmt.evaluate.metric_names import timed
+from rnmt.report.trainings import commits, each_model, in_order, mixed_code, mixed_precision, ran_on, seed_list, trained
 from rnmt.settings import leaves
 from rnmt.train import schedules
-
-
-def trained(m: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The train records behind one metrics file: its model's, or each member's of an ensemble."""
-    train = m.get("train") or {}
-    return train.get("members", [train])
-
-
-def _models(metrics: Iterable[Mapping[str, Any]]) -> dict[tuple[Any, Any, Any], dict[str, Any]]:
-    """Each trained model once (an ensemble's metrics repeat its members'): its train record by (corpus,
-    variant, seed). A seed trained more than once among `metrics` (an ensemble's member trained again in a
-    later run, beside its seed's own row kept from an earlier one: another draw of the same settings) is
-    each training, the one its seed's own row reports under the seed, another under '<seed> of <ensemble>'
-    (`other_trainings` says so in the table's notes)."""
-    metrics = sorted(metrics, key=lambda m: not str(m.get("member", "")).startswith("seed"))    # own rows first
-    seen: dict[tuple[Any, Any, Any], dict[str, Any]] = {}
-    for m in metrics:
-        for t in trained(m):
-            settings = t.get("train_settings") or {}
-            if "steps" not in t:
-                continue
-            key = (m.get("corpus"), m.get("variant"), settings.get("seed"))
-            if seen.setdefault(key, t) != t and t not in seen.values():
-                seen[(*key[:2], f"{key[2]} of {m.get('member')}")] = t
-    return seen
-
-
-def _in_order(item: tuple[tuple[Any, Any, Any], Any]) -> tuple[str, ...]:
-    """`_models`' items by variant, then seed, a seed's own training before its others ('1', '1 of ens1-2')."""
-    return tuple(map(str, item[0][1:]))
 
 
 def _span(values: Iterable[Any]) -> str:
@@ -81,7 +52,7 @@ def summary(metrics: Iterable[Mapping[str, Any]]) -> str:
     metrics = list(metrics)
     corpora = _span(m.get("corpus") for m in metrics)
     scales = _span(m.get("scale") for m in metrics)
-    models = list(_models(metrics).values())
+    models = list(each_model(metrics).values())
     where = f"corpus `{corpora}`" + (f", scale `{scales}`" if scales != "?" else "")
     if not models:
         return f"Ran on {where}."
@@ -104,7 +75,7 @@ def retrained(metrics: Iterable[Mapping[str, Any]]) -> str:
     slower than the learning-rate sentence says. '' where none did. A model trained before train.json kept
     the steps is counted only ('once')."""
     told = []
-    for (_corpus, variant, seed), t in sorted(_models(metrics).items(), key=_in_order):
+    for (_corpus, variant, seed), t in sorted(each_model(metrics).items(), key=in_order):
         n, events = t.get("retrains") or 0, t.get("retrained") or []
         if n:
             when = (", ".join(f"at step {e['step']:,} to step {e['from_step']:,}'s checkpoint at "
@@ -125,7 +96,7 @@ def still_improving(metrics: Iterable[Mapping[str, Any]]) -> str:
     training may reorder it against rows that had levelled off. A model that did not learn to translate
     is left out (`unlearned` says so); '' where no row is such."""
     rows: dict[Any, list[tuple[Any, bool]]] = {}
-    for (_corpus, variant, seed), t in sorted(_models(metrics).items(), key=_in_order):
+    for (_corpus, variant, seed), t in sorted(each_model(metrics).items(), key=in_order):
         if t.get("learned") is False or t.get("best_step") is None:
             continue
         rows.setdefault(variant, []).append(
@@ -212,7 +183,7 @@ def _timed_hardware(m: Mapping[str, Any], metric: str) -> list[Mapping[str, Any]
         hw = (m.get("decode") or {}).get("hardware")
         return [hw] if hw else []
     # a model resumed on another kind of machine was timed on each (train.json's `machines`)
-    return [hw for t in trained(m) if t.get("hardware") for hw in t.get("machines") or [t["hardware"]]]
+    return [hw for t in trained(m) for hw in ran_on(t)]
 
 
 def machine(hw: Mapping[str, Any]) -> str:
@@ -336,70 +307,6 @@ def _tenths(values: list[float]) -> str:
     return lo if lo == hi else f"{lo}–{hi}"
 
 
-def commits(t: Mapping[str, Any]) -> list[str]:
-    """The rnmt commits (10 digits, '+' where uncommitted changes ran) that trained one model, in order: a
-    training resumed by other code has several (train.json's `code`)."""
-    code = t.get("code") or [t]
-    return list(dict.fromkeys(f"{(c.get('git_commit') or '?')[:10]}{'+' if c.get('git_dirty') else ''}"
-                              for c in code))
-
-
-def _mixed(metrics: Iterable[Mapping[str, Any]], of: Callable[[Mapping[str, Any]], Any]) -> dict[Any, dict[Any, Any]]:
-    """The rows whose models differ in `of` (of a model's train record; None: not recorded, left out): by
-    variant, each seed's value, in `_in_order`'s order."""
-    rows: dict[Any, dict[Any, Any]] = {}
-    for (_, variant, seed), t in sorted(_models(metrics).items(), key=_in_order):
-        if (value := of(t)) is not None:
-            rows.setdefault(variant, {})[seed] = value
-    return {v: seeds for v, seeds in rows.items() if len(set(seeds.values())) > 1}
-
-
-def mixed_code(metrics: Iterable[Mapping[str, Any]]) -> str:
-    """A line naming the rows whose seeds were trained by different commits of rnmt, with each seed's, ''
-    where every row's seeds ran the same ones: a row's mean and spread are one system's only where no commit
-    between them changed its training, which the commits let a reader check (`git log A..B`). A model
-    resumed by other code is the train warning's ("trained by more than one version")."""
-    mixed = _mixed(metrics, lambda t: tuple(commits(t)) if t.get("git_commit") or t.get("code") else None)
-    if not mixed:
-        return ""
-    return ("Rows whose seeds were trained by different commits of rnmt (one system only where no commit between "
-            "them changed its training; `+`: with uncommitted changes): " + "; ".join(
-                f"{v} ({', '.join(f'seed {s} ' + ' then '.join(c) for s, c in seeds.items())})"
-                for v, seeds in sorted(mixed.items(), key=str)) + ".")
-
-
-def _precision(t: Mapping[str, Any]) -> str | None:
-    """'bfloat16 autocast', 'float32' or 'bfloat16 autocast, then float32' (a training resumed on a machine
-    of the other kind, train.json's `machines`) for one model; None where it did not record its machine."""
-    ran = [hw.get("bf16_autocast") for hw in t.get("machines") or [t.get("hardware") or {}]]
-    if any(b is None for b in ran):
-        return None
-    return ", then ".join(dict.fromkeys("bfloat16 autocast" if b else "float32" for b in ran))
-
-
-def _seeds(seeds: list[str]) -> str:
-    """'seed 1' or 'seeds 2, 3'."""
-    return f"seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)}"
-
-
-def mixed_precision(metrics: Iterable[Mapping[str, Any]]) -> str:
-    """A line naming the rows whose seeds trained in different precisions, '' where each row's did in one:
-    `amp` asks for bfloat16 autocast, which a machine that does not multiply bfloat16 in hardware
-    (`machine.hardware.native_bf16`) runs in float32, so seeds kept from different machines may share their
-    settings but not their arithmetic."""
-    mixed = _mixed(metrics, _precision)
-    if not mixed:
-        return ""
-    told = []
-    for v, seeds in sorted(mixed.items(), key=str):
-        kinds: dict[str, list[str]] = {}
-        for seed, kind in seeds.items():
-            kinds.setdefault(kind, []).append(str(seed))
-        told.append(f"{v} ({', '.join(f'{_seeds(s)} in {k}' for k, s in kinds.items())})")
-    return ("Rows whose seeds trained in different precisions (`amp`'s bfloat16 autocast where the machine "
-            "multiplies bfloat16 in hardware, float32 where not): " + "; ".join(told) + ".")
-
-
 def _where(records: Iterable[Mapping[str, Any]]) -> str:
     """Where some models were trained: 'on <machine>[ and <machine>] by <commit>, <commit>'."""
     records = list(records)
@@ -425,8 +332,8 @@ def other_trainings(metrics: Mapping[tuple[str, str], Mapping[str, Any]]) -> str
             if own and trained(own)[0] != t:
                 again[seed] = (t, trained(own)[0])
         if again:
-            seeds = ", ".join(str(s) for s in sorted(again, key=str))
-            told.append(f"{member_name(variant, member)} averages seed{'s' if len(again) > 1 else ''} {seeds} "
+            seeds = seed_list([str(s) for s in sorted(again, key=str)])
+            told.append(f"{member_name(variant, member)} averages {seeds} "
                         f"trained {_where([a for a, _ in again.values()])}, the row's own trained "
                         f"{_where([o for _, o in again.values()])}")
     return ("Ensembles of other trainings of their seeds than the seeds' own rows report (trained again with the "

@@ -27,7 +27,7 @@ from rnmt.evaluate.score import bucket_name
 from rnmt.io import InputError, atomic_writer, read_json
 from rnmt.planning.current import member_of
 from rnmt.planning.plan import Row, Table
-from rnmt.report import claims, ran, significance
+from rnmt.report import claims, ran, significance, trainings
 from rnmt.report.layout import COUNTS, FEW_SENTENCES, fmt, fmt_count, footer, label, signature_key, tokenized
 
 # `row`: the paper's row order; `members`: what a row's numbers come from (seeds, or one ensemble)
@@ -158,7 +158,7 @@ def cut_short(table: Table, metrics: dict[tuple[str, str], dict[str, Any]]) -> l
     out = []
     for row in table.trained_rows:
         for member in row.members():
-            for m in ran.trained(metrics.get((row.variant, member), {})):
+            for m in trainings.trained(metrics.get((row.variant, member), {})):
                 if m.get("stop_reason") == "max_minutes":
                     settings = m.get("train_settings") or {}
                     minutes = f", {settings['max_minutes']:g} min" if settings.get("max_minutes") else ""
