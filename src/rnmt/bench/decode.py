@@ -14,7 +14,7 @@ already fills its products reasonably, that bound is what limits batching; on a 
 loop is bound by kernel launches instead and the bound is loose.
 
 Every row decodes with eager steps (`cuda_graphs` off). `--graphs` (CUDA) decodes the batched rows again
-with each model step replayed as a CUDA graph (rnmt.decode.graphs): its sentences/s after a first pass that
+with each search step replayed as one CUDA graph (rnmt.decode.graphs): its sentences/s after a first pass that
 captured the graphs (`graph_first_seconds`: that pass, captures included), and whether it found the eager
 search's hypotheses.
 

@@ -22,13 +22,15 @@ What keeps a batch fast (`rnmt bench decode`):
     same for every hypothesis of a sentence, and a beam reorder keeps each row within its sentence, so
     they are not reordered; only the recurrent states are. Once a step returns a new tensor under a
     name, that name is reordered from then on.
-  - Sentences that are done leave the batch (once at least an eighth of a search's sentences are done),
-    so the batch's last, longest sentences no longer carry the finished ones through every step.
+  - Sentences that are done leave the batch (once at least an eighth of a search's sentences are done;
+    graphed, once those left fit a smaller bucket of sentences), so the batch's last, longest sentences
+    no longer carry the finished ones through every step.
   - The per-sentence stopping test is one tensor expression per step, not a Python loop.
   - What only the host reads (finished hypotheses, token histories, which sentences are done) comes over
-    in one copy a step: on a GPU a step waits for the device once, not at every test.
-  - On CUDA the model's step is replayed as a CUDA graph (`cuda_graphs`, rnmt.decode.graphs), and so is the
-    search's own step on the device (`select`).
+    in one copy a step, and on a GPU the host reads it `READ_BEHIND_ON_CUDA` steps later: the device
+    never waits for the host, which launches the next steps meanwhile.
+  - On CUDA a whole step (the model's, the search's own `select` and the reorder of the states) is
+    replayed as one CUDA graph (`cuda_graphs`, rnmt.decode.graphs).
 """
 
 from __future__ import annotations
@@ -68,15 +70,17 @@ def reorder(state: DecoderState, index: Tensor, constant: set[str]) -> DecoderSt
 SearchState = dict[str, Tensor]
 """A search's tensors on the model's device, A sentences of `width` rows: scores [A, width] (float32, -inf
 for no hypothesis), best_finished [A] (float64, the best normalised score finished), n_finished [A],
-done [A] (bool), limit [A] (the length limit), and two scalars for the step: length (t + 1) and denom
-(float64, `denominator` of length)."""
+done [A] (bool), limit [A] (the length limit); the step's length (t + 1) and denom (float64, `denominator`
+of length), and denoms, `denominator` of every length the search can reach, from which `tick` reads denom."""
+
+SENTENCE_KEYS = ("scores", "limit", "n_finished", "best_finished", "done")
 
 
 def select(logp: Tensor, st: SearchState, width: int) -> tuple[Tensor, Tensor, Tensor]:
     """One step of the search on the device, from the step's log-probabilities [A·width, V]: updates `st` in
     place and returns (the row each new hypothesis continues [A·width], its token [A·width], what the host
     reads, as one float32 tensor). Every shape is fixed by A, width and V, and nothing waits for the host,
-    so on CUDA it is replayed as a graph (GraphedDecoder.select)."""
+    so on CUDA it is replayed inside the search step's graph (rnmt.decode.graphs)."""
     scores, done, denom = st["scores"], st["done"], st["denom"]
     A, W, V = scores.size(0), width, logp.size(-1)
     cand = (scores.unsqueeze(-1) + logp.view(A, W, V)).view(A, -1)
@@ -109,66 +113,87 @@ def select(logp: Tensor, st: SearchState, width: int) -> tuple[Tensor, Tensor, T
     return flat, sel_token, host
 
 
-def new_state(A: int, width: int, device: torch.device) -> SearchState:
+def tick(st: SearchState) -> None:
+    """The next step's length and its denominator, on the device (a replayed step reads no host value)."""
+    st["length"].add_(1)
+    st["denom"].copy_(st["denoms"].index_select(0, st["length"].view(1)).view(()))
+
+
+def new_state(A: int, width: int, lengths: int, device: torch.device) -> SearchState:
     return {"scores": torch.empty(A, width, device=device), "limit": torch.empty(A, dtype=torch.long, device=device),
             "n_finished": torch.empty(A, dtype=torch.long, device=device),
             "best_finished": torch.empty(A, dtype=torch.float64, device=device),
             "done": torch.empty(A, dtype=torch.bool, device=device),
             "length": torch.zeros((), dtype=torch.long, device=device),
-            "denom": torch.ones((), dtype=torch.float64, device=device)}
+            "denom": torch.ones((), dtype=torch.float64, device=device),
+            "denoms": torch.ones(lengths, dtype=torch.float64, device=device)}
+
+
+def host_size(A: int, width: int) -> int:
+    """The length of `select`'s host part for A sentences of `width` rows."""
+    return 5 * A * width + 3 * A
 
 
 class _Search:
-    """One beam width's bookkeeping over the sentences still in it: `width` rows per sentence, in the
-    order of `ids` (each sentence's index in the batch).
+    """One beam width's bookkeeping: `width` rows for each of its A sentences, the first `n` of them the
+    batch's sentences still searching (`ids`: their indices in the batch), any others padding that is done
+    from the start (a graphed search's sentences go up to `graphs.sentences_bucket`).
 
     The tensors the next step needs (`SearchState`) stay on the model's device; what only the host reads
-    (finished hypotheses, the token histories, which sentences are done) comes over in one copy a step, so
-    a step on a GPU waits for it once. With a GraphedDecoder the state lives in its buffers for A sentences
-    (kept across batches) and the device's part of a step is one graph replay."""
+    (finished hypotheses, the token histories, which sentences are done) comes over in one copy a step
+    (`read`). With a GraphedDecoder the state lives in its buffers (kept across batches, under `key`)."""
 
-    def __init__(self, width: int, limit: Tensor, penalty: str, alpha: float,
+    def __init__(self, width: int, limit: Tensor, lengths: int, penalty: str, alpha: float,
                  decoder: graphs.GraphedDecoder | None = None) -> None:
         B = limit.numel()
         self.width, self.penalty, self.alpha, self.decoder = width, penalty, alpha, decoder
-        self.ids = np.arange(B)
-        st = self.st = self._state(B, limit.device)
-        st["limit"].copy_(limit)
-        st["n_finished"].zero_()
-        st["best_finished"].fill_(float("-inf"))
-        st["done"].zero_()
-        st["scores"].fill_(float("-inf"))
-        st["scores"][:, 0] = 0.0                         # one live hypothesis per sentence at first
-        self.done_host = np.zeros(B, dtype=bool)
-        self.history = np.zeros((B * width, 0), dtype=np.int64)
+        self.lengths, self.n = lengths, B
+        A = self.A = graphs.sentences_bucket(B) if decoder is not None else B
+        self.ids = np.full(A, -1)
+        self.ids[:B] = np.arange(B)
+        st = self.st = self._state(A, limit.device)
+        st["length"].zero_()
+        st["denoms"].copy_(torch.tensor([denominator(max(n, 1), penalty, alpha) for n in range(lengths)],
+                                        dtype=torch.float64))
+        st["limit"][:B].copy_(limit)
+        st["scores"][:B].fill_(float("-inf"))
+        st["scores"][:B, 0] = 0.0                         # one live hypothesis per sentence at first
+        self._pad(B)
+        st["n_finished"][:B].zero_()
+        st["best_finished"][:B].fill_(float("-inf"))
+        st["done"][:B].zero_()
+        self.done_host = np.arange(A) >= B
+        self.history = np.zeros((A * width, 0), dtype=np.int64)
         self.finished: list[list[Finished]] = [[] for _ in range(B)]
 
+    @property
+    def key(self) -> tuple[str, int, int, int]:
+        return ("search", self.A, self.width, self.lengths)
+
     def _state(self, A: int, device: torch.device) -> SearchState:
-        if self.decoder is None:
-            return new_state(A, self.width, device)
-        return self.decoder.buffers(("search", A, self.width), lambda: new_state(A, self.width, device))
+        make = lambda: new_state(A, self.width, self.lengths, device)   # noqa: E731
+        return make() if self.decoder is None else self.decoder.buffers(("search", A, self.width, self.lengths), make)
+
+    def _pad(self, n: int) -> None:
+        """Sentences n.. of the state: padding, done from the start (no candidate, no limit to reach)."""
+        st = self.st
+        st["scores"][n:].fill_(float("-inf"))
+        st["limit"][n:].zero_()
+        st["n_finished"][n:].zero_()
+        st["best_finished"][n:].fill_(float("-inf"))
+        st["done"][n:].fill_(True)
 
     @property
     def rows(self) -> int:
-        return self.ids.size * self.width
+        return self.A * self.width
 
     @property
     def all_done(self) -> bool:
         return bool(self.done_host.all())
 
-    def advance(self, logp: Tensor, t: int) -> tuple[Tensor, Tensor]:
-        """Take step t's log-probabilities [rows, V] → (the row each new hypothesis continues, in this
-        search's rows, [rows]; its token [rows])."""
-        A, W = self.ids.size, self.width
-        if A == 0:                                       # every sentence of this search has left
-            return (torch.zeros(0, dtype=torch.long, device=logp.device),) * 2
-        self.st["length"].fill_(t + 1)
-        self.st["denom"].fill_(denominator(t + 1, self.penalty, self.alpha))
-        if self.decoder is None:
-            flat, sel_token, host_d = select(logp, self.st, W)
-        else:
-            flat, sel_token, host_d = self.decoder.select(select, logp, self.st, W)
-        host = host_d.cpu().numpy()
+    def read(self, host: np.ndarray, t: int) -> None:
+        """Take in step t's host part (`select`'s, as numpy)."""
+        A, W = self.A, self.width
         parts = np.split(host, np.cumsum([A * W, A * W, A * W, A, A, A, A * W]))
         ends_h, raw_h, origin_h = (x.reshape(A, W) for x in parts[:3])
         no_end_h, best_live_h, self.done_host = parts[3].astype(bool), parts[4], parts[5].astype(bool)
@@ -182,24 +207,36 @@ class _Search:
             raw = float(best_live_h[a])
             self.finished[int(self.ids[a])].append((normalise(raw, t + 1, self.penalty, self.alpha), raw,
                                                     self.history[a * W].tolist()))
-        return flat, sel_token
 
-    def settle(self) -> Tensor | None:
-        """Drop the done sentences once they are at least an eighth of those left (all of them at the end);
-        returns the rows kept (in this search's rows before the drop), or None when nothing is dropped."""
-        n_done = int(self.done_host.sum())
-        if n_done * 8 < self.ids.size or n_done == 0:
-            return None
-        live_h = np.nonzero(~self.done_host)[0]
-        rows_h = (live_h[:, None] * self.width + np.arange(self.width)).reshape(-1)
-        self.history, self.ids, self.done_host = self.history[rows_h], self.ids[live_h], self.done_host[live_h]
-        device = self.st["scores"].device
-        live = torch.as_tensor(live_h, device=device)
-        kept = self._state(live_h.size, device)
-        for k in ("scores", "limit", "n_finished", "best_finished", "done"):
-            kept[k].copy_(self.st[k].index_select(0, live))
-        self.st = kept
-        return torch.as_tensor(rows_h, device=device)
+    def leaving(self) -> np.ndarray | None:
+        """The sentences (positions) that stay, where dropping the done ones is worth it: once they are at
+        least an eighth of those left, or, graphed, once those left fit a smaller bucket; else None."""
+        live = np.nonzero(~self.done_host[:self.n])[0]
+        if self.decoder is not None:
+            return live if graphs.sentences_bucket(live.size) < self.A else None
+        return live if live.size < self.n and (self.n - live.size) * 8 >= self.n else None
+
+    def settle(self, live: np.ndarray) -> np.ndarray:
+        """Keep only sentences `live` (from `leaving`); → the rows kept, in this search's rows before: the
+        live sentences' rows, then any row for the new padding."""
+        W, n = self.width, live.size
+        A = graphs.sentences_bucket(n) if self.decoder is not None else n
+        rows_h = np.concatenate([(live[:, None] * W + np.arange(W)).reshape(-1), np.zeros((A - n) * W, np.int64)])
+        self.history = self.history[rows_h]
+        ids = np.full(A, -1)
+        ids[:n] = self.ids[live]
+        self.ids, self.n, self.A = ids, n, A
+        self.done_host = np.arange(A) >= n
+        old = self.st
+        self.st = self._state(A, old["scores"].device)
+        if n:
+            index = torch.as_tensor(live, device=old["scores"].device)
+            for k in SENTENCE_KEYS:
+                self.st[k][:n].copy_(old[k].index_select(0, index))
+        for k in ("length", "denom", "denoms"):
+            self.st[k].copy_(old[k])
+        self._pad(n)
+        return rows_h
 
     def best(self, b: int) -> tuple[list[int], float]:
         score, _, tokens = max(self.finished[b], key=lambda f: f[0])
@@ -211,6 +248,125 @@ class _Search:
         for f in sorted(self.finished[b], key=lambda f: -f[0]):
             out.setdefault(tuple(f[2]), f)
         return list(out.values())
+
+
+def select_all(logp: Tensor, searches: list[_Search]) -> tuple[Tensor, Tensor, Tensor]:
+    """`select` of every search on its rows of `logp` (one after the other): → (the row each new hypothesis
+    continues [rows], its token [rows], the searches' host parts one after the other)."""
+    flats, tokens, hosts, offset = [], [], [], 0
+    for s in searches:
+        n = s.rows
+        if n:
+            tick(s.st)
+            flat, token, host = select(logp[offset:offset + n], s.st, s.width)
+            flats.append(flat + offset if offset else flat)
+            tokens.append(token)
+            hosts.append(host)
+        offset += n
+    if len(flats) == 1:
+        return flats[0], tokens[0], hosts[0]
+    return torch.cat(flats), torch.cat(tokens), torch.cat(hosts)
+
+
+class _HostCopy:
+    """A search step's host part on its way to the host: from a GPU, an asynchronous copy into pinned memory
+    that `numpy` waits for; the tensor itself elsewhere."""
+
+    def __init__(self, x: Tensor) -> None:
+        self.event: torch.cuda.Event | None = None
+        self.source = x                      # alive until read: its memory is not reused before the copy
+        if x.device.type == "cuda":
+            self.x = torch.empty(x.shape, dtype=x.dtype, pin_memory=True)
+            self.x.copy_(x, non_blocking=True)
+            self.event = torch.cuda.Event()
+            self.event.record(torch.cuda.current_stream(x.device))
+        else:
+            self.x = x
+
+    def numpy(self) -> np.ndarray:
+        if self.event is not None:
+            self.event.synchronize()
+        return self.x.numpy()
+
+
+class _Steps:
+    """The model's steps as they are (the reference; what a model whose state changes shape gets on a GPU
+    too): its states reordered into new tensors each step. Tensors a step passes through unchanged are
+    not reordered (a reorder keeps each row within its sentence); once a step returns a new tensor under a
+    name, that name is reordered from then on."""
+
+    def __init__(self, model: Seq2Seq, prev: Tensor, state: DecoderState) -> None:
+        self.model, self.prev, self.state = model, prev, state
+        self.constant = set(state)
+
+    def step(self, searches: list[_Search]) -> Tensor:
+        logp, new = self.model.step(self.prev, self.state)
+        self.constant = {k for k in self.constant if new.get(k) is self.state[k]}
+        flat, self.prev, host = select_all(logp, searches)
+        self.state = reorder(new, flat, self.constant)
+        return host
+
+    def keep(self, rows: Tensor) -> None:
+        self.state, self.prev = self.state.select(rows), self.prev.index_select(0, rows)
+
+
+class _Replayed:
+    """The steps of a GraphedDecoder: the model's step, the searches' and the reorder as one graph replay."""
+
+    def __init__(self, decoder: graphs.GraphedDecoder) -> None:
+        self.decoder = decoder
+
+    def step(self, searches: list[_Search]) -> Tensor:
+        return self.decoder.search_step(tuple(s.key for s in searches), lambda logp: select_all(logp, searches))
+
+    def keep(self, rows: Tensor) -> None:
+        self.decoder.keep(rows)
+
+
+READ_BEHIND_ON_CUDA = 3
+"""How many steps the host reads behind the GPU: it launches step t + 3 before it waits for step t's host
+part, so the GPU does not idle while the host takes in a step or launches the next (a step's host part
+decides nothing the next steps launch; done sentences only leave later, and a search that is done runs
+at most this many steps more, which find nothing)."""
+
+
+def read_behind(device: torch.device) -> int:
+    return READ_BEHIND_ON_CUDA if device.type == "cuda" else 0
+
+
+def _run(steps: _Steps | _Replayed, searches: list[_Search], T: int, behind: int) -> None:
+    """Step the searches until every one is done (at the latest after T steps), reading each step's host part
+    `behind` steps later; done sentences leave (`keep`) once the host has read every step so far."""
+    pending: list[tuple[int, _HostCopy]] = []
+
+    def read(upto: int) -> bool:             # read all but the last `upto` steps; → all done
+        while len(pending) > upto:
+            t, copy = pending.pop(0)
+            host, offset = copy.numpy(), 0
+            for s in searches:
+                if s.rows:
+                    size = host_size(s.A, s.width)
+                    s.read(host[offset:offset + size], t)
+                    offset += size
+            if all(s.all_done for s in searches):
+                return True
+        return False
+
+    for t in range(T):
+        pending.append((t, _HostCopy(steps.step(searches))))
+        if read(behind if t < T - 1 else 0):
+            return
+        if all(s.leaving() is None for s in searches):
+            continue
+        if read(0):                          # every step read: the host's rows are the device's
+            return
+        rows, offset = [], 0
+        for s in searches:
+            before, live = s.rows, s.leaving()
+            rows.append((np.arange(before) if live is None else s.settle(live)) + offset)
+            offset += before
+        device = searches[0].st["scores"].device
+        steps.keep(torch.as_tensor(np.concatenate(rows), device=device))
 
 
 @torch.no_grad()
@@ -253,6 +409,14 @@ def nbest_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, nbest: int, beam
     return out
 
 
+def _first_rows(searches: list[_Search], B: int, device: torch.device) -> Tensor:
+    """The sentence of each row at the start, the searches' rows one after the other: searches[0]'s
+    sentences × beam (its padding's rows copies of the first sentence's), then searches[1]'s × 1."""
+    return torch.cat([torch.cat([torch.arange(B, device=device), torch.zeros(s.A - B, dtype=torch.long,
+                                                                             device=device)]).repeat_interleave(s.width)
+                      for s in searches])
+
+
 def _search(model: Seq2Seq, src: Tensor, src_mask: Tensor, beam: int, max_len: int | Tensor, penalty: str,
             alpha: float, greedy_floor: bool, cuda_graphs: bool | graphs.GraphedDecoder) -> list[_Search]:
     """Run the search of `beam` (and of the greedy floor beside it); → the searches, finished."""
@@ -261,38 +425,20 @@ def _search(model: Seq2Seq, src: Tensor, src_mask: Tensor, beam: int, max_len: i
     if isinstance(max_len, int):
         max_len = torch.full((B,), max_len, device=device)
     limit = max_len.to(device=device, dtype=torch.long)
+    T = int(limit.max())
+    lengths = max(64, 1 << (T + 1).bit_length())         # every length 0..T, in few sizes (a graph's buffers)
     widths = (beam, 1) if beam > 1 and greedy_floor else (beam,)
     graphed = (cuda_graphs if isinstance(cuda_graphs, graphs.GraphedDecoder) else
                graphs.decoder(model, device) if cuda_graphs else None)
-    decoder = graphed or model
-    searches = [_Search(w, limit, penalty, alpha, graphed) for w in widths]
-    # the rows of every search, one after the other: searches[0]'s sentences × beam, then searches[1]'s × 1
-    start = torch.cat([torch.arange(B, device=device).repeat_interleave(w) for w in widths])
-    state = decoder.start(src, src_mask).select(start)
-    constant = set(state)                                # names no step has changed yet
+    if graphed is not None and not graphed.unsupported:
+        searches = [_Search(w, limit, lengths, penalty, alpha, graphed) for w in widths]
+        start = _first_rows(searches, B, device)
+        prev = torch.full((start.numel(),), BOS_ID, dtype=torch.long, device=device)
+        if graphed.begin(prev, graphed.start(src, src_mask).select(start)):
+            _run(_Replayed(graphed), searches, T, read_behind(device))
+            return searches
+    searches = [_Search(w, limit, lengths, penalty, alpha) for w in widths]
+    start = _first_rows(searches, B, device)
     prev = torch.full((start.numel(),), BOS_ID, dtype=torch.long, device=device)
-    for t in range(int(limit.max())):
-        logp, new_state = decoder.step(prev, state)
-        constant = {k for k in constant if new_state.get(k) is state[k]}
-        flats, tokens, offset = [], [], 0
-        for s in searches:
-            n = s.rows
-            flat, tok = s.advance(logp[offset:offset + n], t)
-            flats.append(flat + offset)
-            tokens.append(tok)
-            offset += n
-        if all(s.all_done for s in searches):
-            break
-        state = reorder(new_state, torch.cat(flats), constant)
-        prev = torch.cat(tokens)
-        kept, offset, dropped = [], 0, False
-        for s in searches:
-            n = s.rows
-            rows = s.settle()
-            dropped = dropped or rows is not None
-            kept.append((torch.arange(n, device=device) if rows is None else rows) + offset)
-            offset += n
-        if dropped:
-            rows = torch.cat(kept)
-            state, prev = state.select(rows), prev.index_select(0, rows)
+    _run(_Steps(model, prev, model.start(src, src_mask).select(start)), searches, T, read_behind(device))
     return searches

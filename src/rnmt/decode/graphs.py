@@ -1,31 +1,34 @@
-"""Beam search's decoder step as CUDA graphs (decode setting `cuda_graphs`, on by default; CUDA only).
+"""Beam search's steps as CUDA graphs (decode setting `cuda_graphs`, on by default; CUDA only).
 
 A search step of a recurrent model is dozens of small kernels for one token per hypothesis, and on a GPU
 the host's time to launch them bounds the search (benchmarks/gpu/README.md: at the ATR paper's sizes, 32
 sentences decoded together at beam 10 went only 18x as fast as one at a time, with 32x the hypotheses in
-each step). `GraphedDecoder` records one model step (`Seq2Seq.step`) once per bucket of shapes and replays
-it with one launch. The search's own step on the device (top-k, finished hypotheses, the stopping test:
-decode/beam.py `select`, some 50 small kernels) is a second graph per bucket and number of sentences
-(`select`), its state kept in buffers of the decoder's (`buffers`) so the graph outlives a batch; the
-reorder of the states, whose rows depend on the data, stays eager.
+each step). `GraphedDecoder` records a whole search step once per layout and replays it with one launch:
+the model's step (`Seq2Seq.step`), the search's own step on the device (top-k, finished hypotheses, the
+stopping test: decode/beam.py `select`) and the reorder of the hypotheses' states, written back into the
+buffers the next replay reads. Between replays the host only copies out what it reads (decode/beam.py reads
+it a few steps behind, so the GPU never waits for it) and, when enough sentences are done, drops their rows
+(`keep`).
 
 A graph fixes every shape, so:
   - the source is padded to a multiple of `EDGE` positions (masked, so no attention weight reaches them;
     `start`), which lets batches of similar length share their graphs;
-  - the hypotheses (rows) go up to the next power of two, and above `POWERS_UP_TO` rows to the next quarter
-    octave (`rows_bucket`: 320 rows stay 320, 321 go to 384). A search's rows shrink as its sentences finish
-    and leave; the rows above the live ones hold earlier hypotheses' values and their results are not read.
-Every graph of one set of state shapes (one padded source length) reads the same input buffers, sized for
-the most rows seen, and a tensor the step passes through unchanged (encoder memory, attention keys, the
-mask) is copied into its buffer only when the search hands over a new one (a new batch, or after
-sentences leave), not at every step. The graphs of the `KEEP` most recent shapes are kept (`translate`
-sorts its sentences by length, so a shape once left is rarely met again); at most `MAX_GRAPHS` exist.
+  - the sentences of a search go up to the next power of two, and above `POWERS_UP_TO` to the next quarter
+    octave (`sentences_bucket`: 32 stay 32, 33 go to 40); the extra sentences are done from the start and
+    find nothing, and their rows hold earlier hypotheses' values. A search drops the rows of done sentences
+    once the sentences left fit a smaller bucket, so a batch meets a handful of layouts on its way down.
+Every graph of one set of state shapes (one padded source length) reads and writes the same buffers, sized
+for the most rows seen. The graphs of the `KEEP` most recent shapes are kept (`translate` sorts its sentences
+by length, so a shape once left is rarely met again); at most `MAX_GRAPHS` exist, beyond which new layouts
+step eagerly on the buffers.
 
-A model whose decoder state grows at every step (the Transformer's cache of its target keys and values)
-is not replayed: every step would be a new shape. Where a capture fails (an operation that waits for the
-host inside a step), the bucket logs why once and runs the step eagerly on the same padded inputs. A
-replay gives that eager step's numbers bit for bit (tests/test_cuda.py); the hypotheses equal the unpadded
-search's (tests/test_decode_graphs.py, on the CPU through the eager steps, which pad alike).
+A layout's first step runs eagerly (kernels compile and paths get chosen, as torch asks before a capture),
+its second is captured and replayed. A model whose decoder state grows at every step (the Transformer's
+cache of its target keys and values) is not replayed: every step would be a new shape (`begin` says False,
+and beam search steps the model itself). Where a capture fails (an operation that waits for the host inside
+a step), the layout logs why once and steps eagerly on the same buffers. A replay gives that eager step's
+numbers bit for bit (tests/test_cuda.py); the hypotheses equal the unpadded search's
+(tests/test_decode_graphs.py, on the CPU through the eager steps, which pad alike).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import contextlib
 import logging
 import weakref
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -49,18 +52,17 @@ log = logging.getLogger(__name__)
 
 EDGE = 8               # source lengths are padded up to a multiple of this
 KEEP = 2               # state shapes (padded source lengths) whose graphs are kept
-MAX_GRAPHS = 64        # buckets beyond this many run eagerly
-POWERS_UP_TO = 64      # row buckets are powers of two up to this many rows, quarter octaves above
-SELECTS_PER_BUCKET = 8 # the search's graphs on one bucket's outputs (numbers of sentences); beyond, eager
+MAX_GRAPHS = 64        # layouts beyond this many step eagerly
+POWERS_UP_TO = 8       # sentence buckets are powers of two up to this many sentences, quarter octaves above
 
 Shapes = tuple[tuple[str, tuple[int, ...], torch.dtype], ...]
 
 
-def rows_bucket(n: int) -> int:
-    """The rows a step of `n` hypotheses runs with: the next power of two up to `POWERS_UP_TO`, above it the
-    next quarter octave (a multiple of a quarter of the power of two below `n`). Padding a large step to a
-    power of two could nearly double its output layer, the step's largest product; on an H100 at beam 10,
-    320 rows padded to 512 made the graphed search slower than the eager one (benchmarks/gpu/README.md)."""
+def sentences_bucket(n: int) -> int:
+    """The sentences a search of `n` runs with: the next power of two up to `POWERS_UP_TO`, above it the next
+    quarter octave (a multiple of a quarter of the power of two below `n`). Padding a large search to a power
+    of two could nearly double its output layer, the step's largest product; on an H100 at beam 10, 320 rows
+    padded to 512 made the graphed search slower than the eager one (benchmarks/gpu/README.md)."""
     if n <= POWERS_UP_TO:
         return 1 << max(n - 1, 0).bit_length()
     quarter = 1 << ((n - 1).bit_length() - 3)
@@ -78,12 +80,11 @@ def pad_source(src: Tensor, mask: Tensor, edge: int = EDGE) -> tuple[Tensor, Ten
 
 @dataclass
 class _Inputs:
-    """The step's input buffers for one set of state shapes, `rows` rows each."""
+    """The steps' buffers for one set of state shapes, `rows` rows each: the previous tokens and the state.
+    A step reads their first rows and writes the next step's there."""
     rows: int
     prev: Tensor
     state: dict[str, Tensor]
-    # the caller's tensor each buffer holds now, weakly: the search's encoder tensors are freed with it
-    copied: dict[str, weakref.ref[Tensor]] = field(default_factory=dict)
 
     @classmethod
     def like(cls, prev: Tensor, state: DecoderState, rows: int) -> _Inputs:
@@ -91,55 +92,42 @@ class _Inputs:
             return x.index_select(0, torch.arange(rows, device=x.device) % x.size(0)).contiguous()
         return cls(rows, grown(prev), {k: grown(v) for k, v in state.items()})
 
-    def load(self, prev: Tensor, state: DecoderState, constant: frozenset[str]) -> None:
+    def load(self, prev: Tensor, state: DecoderState) -> None:
         n = prev.numel()
         self.prev[:n].copy_(prev, non_blocking=True)
         for k, v in state.items():
-            held = self.copied.get(k)
-            if k in constant and held is not None and held() is v:
-                continue                      # the same tensor as last time: its buffer holds it
             self.state[k][:n].copy_(v, non_blocking=True)
-            if k in constant:
-                self.copied[k] = weakref.ref(v)
+
+    def keep(self, rows: Tensor) -> None:
+        """Rows `rows` (of the rows in use) become the first ones, in that order."""
+        m = rows.numel()
+        for x in (self.prev, *self.state.values()):
+            x[:m].copy_(x.index_select(0, rows))
 
 
-@dataclass
-class _Bucket:
-    inputs: _Inputs
-    rows: int
-    graph: torch.cuda.CUDAGraph | None     # None: the step runs eagerly on the inputs
-    constant: frozenset[str]               # state names the step passes through unchanged
-    logp: Tensor | None = None             # a graph's outputs, rewritten by each replay
-    out: dict[str, Tensor] = field(default_factory=dict)
-    # the search's graphs that read this bucket's log-probabilities (GraphedDecoder.select), by the slice
-    # read and the search's buffers; None: that capture failed and the search steps eagerly there
-    selects: dict[tuple[Any, ...], tuple[torch.cuda.CUDAGraph, Any] | None] = field(default_factory=dict)
-
-    def run(self, model: Seq2Seq) -> tuple[Tensor, dict[str, Tensor]]:
-        if self.graph is None:
-            state = DecoderState({k: v[:self.rows] for k, v in self.inputs.state.items()})
-            logp, new = model.step(self.inputs.prev[:self.rows], state)
-            return logp, {k: v for k, v in new.items() if k not in self.constant}
-        self.graph.replay()
-        assert self.logp is not None
-        return self.logp, self.out
+Step = Callable[[Tensor], tuple[Tensor, Tensor, Tensor]]
+"""The search's step on a model step's log-probabilities [rows, V]: → (the row each new hypothesis continues
+[rows], its token [rows], what the host reads)."""
 
 
 class GraphedDecoder:
-    """`start` and `step` of `model` (a Seq2Seq, in eval mode, on `device`) with the steps replayed as CUDA
-    graphs; `capture=False` runs every bucket eagerly on the padded inputs (what a failed capture does)."""
+    """Beam search's steps of `model` (a Seq2Seq, in eval mode, on `device`) replayed as CUDA graphs;
+    `capture=False` runs every step eagerly on the same buffers (what a failed capture does)."""
 
     def __init__(self, model: Seq2Seq, device: torch.device, capture: bool = True) -> None:
         self._model = weakref.ref(model)
         self.device, self.capture = device, capture
         self.inputs: dict[Shapes, _Inputs] = {}
-        self.buckets: dict[tuple[Shapes, int], _Bucket] = {}
+        self.constant: dict[Shapes, frozenset[str]] = {}   # state names the step passes through unchanged
+        # by (shapes, layout): the graph and its output, or None where its capture failed
+        self.graphs: dict[tuple[Shapes, Any], tuple[torch.cuda.CUDAGraph, Tensor] | None] = {}
+        self.warmed: set[tuple[Shapes, Any]] = set()        # layouts stepped once eagerly
         self.failed: dict[str, str] = {}
         self.pool: Any = None
         self.unsupported = ""                 # why this model's steps cannot be replayed, once found
         self.captured = self.replays = self.eager = 0
-        self.search_captured = self.search_replays = 0
-        self.last: _Bucket | None = None      # the bucket of the last step, whose outputs a search reads
+        self.shapes: Shapes = ()              # the running search's state shapes, and its rows in use
+        self.rows = 0
         self.kept: dict[Any, dict[str, Tensor]] = {}
 
     @property
@@ -172,30 +160,111 @@ class GraphedDecoder:
     def start(self, src: Tensor, src_mask: Tensor) -> DecoderState:
         return self.model.start(*pad_source(src, src_mask))
 
-    def step(self, prev: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
-        """`model.step(prev, state)`'s log-probabilities and new state: views of the bucket's outputs, valid
-        until the next step (beam search reorders the states into new tensors before it); the tensors the
-        step passes through are `state`'s own."""
-        n = prev.numel()
+    def begin(self, prev: Tensor, state: DecoderState) -> bool:
+        """Load a search's first hypotheses (`prev` [rows], `state`) into the buffers of their shapes; False
+        where this model's steps cannot be replayed (`unsupported`; nothing is kept then)."""
+        if self.unsupported:
+            return False
         shapes: Shapes = tuple((k, tuple(v.shape[1:]), v.dtype) for k, v in state.items())
-        rows = rows_bucket(n)
-        bucket = self.buckets.get((shapes, rows))
-        if bucket is None and not self.unsupported and (len(self.buckets) < MAX_GRAPHS or not self.capture):
-            with self._on_device():
-                bucket = self._bucket(shapes, rows, prev, state)
-        self.last = bucket
-        if bucket is None:
-            return self.model.step(prev, state)
-        bucket.inputs.load(prev, state, bucket.constant)
+        rows = prev.numel()
+        inputs = self.inputs.get(shapes)
         with self._on_device():
-            logp, out = bucket.run(self.model)
-        if bucket.graph is None:
+            if inputs is None or inputs.rows < rows:
+                self._forget_old(shapes)
+                inputs = self.inputs[shapes] = _Inputs.like(prev, state, rows)
+            inputs.load(prev, state)
+            if shapes not in self.constant and not self._learn(shapes, inputs, rows):
+                return False
+        self.shapes, self.rows = shapes, rows
+        return True
+
+    def _learn(self, shapes: Shapes, inputs: _Inputs, rows: int) -> bool:
+        """One eager step on the buffers shows which state names the step passes through (`constant`) and
+        whether the state keeps its shapes (False, and `unsupported` says why, where it does not)."""
+        views = DecoderState({k: v[:rows] for k, v in inputs.state.items()})
+        with self._warm_up(), torch.no_grad(), graph_safe():
+            _, new = self.model.step(inputs.prev[:rows], views)
+        changed = [f"{k} {list(views[k].shape[1:])} → {list(v.shape[1:])}" for k, v in new.items()
+                   if k not in views or v.shape != views[k].shape]
+        changed += [f"{k} {list(views[k].shape[1:])} → none" for k in views if k not in new]
+        if changed:
+            self.unsupported = (f"the decoder state changes shape at every step ({', '.join(changed)}), and a "
+                                "graph fixes the shapes it replays")
+            log.info("decoder steps run eagerly: %s", self.unsupported)
+            self.inputs.clear()
+            self.graphs.clear()
+            return False
+        self.constant[shapes] = frozenset(k for k in views if new[k] is views[k])
+        return True
+
+    def search_step(self, layout: Any, select: Step) -> Tensor:
+        """One step of the running search: the model's step on the buffers' rows in use, `select` on its
+        log-probabilities, and the chosen hypotheses' states and tokens written back into the buffers;
+        replayed as a CUDA graph from the second step of a `layout` on (a key for the search's own buffers
+        and widths, which must fix every shape `select` sees). → `select`'s host part, valid until the next
+        step."""
+        shapes, rows = self.shapes, self.rows
+        inputs, constant = self.inputs[shapes], self.constant[shapes]
+
+        def body() -> Tensor:
+            views = DecoderState({k: v[:rows] for k, v in inputs.state.items()})
+            logp, new = self.model.step(inputs.prev[:rows], views)
+            flat, token, host = select(logp)
+            for k, v in new.items():
+                if k not in constant:
+                    inputs.state[k][:rows].copy_(v.index_select(0, flat))
+            inputs.prev[:rows].copy_(token)
+            return host
+
+        key = (shapes, layout)
+        with self._on_device(), torch.no_grad(), graph_safe():
+            found = self.graphs.get(key)
+            if found is not None:
+                graph, out = found
+                graph.replay()
+                self.replays += 1
+                return out
+            if self.capture and key not in self.graphs:
+                if key not in self.warmed:
+                    self.warmed.add(key)
+                    with self._warm_up():
+                        out = body()
+                    out.record_stream(torch.cuda.current_stream(self.device))   # read there, made on the side
+                    self.eager += 1
+                    return out
+                if len(self.graphs) < MAX_GRAPHS and self._capture(key, body, rows):
+                    graph, out = self.graphs[key]            # type: ignore[misc]
+                    graph.replay()
+                    self.replays += 1
+                    return out
             self.eager += 1
-        else:
-            self.replays += 1
-        new = DecoderState({k: state[k] for k in bucket.constant})
-        new.update({k: v[:n] for k, v in out.items()})
-        return logp[:n], new
+            return body()
+
+    def _capture(self, key: tuple[Shapes, Any], body: Callable[[], Tensor], rows: int) -> bool:
+        if self.pool is None:
+            self.pool = torch.cuda.graph_pool_handle()
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph, pool=self.pool):
+                out = body()
+        except Exception as e:   # noqa: BLE001 - any failure to capture: this layout steps eagerly
+            what = f"{rows} rows, " + ", ".join(f"{k} {list(s)}" for k, s, _ in key[0])
+            self.failed[what] = f"{type(e).__name__}: {e}".splitlines()[0][:300]
+            log.warning("search step graph for %s not captured, so it steps eagerly: %s", what, self.failed[what])
+            self.graphs[key] = None
+            hardware.after_failed_capture(self.device)
+            return False
+        self.graphs[key] = (graph, out)
+        self.captured += 1
+        log.debug("search step graph %d captured: %s", self.captured, key)
+        return True
+
+    def keep(self, rows: Tensor) -> None:
+        """Rows `rows` of the running search's rows in use become its rows, in that order (its done
+        sentences leave)."""
+        with self._on_device():
+            self.inputs[self.shapes].keep(rows)
+        self.rows = rows.numel()
 
     def buffers(self, key: Any, make: Callable[[], dict[str, Tensor]]) -> dict[str, Tensor]:
         """Tensors kept under `key` for as long as this decoder (made by `make` the first time): a search's
@@ -204,103 +273,17 @@ class GraphedDecoder:
             self.kept[key] = make()
         return self.kept[key]
 
-    def select(self, fn: Callable[..., tuple[Tensor, ...]], logp: Tensor, st: dict[str, Tensor],
-               *args: Any) -> tuple[Tensor, ...]:
-        """`fn(logp, st, *args)`: the search's own step on the last step's log-probabilities `logp` (a
-        slice of them) and its buffers `st` (from `buffers`), replayed as a CUDA graph where that step was
-        one. `fn` must work in place on `st` and return a tuple of tensors. A replay's outputs are copied
-        out: the graphs share one memory pool, so a graph captured later may keep its temporaries where an
-        earlier one keeps its outputs (the greedy floor's search replays between the beam's and the use of
-        the beam's tokens)."""
-        bucket = self.last
-        if bucket is None or bucket.graph is None or not self.capture:
-            return fn(logp, st, *args)
-        key = (logp.data_ptr(), tuple(logp.shape), id(st), *args)
-        if key not in bucket.selects and len(bucket.selects) >= SELECTS_PER_BUCKET:
-            return fn(logp, st, *args)
-        if key not in bucket.selects:
-            graph = torch.cuda.CUDAGraph()
-            try:
-                # one eager run first, on a copy of the state (the step changes its state in place)
-                with self._on_device(), self._warm_up():
-                    fn(logp, {k: v.clone() for k, v in st.items()}, *args)
-                with self._on_device(), torch.cuda.graph(graph, pool=self.pool):
-                    out = fn(logp, st, *args)
-                bucket.selects[key] = (graph, out)
-                self.search_captured += 1
-            except Exception as e:   # noqa: BLE001 - any failure to capture: this search steps eagerly
-                what = f"search step, {logp.size(0)} rows"
-                self.failed[what] = f"{type(e).__name__}: {e}".splitlines()[0][:300]
-                log.warning("%s not captured, so it runs eagerly: %s", what, self.failed[what])
-                bucket.selects[key] = None
-                hardware.after_failed_capture(self.device)
-        found = bucket.selects[key]
-        if found is None:
-            return fn(logp, st, *args)
-        graph, out = found
-        with self._on_device():
-            graph.replay()
-            copied = tuple(t.clone() for t in out)
-        self.search_replays += 1
-        return copied
-
-    def _bucket(self, shapes: Shapes, rows: int, prev: Tensor, state: DecoderState) -> _Bucket | None:
-        """A new bucket for these shapes, or None where the model's steps cannot be replayed (`unsupported`)."""
-        inputs = self.inputs.get(shapes)
-        if inputs is None or inputs.rows < rows:
-            self._forget_old(shapes)
-            inputs = self.inputs[shapes] = _Inputs.like(prev, state, rows)
-        inputs.load(prev, state, frozenset())
-        bucket = _Bucket(inputs, rows, None, frozenset())
-        views = DecoderState({k: v[:rows] for k, v in inputs.state.items()})
-        # one eager step on the padded inputs: kernels compile, paths get chosen, and the names the step
-        # passes through show
-        with self._warm_up(), torch.no_grad(), graph_safe():
-            _, new = self.model.step(inputs.prev[:rows], views)
-        bucket.constant = frozenset(k for k in state if new.get(k) is views[k])
-        grown = [f"{k} {list(views[k].shape[1:])} → {list(v.shape[1:])}" for k, v in new.items()
-                 if k not in views or v.shape != views[k].shape]
-        if grown:
-            self.unsupported = (f"the decoder state changes shape at every step ({', '.join(grown)}), and a graph "
-                                "fixes the shapes it replays")
-            log.info("decoder steps run eagerly: %s", self.unsupported)
-            self.inputs.clear()
-            self.buckets.clear()
-            return None
-        if self.capture:
-            key = f"{rows} rows, " + ", ".join(f"{k} {list(s)}" for k, s, _ in shapes)
-            try:
-                self._capture(bucket, views)
-                self.captured += 1
-                log.debug("decoder step graph %d captured: %s", self.captured, key)
-            except Exception as e:   # noqa: BLE001 - any failure to capture: this bucket steps eagerly
-                self.failed[key] = f"{type(e).__name__}: {e}".splitlines()[0][:300]
-                log.warning("decoder step graph for %s not captured, so it steps eagerly: %s", key, self.failed[key])
-                bucket.graph = None
-                hardware.after_failed_capture(self.device)
-        self.buckets[(shapes, rows)] = bucket
-        return bucket
-
-    def _capture(self, bucket: _Bucket, views: DecoderState) -> None:
-        if self.pool is None:
-            self.pool = torch.cuda.graph_pool_handle()
-        graph = torch.cuda.CUDAGraph()
-        with torch.no_grad(), graph_safe(), torch.cuda.graph(graph, pool=self.pool):
-            logp, new = self.model.step(bucket.inputs.prev[:bucket.rows], views)
-        bucket.graph, bucket.logp = graph, logp
-        bucket.out = {k: v for k, v in new.items() if k not in bucket.constant}
-
     def _forget_old(self, shapes: Shapes) -> None:
         """Make room for `shapes`' buffers: drop its smaller ones and every shape but the KEEP - 1 newest."""
         keep = [s for s in self.inputs if s != shapes][-(KEEP - 1):] if KEEP > 1 else []
         for s in list(self.inputs):
             if s not in keep:
                 del self.inputs[s]
-        self.buckets = {k: b for k, b in self.buckets.items() if k[0] in keep}
+        self.graphs = {k: g for k, g in self.graphs.items() if k[0] in keep}
+        self.warmed = {k for k in self.warmed if k[0] in keep}
 
     def summary(self) -> dict[str, Any]:
         return {"graphs": self.captured, "replays": self.replays, "eager_steps": self.eager,
-                "search_graphs": self.search_captured, "search_replays": self.search_replays,
                 "failed": dict(self.failed), **({"off": self.unsupported} if self.unsupported else {})}
 
 

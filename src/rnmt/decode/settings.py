@@ -28,8 +28,9 @@ class DecodeSettings:
                                    "(train setting keep_checkpoints: k or more) instead of its best one (model.pt); "
                                    "0: model.pt", minimum=0)
     threads: int = setting(0, "CPU threads for torch; 0: torch's default", minimum=0)
-    cuda_graphs: bool = setting(True, "on CUDA, each model step of the search replayed as a CUDA graph, one per "
-                                      "bucket of shapes (the same hypotheses); off: every step eagerly")
+    cuda_graphs: bool = setting(True, "on CUDA, each step of the search (the model's, the search's own and the "
+                                      "reorder of the states) replayed as one CUDA graph, one per layout of "
+                                      "shapes (the same hypotheses); off: every step eagerly")
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> DecodeSettings:
