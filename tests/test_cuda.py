@@ -394,6 +394,24 @@ def test_a_captured_candidate_is_timed_by_its_replay_and_an_uncapturable_one_eag
     assert set(times) == {"product", "host"} and all(t > 0 for t in times.values())
 
 
+def test_a_failed_capture_gives_back_the_stream_and_later_captures_replay() -> None:
+    """torch.cuda.graph leaves the current stream on its capture stream where ending a failed capture raises;
+    `hardware.capture` gives it back, and a capture into a new pool afterwards records and replays."""
+    before = torch.cuda.current_stream(CUDA)
+    with pytest.raises(Exception), hardware.capture(torch.cuda.CUDAGraph(), CUDA, torch.cuda.graph_pool_handle()):
+        float(torch.ones(4, device=CUDA).sum())          # waits for the host: the capture fails
+    assert torch.cuda.current_stream(CUDA) == before
+    x = torch.zeros(3, device=CUDA)
+    graph = torch.cuda.CUDAGraph()
+    with hardware.capture(graph, CUDA, torch.cuda.graph_pool_handle()):
+        x.add_(1.0)
+    graph.replay()
+    graph.replay()
+    torch.cuda.synchronize()
+    assert x.tolist() == [2.0, 2.0, 2.0]
+    assert torch.cuda.current_stream(CUDA) == before
+
+
 def test_a_graphed_step_chooses_its_paths_by_replays(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The decoder's and the cells' paths inside a captured training step are keyed and timed as graph
     replays, apart from the same work run eagerly (a path that wins eagerly by launching fewer kernels can

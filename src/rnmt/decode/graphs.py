@@ -193,6 +193,7 @@ class GraphedDecoder:
             log.info("decoder steps run eagerly: %s", self.unsupported)
             self.inputs.clear()
             self.graphs.clear()
+            self.pool = None
             return False
         self.constant[shapes] = frozenset(k for k in views if new[k] is views[k])
         return True
@@ -245,14 +246,14 @@ class GraphedDecoder:
             self.pool = torch.cuda.graph_pool_handle()
         graph = torch.cuda.CUDAGraph()
         try:
-            with torch.cuda.graph(graph, pool=self.pool):
+            with hardware.capture(graph, self.device, self.pool):
                 out = body()
         except Exception as e:   # noqa: BLE001 - any failure to capture: this layout steps eagerly
             what = f"{rows} rows, " + ", ".join(f"{k} {list(s)}" for k, s, _ in key[0])
             self.failed[what] = f"{type(e).__name__}: {e}".splitlines()[0][:300]
             log.warning("search step graph for %s not captured, so it steps eagerly: %s", what, self.failed[what])
             self.graphs[key] = None
-            hardware.after_failed_capture(self.device)
+            self.pool = None                # the failed capture's pool stays marked as recording
             return False
         self.graphs[key] = (graph, out)
         self.captured += 1
@@ -281,6 +282,10 @@ class GraphedDecoder:
                 del self.inputs[s]
         self.graphs = {k: g for k, g in self.graphs.items() if k[0] in keep}
         self.warmed = {k for k in self.warmed if k[0] in keep}
+        if not any(self.graphs.values()):
+            # torch refuses to capture into a pool whose graphs are all gone while memory of it is still
+            # held (cuBLAS keeps a workspace made during a capture): the next capture takes a new pool
+            self.pool = None
 
     def summary(self) -> dict[str, Any]:
         return {"graphs": self.captured, "replays": self.replays, "eager_steps": self.eager,

@@ -170,10 +170,9 @@ def as_replay(name: str, fn: Callable[[], Any], device: torch.device) -> Callabl
     torch.cuda.current_stream(device).wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     try:
-        with torch.cuda.graph(graph):
+        with hardware.capture(graph, device):
             fn()
     except Exception as e:           # noqa: BLE001 - any failure to capture: the candidate runs eagerly
-        hardware.after_failed_capture(device)
         log.info("fast path %s is not capturable as a CUDA graph (%s), so it is timed eagerly", name,
                  f"{type(e).__name__}: {e}".splitlines()[0][:200])
         return fn

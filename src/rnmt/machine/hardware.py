@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import platform
 import resource
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 
@@ -110,6 +113,31 @@ def after_failed_capture(device: torch.device) -> None:
     generator = torch.cuda.default_generators[index]
     generator.graphsafe_set_state(generator.clone_state())
     torch.cuda.synchronize(device)
+
+
+_CAPTURE_STREAMS: dict[int, torch.cuda.Stream] = {}
+
+
+@contextlib.contextmanager
+def capture(graph: torch.cuda.CUDAGraph, device: torch.device, pool: Any = None) -> Iterator[None]:
+    """`torch.cuda.graph(graph, pool=pool)` on a capture stream of `device`'s own, leaving the device as it
+    found it where the capture fails. torch.cuda.graph captures on one stream of whichever GPU was current
+    when it first ran (a model on another GPU would record an empty graph), and where ending a capture
+    raises (as it does after any failure inside the block, which invalidates the capture) it gives back
+    neither the current stream nor a usable random generator (`after_failed_capture`). A pool that a failed
+    capture recorded into stays marked as recording: the next capture takes a new one
+    (`torch.cuda.graph_pool_handle`)."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _CAPTURE_STREAMS:
+        _CAPTURE_STREAMS[index] = torch.cuda.Stream(index)
+    before = torch.cuda.current_stream(index)
+    try:
+        with torch.cuda.device(index), torch.cuda.graph(graph, pool=pool, stream=_CAPTURE_STREAMS[index]):
+            yield
+    except BaseException:
+        torch.cuda.set_stream(before)
+        after_failed_capture(torch.device("cuda", index))
+        raise
 
 
 def peak_memory_mb(device: torch.device) -> float:

@@ -152,7 +152,7 @@ class GraphedSteps:
                 self._loss(static.batch, static.scale).backward()
         torch.cuda.current_stream(self.device).wait_stream(side)
         self.opt.zero_grad(set_to_none=False)
-        with torch.cuda.graph(static.graph, pool=self.pool):
+        with hardware.capture(static.graph, self.device, self.pool):
             self.opt.zero_grad(set_to_none=False)
             loss = self._loss(static.batch, static.scale)
             loss.backward()
@@ -181,7 +181,8 @@ class GraphedSteps:
                 self.failed[key] = f"{type(e).__name__}: {e}".splitlines()[0][:300]
                 log.warning("CUDA graph of bucket %s (sentences, source, target) not captured, so it trains "
                             "eagerly: %s", key, self.failed[key])
-                hardware.after_failed_capture(self.device)
+                if self.pool is not None:     # the failed capture's pool stays marked as recording
+                    self.pool = torch.cuda.graph_pool_handle()
                 self.opt.zero_grad(set_to_none=False)
                 self.found_inf.zero_()
                 return None
