@@ -201,6 +201,9 @@ def test_step_profile_counts_what_one_more_target_word_adds() -> None:
     assert got.backward_per_step == profile.trace(lambda: torch.sigmoid(x), CPU).launches
     assert got.step_launches == profile.trace(lambda: step(7), CPU).launches
     assert "element-wise" in got.time_by_kind
+    # what a word adds, by the operator that launched it: one tanh and one sigmoid
+    assert got.by_op == (("aten::sigmoid", 1.0), ("aten::tanh", 1.0))
+    assert got.row(1.0)["kernels_per_decoder_step_by_op"] == "aten::sigmoid 1, aten::tanh 1"
     with pytest.raises(ValueError, match="two increasing target lengths"):
         profile.step_profile(forward, step, (7, 3), CPU)
 

@@ -398,7 +398,7 @@ def test_a_failed_capture_gives_back_the_stream_and_later_captures_replay() -> N
     """torch.cuda.graph leaves the current stream on its capture stream where ending a failed capture raises;
     `hardware.capture` gives it back, and a capture into a new pool afterwards records and replays."""
     before = torch.cuda.current_stream(CUDA)
-    with pytest.raises(Exception), hardware.capture(torch.cuda.CUDAGraph(), CUDA, torch.cuda.graph_pool_handle()):
+    with pytest.raises(RuntimeError), hardware.capture(torch.cuda.CUDAGraph(), CUDA, torch.cuda.graph_pool_handle()):
         float(torch.ones(4, device=CUDA).sum())          # waits for the host: the capture fails
     assert torch.cuda.current_stream(CUDA) == before
     x = torch.zeros(3, device=CUDA)

@@ -15,10 +15,14 @@ not the device).
 Where the time goes: each kernel (CUDA, its device time) or operator (CPU, its own CPU time) is put in
 a kind by its name (`KINDS`, first match), and `Trace.top` names the kinds that took the most of it, so a
 benchmark row says whether the products, the search's top-k or the small element-wise kernels dominate.
+Which operators launch a decoder step's kernels: each kernel counts for the operator that launched it (the
+profiler links the two; a kernel launched outside any operator, such as a Triton kernel, for its own name),
+and `StepProfile.by_op` lists what one more target word adds by operator, the list to shorten first.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -73,6 +77,7 @@ class Trace:
     launches: int                 # kernels on CUDA, leaf operators on a CPU
     busy_seconds: float           # union of the kernels' intervals on the device (0 on a CPU)
     by_kind: tuple[tuple[str, float], ...] = ()   # seconds by kind: device time (CUDA), own CPU time; largest first
+    by_op: tuple[tuple[str, int], ...] = ()       # launches by the operator that launched them; most first
 
     def top(self, n: int = 3) -> str:
         """The `n` kinds that took the most time, with their shares: "matmul 61%, top-k/sort 12%, ..."."""
@@ -118,13 +123,24 @@ def trace(fn: Callable[[], Any], device: torch.device) -> Trace:
     events = prof.events()
     if device.type == "cuda":
         kernels = [e for e in events if e.device_type == DeviceType.CUDA]
+        by_op = Counter({e.name: len(e.kernels) for e in events if e.device_type == DeviceType.CPU and e.kernels})
+        launched = Counter()
+        for e in events:
+            if e.device_type == DeviceType.CPU:
+                launched.update(k.name for k in e.kernels)
+        by_op.update(Counter(e.name for e in kernels) - launched)       # kernels of no operator, by name
         return Trace(len(kernels), _merged_seconds([(e.time_range.start, e.time_range.end) for e in kernels]),
-                     _by_kind([(e.name, e.time_range.elapsed_us() / 1e6) for e in kernels]))
+                     _by_kind([(e.name, e.time_range.elapsed_us() / 1e6) for e in kernels]), _most(by_op))
     leaves = [e for e in events if e.device_type == DeviceType.CPU and not e.cpu_children
               and e.name.startswith("aten::")]
     # time by kind from every operator's own time (a product's operator is no leaf: it calls small ones)
     ops = [e for e in events if e.device_type == DeviceType.CPU and "::" in e.name]
-    return Trace(len(leaves), 0.0, _by_kind([(e.name, e.self_cpu_time_total / 1e6) for e in ops]))
+    return Trace(len(leaves), 0.0, _by_kind([(e.name, e.self_cpu_time_total / 1e6) for e in ops]),
+                 _most(Counter(e.name for e in leaves)))
+
+
+def _most(counts: Counter[str]) -> tuple[tuple[str, int], ...]:
+    return tuple(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
 
 
 @dataclass(frozen=True)
@@ -135,6 +151,7 @@ class StepProfile:
     step_launches: int            # the whole training step at the longer target length
     busy_seconds: float           # device busy time of the whole step at the longer length
     time_by_kind: str = ""        # the kinds that took most of that step's time (Trace.top)
+    by_op: tuple[tuple[str, float], ...] = ()   # launches one more target word adds, by operator; most first
 
     def row(self, step_seconds: float) -> dict[str, Any]:
         """Columns for a benchmark row, given the step's unprofiled wall time."""
@@ -143,7 +160,8 @@ class StepProfile:
                 "kernels_per_step_backward": round(self.backward_per_step, 1),
                 "kernels_per_training_step": self.step_launches,
                 "gpu_busy_fraction": busy_fraction(self.busy_seconds, step_seconds),
-                "time_by_kind": self.time_by_kind}
+                "time_by_kind": self.time_by_kind,
+                "kernels_per_decoder_step_by_op": ", ".join(f"{op} {n:g}" for op, n in self.by_op[:BY_OP])}
 
 
 def step_profile(forward: Callable[[int], Any], step: Callable[[int], Any], lengths: tuple[int, int],
@@ -164,4 +182,11 @@ def step_profile(forward: Callable[[int], Any], step: Callable[[int], Any], leng
     extra = long - short
     fwd = (f2.launches - f1.launches) / extra
     rest = ((s2.launches - f2.launches) - (s1.launches - f1.launches)) / extra
-    return StepProfile(fwd, rest, f2.launches, s2.launches, s2.busy_seconds, s2.top())
+    added = Counter(dict(s2.by_op))
+    added.subtract(dict(s1.by_op))
+    by_op = sorted(((op, round(n / extra, 2)) for op, n in added.items() if n > 0),
+                   key=lambda item: (-item[1], item[0]))
+    return StepProfile(fwd, rest, f2.launches, s2.launches, s2.busy_seconds, s2.top(), tuple(by_op))
+
+
+BY_OP = 12             # operators a benchmark row names with the launches a decoder step adds

@@ -376,6 +376,6 @@ def bench(device: torch.device, quick: bool = False, systems: tuple[str, ...] | 
 COLUMNS = ("table", "system", "params", "tgt_words_per_s", "ratio_to_rnnsearch_gru", "ratio_to_lstm_2l",
            "step_seconds", "gflops", "fraction_of_peak", "page_faults")
 PROFILE_COLUMNS = ("kernels_per_decoder_step", "kernels_per_step_forward", "kernels_per_step_backward",
-                   "gpu_busy_fraction", "time_by_kind")
+                   "gpu_busy_fraction", "time_by_kind", "kernels_per_decoder_step_by_op")
 GRAPH_COLUMNS = ("graph_tgt_words_per_s", "graph_speedup", "graph_gpu_busy_fraction", "graph_failed")
 GRAPH_PROFILE_COLUMNS = ("graph_time_by_kind",)
