@@ -517,6 +517,10 @@ def test_the_decode_profile_on_cuda_counts_kernels_and_names_where_the_device_ti
     names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
     assert names and {kind(n) for n in names} == {"matmul"}, names
     assert dict(trace(lambda: a @ a, CUDA).by_kind).get("matmul", 0) > 0
+    # each kernel counted for the operator that launched it, every kernel once
+    t = trace(lambda: (a @ a + a) + a, CUDA)
+    report(test="profile-by-op", by_op=list(t.by_op))
+    assert dict(t.by_op).get("aten::add") == 2 and sum(n for _, n in t.by_op) == t.launches, t.by_op
 
 
 # last in the file: a barrier that never opened would hang here, after every other test has run

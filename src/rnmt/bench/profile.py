@@ -123,10 +123,11 @@ def trace(fn: Callable[[], Any], device: torch.device) -> Trace:
     events = prof.events()
     if device.type == "cuda":
         kernels = [e for e in events if e.device_type == DeviceType.CUDA]
-        by_op = Counter({e.name: len(e.kernels) for e in events if e.device_type == DeviceType.CPU and e.kernels})
-        launched = Counter()
+        by_op: Counter[str] = Counter()
+        launched: Counter[str] = Counter()
         for e in events:
-            if e.device_type == DeviceType.CPU:
+            if e.device_type == DeviceType.CPU and e.kernels:
+                by_op[e.name] += len(e.kernels)
                 launched.update(k.name for k in e.kernels)
         by_op.update(Counter(e.name for e in kernels) - launched)       # kernels of no operator, by name
         return Trace(len(kernels), _merged_seconds([(e.time_range.start, e.time_range.end) for e in kernels]),
