@@ -80,3 +80,26 @@ def test_rows_come_from_each_models_own_files_and_a_lease_is_appended_once(run_d
     table = pd.read_csv(csv, dtype=str, keep_default_na=False)
     assert len(table) == 5 and list(table.columns[:4]) == ["session", "run", "variant", "steps"]
     assert table.set_index("variant").loc["atr-rnnsearch-atr", "tgt_tokens_per_s"] == "32909"   # no "32909.0"
+
+
+def test_a_bench_csv_is_appended_as_it_is_to_a_results_csv_without_runs(tmp_path: Path) -> None:
+    """`record.py bench`: a lease's `rnmt bench decode` rows go into the committed CSV under their session and
+    run, the earlier rows keep theirs (run ""), and the same lease twice is refused."""
+    committed = tmp_path / "results-h200-paper-decode-graphs.csv"
+    pd.DataFrame([{"session": "2026-11-28", "model": "RNNSearch+ATR", "beam": 10,
+                   "graph_sentences_per_s": "225.39"}]).to_csv(committed, index=False)
+    lease = tmp_path / "decode.csv"
+    pd.DataFrame([{"model": "RNNSearch+ATR", "beam": 10, "mode": "batched", "graph_sentences_per_s": "612.5"},
+                  {"model": "RNNSearch+ATR", "beam": 1, "mode": "batched", "graph_sentences_per_s": "900.1"}]
+                 ).to_csv(lease, index=False)
+    cmd = [sys.executable, str(SCRIPT), "bench", str(lease), "--session", "2026-12-05", "--run", "2",
+           "--csv", str(committed)]
+    assert subprocess.run(cmd, capture_output=True, text=True).returncode == 0
+    again = subprocess.run(cmd, capture_output=True, text=True)
+    assert again.returncode != 0 and "already holds session 2026-12-05 run 2" in again.stderr
+    table = pd.read_csv(committed, dtype=str, keep_default_na=False)
+    assert table["session"].tolist() == ["2026-11-28", "2026-12-05", "2026-12-05"]
+    assert table["run"].tolist() == ["", "2", "2"] and table["mode"].tolist() == ["", "batched", "batched"]
+    assert table["graph_sentences_per_s"].tolist() == ["225.39", "612.5", "900.1"]
+    no_csv = subprocess.run(cmd[:-2], capture_output=True, text=True)
+    assert no_csv.returncode != 0 and "give --csv" in no_csv.stderr

@@ -2,14 +2,17 @@
 
     python benchmarks/gpu/record.py rows RUN_DIR --session S --run NAME [--csv benchmarks/gpu/mini-rows.csv]
     python benchmarks/gpu/record.py tests JSONL --session S --run N [--csv benchmarks/gpu/cuda-tests-h200.csv]
+    python benchmarks/gpu/record.py bench CSV --session S --run N --csv benchmarks/results-h200-paper-decode-graphs.csv
 
 `rows`: one row a trained model of RUN_DIR (a `results/<run>` folder out of `mini.tgz`, whose models all
 trained on the GPU at once, as `mini-on-one-gpu.sh` runs them): steps, training seconds and target tokens/s
 from its train.json, test BLEU (detokenized, beam search) and decode seconds from its metrics where the run
 scored it; a model without train.json gets the last step its training log reached and why it stopped (the
 log's interruption or error line). `tests`: one row a measurement of `pytest -m cuda`'s report
-(RNMT_CUDA_REPORT), a column a field, nested fields as JSON; columns the CSV lacks are added. A session
-already in the CSV under the same run is refused, so nothing is appended twice.
+(RNMT_CUDA_REPORT), a column a field, nested fields as JSON; columns the CSV lacks are added. `bench`: the
+rows of a `rnmt bench` CSV the lease wrote (in its bench.tgz) as they are, into the committed results CSV of
+that benchmark and card (`--csv`, no default). A session already in the CSV under the same run is refused,
+so nothing is appended twice (a CSV without a `run` column holds every earlier session under run "").
 """
 
 from __future__ import annotations
@@ -63,6 +66,8 @@ def model_rows(run_dir: Path) -> list[dict[str, object]]:
 
 def append(csv: Path, new: pd.DataFrame, session: str, run: str) -> None:
     old = pd.read_csv(csv, dtype=str, keep_default_na=False)
+    if "run" not in old.columns:
+        old = old.assign(run="")
     if ((old["session"] == session) & (old["run"] == run)).any():
         sys.exit(f"{csv} already holds session {session} run {run}: nothing appended")
     new = new.assign(session=session, run=run)
@@ -73,15 +78,21 @@ def append(csv: Path, new: pd.DataFrame, session: str, run: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["rows", "tests"])
-    ap.add_argument("source", type=Path, help="rows: the run's folder; tests: the CUDA tests' JSON lines")
+    ap.add_argument("what", choices=["rows", "tests", "bench"])
+    ap.add_argument("source", type=Path, help="rows: the run's folder; tests: the CUDA tests' JSON lines; "
+                                              "bench: a `rnmt bench` CSV")
     ap.add_argument("--session", required=True, help="the lease's date, with a letter for a second that day")
     ap.add_argument("--run", required=True)
     ap.add_argument("--csv", type=Path)
     a = ap.parse_args()
     if not a.source.exists():
         sys.exit(f"{a.source} does not exist")
-    if a.what == "rows":
+    if a.what == "bench":
+        if a.csv is None:
+            sys.exit("bench: give --csv, the committed results CSV of that benchmark and card "
+                     "(e.g. benchmarks/results-h200-paper-decode-graphs.csv)")
+        append(a.csv, pd.read_csv(a.source, dtype=str, keep_default_na=False), a.session, a.run)
+    elif a.what == "rows":
         rows = model_rows(a.source)
         if not rows:
             sys.exit(f"{a.source} has no training logs (logs/train/<corpus>/<variant>.<seed>.log)")
