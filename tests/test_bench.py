@@ -62,6 +62,23 @@ def test_cells_rows_and_ratios_come_from_measured_times() -> None:
     assert {r["cell"]: r["path"] for r in rows}["atr"] == "sequence"
 
 
+def test_torchs_layers_are_timed_at_the_cells_precision_whatever_ran_before(monkeypatch) -> None:
+    """cuDNN may take TF32 for float32 (torch's default) and rnmt's cells do not: the baselines beside the
+    cells are timed without it from the first row on, not only once an rnmt cell's cuDNN path turned it off
+    (on GPUs the same layer ran twice as fast with it, and the ratios to it compared precisions)."""
+    flags: dict[str, bool] = {}
+    timed = cells.measure_layer
+
+    def spied(name: str, *args, **kwargs):
+        flags[name] = torch.backends.cudnn.allow_tf32
+        return timed(name, *args, **kwargs)
+
+    monkeypatch.setattr(cells, "measure_layer", spied)
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", True)     # a fresh process's default
+    cells.bench(CPU, quick=True, hidden=(8,), cells=["atr"], batch=2, length=3)
+    assert flags == {"nn.GRU": False, "nn.LSTM": False, "atr": False}
+
+
 def test_decoder_rows_give_both_paths_of_each_cell_with_the_loop_as_reference() -> None:
     rows = decoder.bench(CPU, quick=True, hidden=(8,), batch=3, source=4)
     assert [(r["decoder"], r["path"]) for r in rows] == [("rnnsearch-gru", "step loop"), ("rnnsearch-gru", "fused"),

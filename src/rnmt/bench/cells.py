@@ -1,6 +1,7 @@
 """`rnmt bench cells`: forward+backward tokens/s of every registered cell beside torch.nn.GRU and
 torch.nn.LSTM of the same size, measured in the same process (ATR paper Table 4 / SR-NMT Table 1's
-speed comparisons at the cell level).
+speed comparisons at the cell level), all in full float32: cuDNN's layers without TF32 (`cudnn_tf32` in
+a CUDA row), as rnmt's cells compute.
 
 Each measurement runs a layer over x [batch, length, hidden] (input size = hidden; T-GRU reads no
 input) and back-propagates the sum of its outputs. FLOPs count matrix products only: a cell applies
@@ -19,7 +20,7 @@ from torch import Tensor, nn
 
 from rnmt.bench.timing import Peak, environment, measure
 from rnmt.cells import CELLS, build_cell, run
-from rnmt.cells.base import RecurrentCell, chosen_path, use_path
+from rnmt.cells.base import RecurrentCell, chosen_path, cudnn_in_float32, use_path
 from rnmt.cells.triton import uses_triton
 
 log = logging.getLogger(__name__)
@@ -98,6 +99,9 @@ def bench(device: torch.device, quick: bool = False, hidden: tuple[int, ...] | N
     """All rows: per hidden size, the references, every cell, and (full run) the step loop of the cells
     that have a whole-sequence path, so the speed-up of the fast path is in the same table."""
     warmup, reps = (1, 2) if quick else (2, 5)      # a second warm-up: the first row of a size had run 20% slow
+    # torch's own layers at the cells' precision from the first row on: rnmt's cuDNN path turns TF32 off when it
+    # first runs, so without this a baseline timed before it ran in TF32 and one timed after it did not
+    cudnn_in_float32()
     peak = Peak(device, quick)
     names = cells or cell_names()
     rows = []
@@ -118,7 +122,8 @@ def bench(device: torch.device, quick: bool = False, hidden: tuple[int, ...] | N
         rows += group
         peak.sample()
     env = environment(device, peak)
-    return [{**r, "fraction_of_peak": r["gflops"] / peak.best, **env} for r in rows]
+    tf32 = {"cudnn_tf32": torch.backends.cudnn.allow_tf32} if device.type == "cuda" else {}
+    return [{**r, "fraction_of_peak": r["gflops"] / peak.best, **tf32, **env} for r in rows]
 
 
 COLUMNS = ("cell", "path", "hidden", "tokens_per_s", "ratio_to_nn_gru", "ratio_to_nn_lstm", "gflops",

@@ -294,6 +294,17 @@ def _candidates(cell: RecurrentCell, x: Tensor, grad: bool, params: list[Tensor]
     return {p: timed(p) for p in PATHS if has[p]}, default
 
 
+def cudnn_in_float32() -> None:
+    """cuDNN's float32 recurrences in full float32, as rnmt's own kernels and torch's products compute them:
+    torch lets cuDNN take TF32 by default, which would not give the step loop's numbers and would time cuDNN
+    at another precision than the cells beside it (on an H100 and an H200, cuDNN's GRU at batch 80, hidden
+    1000 ran 0.94-1.30M tokens/s with TF32 and 0.53-0.56M without: benchmarks/gpu/README.md). Set for the
+    process, not around a call: the backward pass builds its own cuDNN descriptor later, from the flag as it
+    is then (a context around the forward left the backward in TF32, 3e-4 off on an H100). rnmt runs no
+    convolutions, the flag's other users."""
+    torch.backends.cudnn.allow_tf32 = False
+
+
 def torch_recurrence(kind: str, x: Tensor, lengths: Tensor | None, h0: Tensor, c0: Tensor | None,
                      weights: list[Tensor]) -> tuple[Tensor, Tensor, Tensor | None] | None:
     """torch's own one-layer GRU or LSTM (`kind`) over x [B, T, I] from h0 (and c0) [B, H], with a cell's
@@ -312,11 +323,7 @@ def torch_recurrence(kind: str, x: Tensor, lengths: Tensor | None, h0: Tensor, c
     if lengths is not None and (capturing() or bool((lengths == 0).any())):
         return None                       # packing needs the lengths on the host: not inside a CUDA graph
     if x.is_cuda:
-        # float32 stays float32: cuDNN's default TF32 would not be the step loop's numbers. Set for the process,
-        # not around the call: the backward pass builds its own cuDNN descriptor later, from the flag as it is
-        # then (a context around the forward left the backward in TF32, 3e-4 off on an H100). rnmt runs no
-        # convolutions, the flag's other users.
-        torch.backends.cudnn.allow_tf32 = False
+        cudnn_in_float32()
     lstm = kind == "lstm"
     hx = [h0.unsqueeze(0).contiguous()] + ([c0.unsqueeze(0).contiguous()] if lstm else [])
     # (has biases, layers, dropout, train, bidirectional): what nn.GRU and nn.LSTM pass for one training layer
