@@ -39,8 +39,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from rnmt.data.vocab import BOS_ID, EOS_ID
+from rnmt.data.vocab import BOS_ID
 from rnmt.decode import graphs
+from rnmt.decode.select import SENTENCE_KEYS, SearchState, host_size, new_state, select, tick
 from rnmt.decode.settings import DEFAULT
 from rnmt.models.base import DecoderState, Seq2Seq
 
@@ -65,73 +66,6 @@ def normalise(score: float | Tensor, length: int, penalty: str, alpha: float) ->
 def reorder(state: DecoderState, index: Tensor, constant: set[str]) -> DecoderState:
     """`state.select(index)` for a reorder within sentences: tensors named in `constant` stay as they are."""
     return DecoderState({k: v if k in constant else v.index_select(0, index) for k, v in state.items()})
-
-
-SearchState = dict[str, Tensor]
-"""A search's tensors on the model's device, A sentences of `width` rows: scores [A, width] (float32, -inf
-for no hypothesis), best_finished [A] (float64, the best normalised score finished), n_finished [A],
-done [A] (bool), limit [A] (the length limit); the step's length (t + 1) and denom (float64, `denominator`
-of length), and denoms, `denominator` of every length the search can reach, from which `tick` reads denom."""
-
-SENTENCE_KEYS = ("scores", "limit", "n_finished", "best_finished", "done")
-
-
-def select(logp: Tensor, st: SearchState, width: int) -> tuple[Tensor, Tensor, Tensor]:
-    """One step of the search on the device, from the step's log-probabilities [A·width, V]: updates `st` in
-    place and returns (the row each new hypothesis continues [A·width], its token [A·width], what the host
-    reads, as one float32 tensor). Every shape is fixed by A, width and V, and nothing waits for the host,
-    so on CUDA it is replayed inside the search step's graph (rnmt.decode.graphs)."""
-    scores, done, denom = st["scores"], st["done"], st["denom"]
-    A, W, V = scores.size(0), width, logp.size(-1)
-    cand = (scores.unsqueeze(-1) + logp.view(A, W, V)).view(A, -1)
-    top_scores, top_idx = cand.topk(2 * W, dim=-1)
-    origin, token = top_idx // V, top_idx % V
-    is_eos = token == EOS_ID
-    # finished: </s> among the first `width` candidates of a sentence that is still searching (done
-    # sentences have only -inf candidates); each has length t + 1 with its </s>
-    ends = is_eos[:, :W] & torch.isfinite(top_scores[:, :W])
-    end_norm = top_scores[:, :W].double() / denom
-    best = torch.maximum(st["best_finished"], end_norm.masked_fill(~ends, float("-inf")).amax(1))
-    n_finished = st["n_finished"] + ends.sum(1)
-    # live: the best `width` candidates that are not </s>
-    rank = torch.where(is_eos, torch.full_like(top_scores, float("-inf")), top_scores)
-    keep_scores, keep = rank.topk(W, dim=-1)
-    sel_token = token.gather(1, keep).view(-1)
-    flat = (torch.arange(A, device=logp.device).unsqueeze(1) * W + origin.gather(1, keep)).view(-1)
-    at_limit = (st["limit"] <= st["length"]) & ~done
-    no_end = at_limit & (n_finished == 0)               # at the limit without </s>: its best live one
-    ahead = best >= keep_scores[:, 0].double() / denom
-    done = done | at_limit | ((n_finished >= W) & ahead)
-    # the host's part, in one copy: torch.cat makes it float32, which holds the scores exactly, and the
-    # token ids and row numbers too (below 2^24)
-    host = torch.cat([ends.view(-1), top_scores[:, :W].reshape(-1), origin[:, :W].reshape(-1), no_end,
-                      keep_scores[:, 0], done, flat, sel_token])
-    st["scores"].copy_(keep_scores.masked_fill(done.unsqueeze(1), float("-inf")))
-    st["best_finished"].copy_(best)
-    st["n_finished"].copy_(n_finished)
-    st["done"].copy_(done)
-    return flat, sel_token, host
-
-
-def tick(st: SearchState) -> None:
-    """The next step's length and its denominator, on the device (a replayed step reads no host value)."""
-    st["length"].add_(1)
-    st["denom"].copy_(st["denoms"].index_select(0, st["length"].view(1)).view(()))
-
-
-def new_state(A: int, width: int, lengths: int, device: torch.device) -> SearchState:
-    return {"scores": torch.empty(A, width, device=device), "limit": torch.empty(A, dtype=torch.long, device=device),
-            "n_finished": torch.empty(A, dtype=torch.long, device=device),
-            "best_finished": torch.empty(A, dtype=torch.float64, device=device),
-            "done": torch.empty(A, dtype=torch.bool, device=device),
-            "length": torch.zeros((), dtype=torch.long, device=device),
-            "denom": torch.ones((), dtype=torch.float64, device=device),
-            "denoms": torch.ones(lengths, dtype=torch.float64, device=device)}
-
-
-def host_size(A: int, width: int) -> int:
-    """The length of `select`'s host part for A sentences of `width` rows."""
-    return 5 * A * width + 3 * A
 
 
 class _Search:
@@ -409,12 +343,14 @@ def nbest_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, nbest: int, beam
     return out
 
 
-def _first_rows(searches: list[_Search], B: int, device: torch.device) -> Tensor:
-    """The sentence of each row at the start, the searches' rows one after the other: searches[0]'s
-    sentences × beam (its padding's rows copies of the first sentence's), then searches[1]'s × 1."""
-    return torch.cat([torch.cat([torch.arange(B, device=device), torch.zeros(s.A - B, dtype=torch.long,
-                                                                             device=device)]).repeat_interleave(s.width)
-                      for s in searches])
+def _first_rows(searches: list[_Search], B: int, device: torch.device) -> tuple[Tensor, Tensor]:
+    """(the sentence of each row at the start, its previous token, <s>), the searches' rows one after the
+    other: searches[0]'s sentences × beam (its padding's rows copies of the first sentence's), then
+    searches[1]'s × 1."""
+    start = torch.cat([torch.cat([torch.arange(B, device=device), torch.zeros(s.A - B, dtype=torch.long,
+                                                                              device=device)]).repeat_interleave(s.width)
+                       for s in searches])
+    return start, torch.full((start.numel(),), BOS_ID, dtype=torch.long, device=device)
 
 
 def _search(model: Seq2Seq, src: Tensor, src_mask: Tensor, beam: int, max_len: int | Tensor, penalty: str,
@@ -432,13 +368,11 @@ def _search(model: Seq2Seq, src: Tensor, src_mask: Tensor, beam: int, max_len: i
                graphs.decoder(model, device) if cuda_graphs else None)
     if graphed is not None and not graphed.unsupported:
         searches = [_Search(w, limit, lengths, penalty, alpha, graphed) for w in widths]
-        start = _first_rows(searches, B, device)
-        prev = torch.full((start.numel(),), BOS_ID, dtype=torch.long, device=device)
+        start, prev = _first_rows(searches, B, device)
         if graphed.begin(prev, graphed.start(src, src_mask).select(start)):
             _run(_Replayed(graphed), searches, T, read_behind(device))
             return searches
     searches = [_Search(w, limit, lengths, penalty, alpha) for w in widths]
-    start = _first_rows(searches, B, device)
-    prev = torch.full((start.numel(),), BOS_ID, dtype=torch.long, device=device)
+    start, prev = _first_rows(searches, B, device)
     _run(_Steps(model, prev, model.start(src, src_mask).select(start)), searches, T, read_behind(device))
     return searches

@@ -5,7 +5,7 @@ the host's time to launch them bounds the search (benchmarks/gpu/README.md: at t
 sentences decoded together at beam 10 went only 18x as fast as one at a time, with 32x the hypotheses in
 each step). `GraphedDecoder` records a whole search step once per layout and replays it with one launch:
 the model's step (`Seq2Seq.step`), the search's own step on the device (top-k, finished hypotheses, the
-stopping test: decode/beam.py `select`) and the reorder of the hypotheses' states, written back into the
+stopping test: decode/select.py) and the reorder of the hypotheses' states, written back into the
 buffers the next replay reads. Between replays the host only copies out what it reads (decode/beam.py reads
 it a few steps behind, so the GPU never waits for it) and, when enough sentences are done, drops their rows
 (`keep`).
