@@ -79,6 +79,38 @@ def test_torchs_layers_are_timed_at_the_cells_precision_whatever_ran_before(monk
     assert flags == {"nn.GRU": False, "nn.LSTM": False, "atr": False}
 
 
+def test_bfloat16_rows_run_torchs_layers_in_bfloat16_and_the_cells_under_autocast(monkeypatch, tmp_path) -> None:
+    """`--precision bfloat16` compares like with like: torch's GRU and LSTM with bfloat16 weights and inputs,
+    rnmt's cells as training runs them (under bfloat16 autocast), every row saying so; a float32 row beside a
+    bfloat16 one would compare precisions, not cells."""
+    outputs: dict[str, torch.dtype] = {}
+    layer = cells._layer
+
+    def spied(name: str, *args, **kwargs):
+        module, forward = layer(name, *args, **kwargs)
+
+        def watched(x: torch.Tensor) -> torch.Tensor:
+            out = forward(x)
+            outputs[name] = out.dtype
+            return out
+        return module, watched
+
+    monkeypatch.setattr(cells, "_layer", spied)
+    rows = cells.bench(CPU, quick=True, hidden=(8,), cells=["atr"], batch=2, length=3, precision="bfloat16")
+    assert [r["precision"] for r in rows] == ["bfloat16"] * 3
+    assert outputs["nn.GRU"] == outputs["nn.LSTM"] == torch.bfloat16
+    autocast_inside = []
+    monkeypatch.setattr(cells, "run", lambda *a, **k: autocast_inside.append(torch.is_autocast_enabled("cpu"))
+                        or run(*a, **k))
+    cells.measure_layer("atr", 8, CPU, 2, 3, 0, 1, precision="bfloat16")
+    cells.measure_layer("atr", 8, CPU, 2, 3, 0, 1)
+    assert autocast_inside == [True, False]
+    with pytest.raises(InputError, match="unknown precision 'float16'"):
+        cells.bench(CPU, quick=True, hidden=(8,), cells=["atr"], precision="float16")
+    with pytest.raises(InputError, match="has no --precision"):
+        run_benchmark("train", tmp_path, quick=True, device="cpu", precision="bfloat16")
+
+
 def test_decoder_rows_give_both_paths_of_each_cell_with_the_loop_as_reference() -> None:
     rows = decoder.bench(CPU, quick=True, hidden=(8,), batch=3, source=4)
     assert [(r["decoder"], r["path"]) for r in rows] == [("rnnsearch-gru", "step loop"), ("rnnsearch-gru", "fused"),

@@ -36,7 +36,7 @@ CASES += ["srnmt-units-float64", "dispatch"]
 # program (its programs run one after another, so a barrier between several would never open); and their
 # tiling, several programs over rows and hidden units launched a step at a time
 CASES += ["atr-persistent-float64-padded-forward", "atr-persistent-float32-padded-reverse"]
-CASES += ["atr-persistent-tiles"]
+CASES += ["atr-persistent-tiles", "atr-persistent-narrow-products"]
 TOLERANCE = {torch.float64: {"rtol": 1e-10, "atol": 1e-12}, torch.float32: {"rtol": 1e-4, "atol": 1e-5}}
 
 needs_triton = pytest.mark.skipif(importlib.util.find_spec("triton") is None,
@@ -158,6 +158,89 @@ def check_persistent_tiles() -> None:
     assert_all_close([states[1:], dp, g, dw, db], expected, "ATRSequence", torch.float64)
 
 
+def narrow_atr_reference(p: torch.Tensor, m: torch.Tensor, h0: torch.Tensor, w: torch.Tensor, b: torch.Tensor,
+                         grad: torch.Tensor, low: torch.dtype) -> list[torch.Tensor]:
+    """ATR's recurrence in float64 with the operands of its recurrent products rounded to `low` (h_{t-1} and W_h
+    forward, ∂q and W_h backward) and every other operation exact: (states, ∂p, ∂h0, ∂W_h, ∂b_h) for the
+    loss Σ states ⊙ grad. ∂h0's last product and the weight gradients are in full precision (one product
+    each, after the loop)."""
+    def r(x: torch.Tensor) -> torch.Tensor:
+        return x.to(low).double()
+
+    T = p.size(0)
+    h, hs, gates = h0, [], []
+    for t in range(T):
+        q = r(h) @ r(w).T + b
+        i, f = torch.sigmoid(p[t] + q), torch.sigmoid(p[t] - q)
+        new = torch.where(m[t] != 0, i * p[t] + f * h, h)
+        gates.append((i, f, h))
+        hs.append(new)
+        h = new
+    dp, dq = torch.zeros_like(p), torch.zeros(T + 1, *h0.shape, dtype=torch.float64)
+    carry = torch.zeros_like(h0)
+    for t in range(T - 1, -1, -1):
+        i, f, h = gates[t]
+        g = carry + r(dq[t + 1]) @ r(w) + grad[t]
+        di, df = g * i * (1 - i) * p[t], g * f * (1 - f) * h
+        keep = m[t] != 0
+        dq[t] = torch.where(keep, di - df, 0.0)
+        dp[t] = torch.where(keep, g * i + di + df, 0.0)
+        carry = torch.where(keep, g * f, g)
+    states = torch.stack(hs)
+    previous = torch.cat([h0[None], states[:-1]])
+    return [states, dp, carry + dq[0] @ w, torch.einsum("tbi,tbj->ij", dq[:T], previous), dq[:T].sum((0, 1))]
+
+
+def check_persistent_narrow_products() -> None:
+    """ATR's persistent kernels with their products in float16 (`products_in`, the form bfloat16 autocast
+    takes on a GPU, whose bfloat16 the interpreter does not compute): states and every gradient equal the
+    float64 recurrence whose product operands are rounded to float16, and differ from the full-precision
+    kernels' by the rounding (so the narrow form was taken)."""
+    atr = triton_cells.load("atr")
+    torch.manual_seed(0)
+    T, B, H = 5, 20, 40
+    p, h0 = torch.randn(T, B, H), torch.randn(B, H)
+    w, b = 0.3 * torch.randn(H, H), torch.randn(H)
+    m = torch.ones(T, B, 1)
+    m[3:, 2] = 0.0
+    m[:, 7] = 0.0
+    grad = torch.randn(T, B, H)
+    expected = narrow_atr_reference(*(x.double() for x in (p, m, h0, w, b, grad)), torch.float16)
+
+    def kernels(dtype: torch.dtype | None) -> list[torch.Tensor]:
+        inputs = [x.clone().requires_grad_() for x in (p, h0, w, b)]
+        os.environ["RNMT_ATR_PERSISTENT"] = "1"
+        try:
+            with triton_cells.force_on_cpu(), triton_cells.products_in(dtype):
+                states = atr.TritonATR.apply(inputs[0], m, inputs[1], inputs[2], inputs[3])
+            return [states, *torch.autograd.grad((states * grad).sum(), inputs)]
+        finally:
+            del os.environ["RNMT_ATR_PERSISTENT"]
+
+    narrow, full = kernels(torch.float16), kernels(None)
+    for k, (a, e, f) in enumerate(zip(narrow, expected, full, strict=True)):
+        error = float((a.detach().double() - e).norm() / e.norm())
+        assert error < 2e-5, f"tensor {k}: float16 products {error:.2e} of its norm from the reference"
+        assert float((f.detach().double() - e).norm() / e.norm()) > 1e-4, f"tensor {k}: no rounding seen"
+
+    # what asks for them: `run` under autocast, whose recurrence runs in float32 with autocast off
+    cell = build_cell("atr", 5, H)
+    asked = []
+    products_dtype = atr.products_dtype
+    atr.products_dtype = lambda x: asked.append(products_dtype(x)) or products_dtype(x)
+    os.environ["RNMT_ATR_PERSISTENT"] = "1"
+    try:
+        with triton_cells.force_on_cpu(), use_path("sequence"):
+            for dtype in (torch.float16, None):
+                with torch.autocast("cpu", dtype or torch.float16, enabled=dtype is not None):
+                    out, _ = run(cell, torch.randn(B, T, 5), m[:, :, 0].T != 0)
+                assert out.isfinite().all()
+    finally:
+        atr.products_dtype = products_dtype
+        del os.environ["RNMT_ATR_PERSISTENT"]
+    assert asked == [torch.float16, torch.float32], asked
+
+
 def check_srnmt_units() -> None:
     """The SR-NMT encoder (both directions) and decoder units; the decoder hands its recurrence a
     non-contiguous slice of its projection, which the kernels read through its strides."""
@@ -212,6 +295,8 @@ def main() -> None:
                 check_srnmt_units()
             elif case == "atr-persistent-tiles":
                 check_persistent_tiles()
+            elif case == "atr-persistent-narrow-products":
+                check_persistent_narrow_products()
             elif "-persistent-" in case:
                 os.environ["RNMT_ATR_PERSISTENT"] = "1"
                 try:
@@ -282,7 +367,9 @@ def test_atrs_persistent_kernels_compile_with_their_barrier(monkeypatch: pytest.
     """ATR's persistent kernels compile for sm_90 in float32 at the tile a launch picks at the ATR paper's
     sizes on an H100 (batch 80, hidden 1000: 64 rows x 16 units), and keep the barrier between their steps:
     a releasing add and acquiring reads of the counter at GPU scope (a barrier compiled away would let a
-    program read states the others have not written yet). Float64 runs through the interpreter only."""
+    program read states the others have not written yet). With W_h in bfloat16 (their form under bfloat16
+    autocast) the products are tensor-core instructions on bfloat16 operands; in float32, IEEE float32 (no
+    tensor-core product, which would round to TF32). Float64 runs through the interpreter only."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -291,15 +378,19 @@ def test_atrs_persistent_kernels_compile_with_their_barrier(monkeypatch: pytest.
     monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")
     atr = triton_cells.load("atr")
     for fn in atr.PERSISTENT:
-        for dtype, has_mask, (block_b, block_n) in (("fp32", True, (64, 16)),):
+        for dtype, weight, has_mask, (block_b, block_n) in (("fp32", "fp32", True, (64, 16)),
+                                                            ("fp32", "bf16", True, (64, 16))):
             constants = {"HAS_MASK": has_mask, "SYNC": True, "BLOCK_B": block_b, "BLOCK_N": block_n, "BLOCK_K": 32}
-            signature = {arg: ("*i32" if arg == "sync_ptr" else f"*{dtype}") if arg.endswith("_ptr")
+            pointers = {"sync_ptr": "*i32", "w_ptr": f"*{weight}"}
+            signature = {arg: pointers.get(arg, f"*{dtype}") if arg.endswith("_ptr")
                          else "constexpr" if arg in constants else "i32" for arg in fn.arg_names}
             compiled = triton.compile(ASTSource(fn, signature, constants), target=GPUTarget("cuda", 90, 32),
                                       options={"num_warps": 4})
             ptx = compiled.asm["ptx"]
             assert compiled.asm["cubin"], (fn.__name__, dtype)
             assert "gpu.release" in ptx and "gpu.acquire" in ptx, (fn.__name__, dtype, "no barrier")
+            tensor_cores = [line for line in ptx.splitlines() if "mma" in line and "bf16" in line]
+            assert bool(tensor_cores) == (weight == "bf16"), (fn.__name__, weight, tensor_cores[:2])
 
 
 def takes_triton(cell: torch.nn.Module) -> bool:

@@ -551,3 +551,41 @@ def test_atrs_persistent_kernels_equal_its_per_step_kernels(size: tuple[int, int
     # norm at batch 80 hidden 1000 on an H100, where 5 of 32000 elements near zero were 1e-3 apart (relative).
     # Under 1e-5 of the norm still fails a single element of 32000 wrong by 1% of the tensor's largest.
     assert max(errors) < 1e-5, errors
+
+
+@pytest.mark.parametrize("size", [(80, 1000, 20), (5, 48, 9)], ids=["batch 80 hidden 1000", "one program"])
+def test_atrs_persistent_kernels_under_bfloat16_autocast_round_only_their_products(
+        size: tuple[int, int, int], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under bfloat16 autocast (`products_in`, as cells/base.py runs a recurrence) the persistent kernels take
+    their products on the tensor cores from bfloat16 operands: states and gradients equal the float64
+    recurrence whose product operands are rounded to bfloat16 (nothing else rounded), and stay within the
+    bfloat16 tolerance of the float32 per-step kernels."""
+    from test_cells_triton import narrow_atr_reference
+
+    batch, hidden, length = size
+    atr = triton_cells.load("atr")
+    torch.manual_seed(0)
+    p = torch.randn(length, batch, hidden, device=CUDA)
+    h0 = torch.randn(batch, hidden, device=CUDA)
+    w, b = torch.randn(hidden, hidden, device=CUDA) / hidden ** 0.5, 0.1 * torch.randn(hidden, device=CUDA)
+    m = torch.ones(length, batch, 1, device=CUDA)
+    m[6:, 1] = 0.0
+    m[2:, 3] = 0.0
+    grad = torch.randn(length, batch, hidden, device=CUDA)
+
+    def kernels(persistent: str, products: torch.dtype | None) -> list[torch.Tensor]:
+        monkeypatch.setenv("RNMT_ATR_PERSISTENT", persistent)
+        inputs = [x.clone().requires_grad_() for x in (p, h0, w, b)]
+        with triton_cells.products_in(products):
+            states = atr.TritonATR.apply(inputs[0], m, inputs[1], inputs[2], inputs[3])
+        return [states, *torch.autograd.grad((states * grad).sum(), inputs)]
+
+    narrow = kernels("1", torch.bfloat16)
+    assert atr.persistent_launch(batch, hidden, CUDA) is not None
+    expected = narrow_atr_reference(*(x.double() for x in (p, m, h0, w, b, grad)), torch.bfloat16)
+    to_reference = [relative_error(a.double(), e) for a, e in zip(narrow, expected, strict=True)]
+    to_float32 = [relative_error(a, e) for a, e in zip(narrow, kernels("0", None), strict=True)]
+    report(test="atr-persistent-bfloat16", size=list(size), max_relative_error=max(to_reference),
+           max_relative_error_to_float32=max(to_float32))
+    assert max(to_reference) < 1e-4, to_reference
+    assert max(to_float32) < BF16_RELATIVE, to_float32

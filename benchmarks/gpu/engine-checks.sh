@@ -10,7 +10,9 @@
 #     are measured alike, run from its parent folder, which holds that commit's workflow/ and config.yaml;
 #     skipped when not given), then this checkout's with `--graphs` (the same step as a replayed CUDA graph)
 #  2. ATR's recurrence against cuDNN's GRU (forward+backward, batch 80, length 50, hidden 1000), with ATR's
-#     per-step kernels and again with its persistent kernels (RNMT_ATR_PERSISTENT=1)
+#     per-step kernels and again with its persistent kernels (RNMT_ATR_PERSISTENT=1), all in float32; then in
+#     bfloat16 (`--precision bfloat16`: cuDNN's layers in bfloat16, the cells under bfloat16 autocast, ATR's
+#     persistent kernels with their products on the tensor cores)
 #  3. rnmt bench decode --size paper --graphs --profile: beam 1 and 10 at ATR Table 4's sizes, batched and one
 #     at a time with eager steps, and batched again with the search steps replayed as CUDA graphs, each batched
 #     decode profiled once (kernels per sentence, GPU-busy fraction, the kinds of work that took the time);
@@ -60,19 +62,21 @@ echo "exit $?"; quiet bench-cuda/train-paper-after.log 24
 fi
 
 if wants cells; then
-stamp "2. ATR's recurrence against cuDNN's GRU at hidden 1000, per-step kernels and persistent"
-timeout 90 python3 - > bench-cuda/cells-1000.log 2>&1 <<'EOF'
+stamp "2. ATR's recurrence against cuDNN's GRU at hidden 1000, per-step kernels and persistent, float32 and bfloat16"
+timeout 130 python3 - > bench-cuda/cells-1000.log 2>&1 <<'EOF'
 import os
 import torch
 from rnmt.bench.cells import bench
 from rnmt.bench.table import format_table, write_csv
-for persistent, cells, name in (("0", ["atr", "gru", "sru", "srnmt"], "cells-1000"),
-                                ("1", ["atr"], "cells-1000-persistent")):
+for persistent, cells, precision, name in (("0", ["atr", "gru", "sru", "srnmt"], "float32", "cells-1000"),
+                                           ("1", ["atr"], "float32", "cells-1000-persistent"),
+                                           ("1", ["atr", "gru"], "bfloat16", "cells-1000-persistent-bf16")):
     os.environ["RNMT_ATR_PERSISTENT"] = persistent
-    rows = bench(torch.device("cuda"), hidden=(1000,), cells=cells)
+    rows = bench(torch.device("cuda"), hidden=(1000,), cells=cells, precision=precision)
     write_csv([{**r, "atr_persistent": persistent} for r in rows], f"bench-cuda/{name}.csv")
-    print(f"RNMT_ATR_PERSISTENT={persistent}")
-    print(format_table(rows, ("cell", "path", "hidden", "tokens_per_s", "ratio_to_nn_gru", "gflops")), flush=True)
+    print(f"RNMT_ATR_PERSISTENT={persistent}, {precision}")
+    print(format_table(rows, ("cell", "path", "precision", "hidden", "tokens_per_s", "ratio_to_nn_gru", "gflops")),
+          flush=True)
 EOF
 echo "exit $?"; tail -n 20 bench-cuda/cells-1000.log
 fi

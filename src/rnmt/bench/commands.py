@@ -16,7 +16,7 @@ def cmd_bench(a: argparse.Namespace) -> None:
     from rnmt.bench.runner import run_benchmark
 
     for name in a.names:
-        _, text = run_benchmark(name, a.out, a.quick, a.device, a.threads, a.size, a.profile, a.graphs)
+        _, text = run_benchmark(name, a.out, a.quick, a.device, a.threads, a.size, a.profile, a.graphs, a.precision)
         print(text + "\n", flush=True)
         log.info("%s → %s/%s.csv", name, a.out, name)
 
@@ -38,6 +38,9 @@ def add_parsers(sub: Any) -> None:
     s.add_argument("--graphs", action="store_true",
                    help="on CUDA, train: each row's step again as a replayed CUDA graph (rnmt.train.graphs); "
                         "decode: the batched rows again with each search step replayed (rnmt.decode.graphs)")
+    s.add_argument("--precision", choices=("float32", "bfloat16"), default="float32",
+                   help="cells: float32 (every layer in full float32) or bfloat16 (torch's GRU and LSTM in "
+                        "bfloat16, rnmt's cells under bfloat16 autocast as training runs them)")
     s.add_argument("--out", default="results/bench", help="directory for <name>.csv")
     s.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:1, ...")
     s.add_argument("--threads", type=count(0), default=0, help="torch threads (0: torch's default); recorded per row")

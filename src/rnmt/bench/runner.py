@@ -16,15 +16,17 @@ from rnmt.io import InputError
 
 def run_benchmark(name: str, out_dir: str | Path = "results/bench", quick: bool = False, device: str = "auto",
                   threads: int = 0, size: str = "default", profile: bool = False,
-                  graphs: bool = False) -> tuple[list[dict[str, Any]], str]:
-    """→ (rows, the printed table); the CSV is written to `out_dir/name.csv`. `size`, `profile` and `graphs`
-    are options of the benchmarks that have them (train, decode: `size`, `profile`, `graphs`)."""
+                  graphs: bool = False, precision: str = "float32") -> tuple[list[dict[str, Any]], str]:
+    """→ (rows, the printed table); the CSV is written to `out_dir/name.csv`. `size`, `profile`, `graphs` and
+    `precision` are options of the benchmarks that have them (train, decode: `size`, `profile`, `graphs`;
+    cells: `precision`)."""
     if name not in BENCHMARKS:
         raise InputError(f"unknown benchmark {name!r}; valid: {', '.join(BENCHMARKS)}")
     module = importlib.import_module(f"rnmt.bench.{name}")
     options: dict[str, Any] = {}
     params = inspect.signature(module.bench).parameters
-    for option, value, default in (("size", size, "default"), ("profile", profile, False), ("graphs", graphs, False)):
+    for option, value, default in (("size", size, "default"), ("profile", profile, False), ("graphs", graphs, False),
+                                   ("precision", precision, "float32")):
         if value != default:
             if option not in params:
                 raise InputError(f"rnmt bench {name} has no --{option}")

@@ -27,6 +27,7 @@ import torch
 from torch import Tensor, nn
 
 from rnmt.cells.kernel import StepKernel, kernel_sequence
+from rnmt.cells.triton import products_in
 from rnmt.machine import fastpath
 
 
@@ -143,11 +144,12 @@ def _whole(cell: RecurrentCell, projected: Tensor, mask: Tensor | None, full: bo
     Under autocast (training's bfloat16 default on CUDA and on CPUs with bfloat16 units) the recurrence
     runs in float32 with autocast off inside it, as a whole: its loops and kernels keep their buffers in
     the dtype of their inputs, and a state carried through hundreds of steps keeps float32's precision.
-    The products that feed it (the input projection) and those after it stay under autocast.
+    The products that feed it (the input projection) and those after it stay under autocast, and kernels
+    whose recurrent products have a narrow form take them in autocast's dtype (cells/triton `products_in`).
     """
     amp = autocast_device()
     if amp is not None:
-        with torch.autocast(amp, enabled=False):
+        with torch.autocast(amp, enabled=False), products_in(torch.get_autocast_dtype(amp)):
             return _whole(cell, projected.float(), mask, full, state.float())
     states = cell.sequence(projected, None if full else mask, state)
     if states is None:

@@ -41,7 +41,8 @@ class Switches:
     triton: bool = _switch(True, "0: CUDA recurrences never take the Triton kernels")
     atr_persistent: bool = _switch(False, "1: ATR's Triton recurrence runs as one persistent kernel per direction "
                                    "where it fits the GPU (rnmt.cells.triton.atr; 1.85x the per-step kernels at hidden "
-                                   "1000 on an H100, whole models not yet measured)")
+                                   "1000 on an H100 in float32; under bfloat16 autocast its products take bfloat16 "
+                                   "operands; whole models not yet measured)")
     malloc_tuning: bool = _switch(True, "0: leave glibc's allocator as it is (rnmt.machine.allocator)")
     allow_unpinned: bool = _switch(False, "1: download files without a pinned sha256 (rnmt.data.download)")
     registry: Path | None = _switch(None, "the corpus registry instead of workflow/corpora.yaml (a site's "

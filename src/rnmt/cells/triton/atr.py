@@ -10,6 +10,10 @@ how the kernels work):
   registers and does ∂q W_h the same way. Not yet measured on a GPU, so off by default. The programs
   must all run at once: at most one per multiprocessor, and a GPU shared under MPS with a limit on its
   multiprocessors, or another persistent kernel beside it, could leave the barrier waiting forever.
+  Under autocast (`products_dtype`, cells/triton) their products take h_{t-1} and W_h (and backward's ∂q)
+  in the autocast dtype and accumulate in float32, on the tensor cores, as autocast's own products do;
+  the state, the gates and everything else stay in float32. Without autocast the products are in full
+  float32 (IEEE, no TF32), as torch's.
 
 `TritonATR` takes the arguments of cells/atr.py's ATRSequence (time-major p [T, B, H], float mask
 m [T, B, 1] or None, h0 [B, H], W_hh, b_hh) and gives the same states [T, B, H].
@@ -26,6 +30,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from rnmt.cells.kernel import weight_grads
+from rnmt.cells.triton import products_dtype
 from rnmt.cells.triton.common import STEP_BLOCK, group_sync, on_device, step_grid
 from rnmt.machine.switches import switch
 
@@ -111,9 +116,10 @@ def _tile(B, H, BLOCK_B: tl.constexpr, BLOCK_N: tl.constexpr):
 @triton.jit
 def _product(a_ptr, w_ptr, rows, cols, row_ok, col_ok, H, TRANSPOSED: tl.constexpr, BLOCK_B: tl.constexpr,
              BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """a[rows, :] W[cols, :]ᵀ (TRANSPOSED) or a[rows, :] W[:, cols], W [H, H], accumulated in a's precision
-    (float32 products in full float32, as torch's defaults); a was written by the other programs of these
-    rows before the last barrier."""
+    """a[rows, :] W[cols, :]ᵀ (TRANSPOSED) or a[rows, :] W[:, cols], W [H, H], accumulated in a's precision;
+    a was written by the other programs of these rows before the last barrier. W in a's dtype: full
+    precision (float32 products in IEEE float32, as torch's defaults); W in a narrower dtype (bfloat16,
+    float16): a's blocks are rounded to it and the products run on the tensor cores into float32."""
     acc = tl.zeros([BLOCK_B, BLOCK_N], dtype=a_ptr.dtype.element_ty)
     for k0 in range(0, H, BLOCK_K):
         ks = k0 + tl.arange(0, BLOCK_K)
@@ -123,7 +129,10 @@ def _product(a_ptr, w_ptr, rows, cols, row_ok, col_ok, H, TRANSPOSED: tl.constex
             w = tl.load(w_ptr + cols[None, :] * H + ks[:, None], mask=k_ok[:, None] & col_ok[None, :], other=0.0)
         else:
             w = tl.load(w_ptr + ks[:, None] * H + cols[None, :], mask=k_ok[:, None] & col_ok[None, :], other=0.0)
-        acc += tl.dot(a, w, input_precision="ieee")
+        if w_ptr.dtype.element_ty == a_ptr.dtype.element_ty:
+            acc += tl.dot(a, w, input_precision="ieee")
+        else:
+            acc += tl.dot(a.to(w_ptr.dtype.element_ty), w)
     return acc
 
 
@@ -221,14 +230,15 @@ class TritonATR(torch.autograd.Function):
         states[0] = h0
         i_all, f_all = torch.empty_like(p), torch.empty_like(p)
         mm = p if m is None else m
-        launch = persistent_launch(B, H, p.device)
+        launch, products = persistent_launch(B, H, p.device), products_dtype(p)
         with on_device(p):
             if launch is not None:
                 row_blocks, opts = launch
                 sync = torch.zeros(row_blocks, dtype=torch.int32, device=p.device)
                 grid = (row_blocks * triton.cdiv(H, opts["BLOCK_N"]),)
-                atr_persistent_forward[grid](p, mm, weight.contiguous(), bias, states, i_all, f_all, sync, 0, T, B,
-                                             H, HAS_MASK=m is not None, SYNC=True, **opts)
+                # W_h in the products' dtype (`products_dtype`: narrower under autocast), one cast a call
+                atr_persistent_forward[grid](p, mm, weight.to(products).contiguous(), bias, states, i_all, f_all,
+                                             sync, 0, T, B, H, HAS_MASK=m is not None, SYNC=True, **opts)
             else:
                 q = p.new_empty(B, H)
                 grid, opts = step_grid(B * H)
@@ -237,7 +247,7 @@ class TritonATR(torch.autograd.Function):
                     torch.addmm(bias, states[t], wt, out=q)
                     atr_step_forward[grid](p, q, states[t], mm, hs, i_all, f_all, t, B * H, B, H,
                                            HAS_MASK=m is not None, **opts)
-        ctx.launch = launch
+        ctx.launch, ctx.products = launch, products
         ctx.save_for_backward(p, m, weight, states, i_all, f_all)
         return states[1:]
 
@@ -258,8 +268,9 @@ class TritonATR(torch.autograd.Function):
                 sync = torch.zeros(row_blocks, dtype=torch.int32, device=p.device)
                 grid = (row_blocks * triton.cdiv(H, opts["BLOCK_N"]),)
                 carry = torch.zeros_like(g)
-                atr_persistent_backward[grid](grad, mm, p, states, i_all, f_all, weight.contiguous(), dp, dq, carry,
-                                              sync, 0, T, B, H, HAS_MASK=m is not None, SYNC=True, **opts)
+                atr_persistent_backward[grid](grad, mm, p, states, i_all, f_all, weight.to(ctx.products).contiguous(),
+                                              dp, dq, carry, sync, 0, T, B, H, HAS_MASK=m is not None, SYNC=True,
+                                              **opts)
                 torch.addmm(carry, dq[0], weight, out=g)
             else:
                 carry = torch.empty_like(g)
