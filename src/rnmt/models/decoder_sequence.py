@@ -24,7 +24,7 @@ Where the step loop runs about 30 small operations forward and 57 backward throu
 this runs about as many forward and some 30 backward, without autograd's bookkeeping. u is kept
 time-major ([T, B, S, A]), so each step's slice is dense.
 
-On CUDA each step's attention, forward and backward, is one Triton kernel (models/triton/attention.py)
+On CUDA each step's attention is two Triton kernels forward and two backward (models/triton/attention.py)
 instead of about seven and ten torch operations.
 
 A GNMT decoder (models/gnmt.py) has no higher cell: its first layer is the lower one, s_j = s̃_j, and the

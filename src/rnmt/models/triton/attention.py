@@ -1,13 +1,20 @@
 """The additive attention of one decoder step as Triton kernels, for the fused RNNSearch decoder on CUDA
-(models/decoder_sequence.py holds the equations): one program per sentence does the step's energies,
-masked softmax and context (forward), or their backward, where the torch path launches about seven and
-ten kernels. Arithmetic is in the tensors' dtype (float32 or float64).
+(models/decoder_sequence.py holds the equations): two kernels forward and two backward, where the torch
+path launches about seven and ten kernels. Arithmetic is in the tensors' dtype (float32 or float64).
 
 Forward, sentence b: u = σ(2K_b + 2q_b) (kept for the backward), e = u · 2v, α = softmax over the real
 positions, c = Σ_k α_k m_k. Backward, from ∂c: ∂α_k = m_k · ∂c, ∂e = α ⊙ (∂α − Σ α ∂α), and with
 w = u(1 − u): ∂q = 2v ⊙ Σ_k ∂e_k w_k, the keys' running sum ∂K̃ += ∂e ⊗ w (scaled by 2v once after the
 loop), v's per-sentence running sum ∂ṽ_b += Σ_k ∂e_k u_k (summed over sentences and doubled after it).
-The source length is one block (at most MAX_SOURCE positions); the widths are looped over in blocks.
+
+Each kernel's programs split a sentence's widths (the attention width A or the memory width M) into blocks
+of BLOCK_W, one program a (sentence, block): at ATR Table 4's sizes (80 sentences, A = M = 2000) that is
+2,560 programs a launch, each reading its [source, BLOCK_W] tile once, where one program a sentence
+looping over its widths kept 80 multiprocessors waiting on memory. The source length is one block (at most
+MAX_SOURCE positions). What a sum over widths needs from the other programs goes through a small buffer of
+partial sums between the two kernels of a pass: the energies' blocks [B, A blocks, source] forward, ∂α's
+blocks [B, M blocks, source] backward; the second kernel of each sums them (and recomputes the softmax or
+∂e, a source's worth of work) in every program.
 """
 
 from __future__ import annotations
@@ -19,65 +26,85 @@ from torch import Tensor
 from rnmt.cells.triton.common import on_device
 
 MAX_SOURCE = 256       # longer sources take the torch path: a [source, BLOCK_W] tile a program stays in registers
-BLOCK_W = 64           # attention and memory width per loop iteration
+BLOCK_W = 64           # attention and memory width of one program
 
 
 @triton.jit
-def attention_step_forward(q_ptr, keys2_ptr, v2_ptr, mask_ptr, mem_ptr, u_ptr, alpha_ptr, ctx_ptr,
-                           S, A, M, alpha_stride, ctx_stride, BLOCK_S: tl.constexpr, BLOCK_W: tl.constexpr):
-    b = tl.program_id(0).to(tl.int64)
+def attention_step_energies(q_ptr, keys2_ptr, v2_ptr, u_ptr, part_ptr, S, A, BLOCK_S: tl.constexpr,
+                            BLOCK_W: tl.constexpr):
+    """Program (b, j): u = σ(2K_b + 2q_b) over widths block j, and that block's part of e = u · 2v."""
+    b, j = tl.program_id(0).to(tl.int64), tl.program_id(1)
+    s = tl.arange(0, BLOCK_S)
+    a = j * BLOCK_W + tl.arange(0, BLOCK_W)
+    real, wide = s < S, a < A
+    ok = real[:, None] & wide[None, :]
+    at = b * S * A + s[:, None] * A + a[None, :]
+    q = tl.load(q_ptr + b * A + a, mask=wide, other=0.0)
+    u = 1.0 / (1.0 + tl.exp(-(tl.load(keys2_ptr + at, mask=ok, other=0.0) + 2.0 * q[None, :])))
+    tl.store(u_ptr + at, u, mask=ok)
+    v = tl.load(v2_ptr + a, mask=wide, other=0.0)
+    tl.store(part_ptr + (b * tl.num_programs(1) + j) * BLOCK_S + s, tl.sum(tl.where(ok, u * v[None, :], 0.0), axis=1))
+
+
+@triton.jit
+def attention_step_forward(part_ptr, mask_ptr, mem_ptr, alpha_ptr, ctx_ptr, S, M, PARTS, alpha_stride, ctx_stride,
+                           BLOCK_S: tl.constexpr, BLOCK_W: tl.constexpr):
+    """Program (b, i): e from the energies' PARTS blocks, α = masked softmax (written by block 0), and the
+    context's memory widths block i."""
+    b, i = tl.program_id(0).to(tl.int64), tl.program_id(1)
     s = tl.arange(0, BLOCK_S)
     real = s < S
-    e = tl.zeros([BLOCK_S], dtype=q_ptr.dtype.element_ty)
-    for a0 in range(0, A, BLOCK_W):
-        a = a0 + tl.arange(0, BLOCK_W)
-        ok = real[:, None] & (a < A)[None, :]
-        at = b * S * A + s[:, None] * A + a[None, :]
-        q = tl.load(q_ptr + b * A + a, mask=a < A, other=0.0)
-        x = tl.load(keys2_ptr + at, mask=ok, other=0.0) + 2.0 * q[None, :]
-        u = 1.0 / (1.0 + tl.exp(-x))
-        tl.store(u_ptr + at, u, mask=ok)
-        v = tl.load(v2_ptr + a, mask=a < A, other=0.0)
-        e += tl.sum(tl.where(ok, u * v[None, :], 0.0), axis=1)
+    e = tl.zeros([BLOCK_S], dtype=part_ptr.dtype.element_ty)
+    for j in range(0, PARTS):
+        e += tl.load(part_ptr + (b * PARTS + j) * BLOCK_S + s)
     keep = tl.load(mask_ptr + b * S + s, mask=real, other=0) != 0
     e = tl.where(keep, e, float("-inf"))
     p = tl.exp(e - tl.max(e, axis=0))
     alpha = p / tl.sum(p, axis=0)
-    tl.store(alpha_ptr + b * alpha_stride + s, alpha, mask=real)
-    for m0 in range(0, M, BLOCK_W):
-        m = m0 + tl.arange(0, BLOCK_W)
-        ok = real[:, None] & (m < M)[None, :]
-        mem = tl.load(mem_ptr + b * S * M + s[:, None] * M + m[None, :], mask=ok, other=0.0)
-        tl.store(ctx_ptr + b * ctx_stride + m, tl.sum(alpha[:, None] * mem, axis=0), mask=m < M)
+    if i == 0:
+        tl.store(alpha_ptr + b * alpha_stride + s, alpha, mask=real)
+    m = i * BLOCK_W + tl.arange(0, BLOCK_W)
+    ok = real[:, None] & (m < M)[None, :]
+    mem = tl.load(mem_ptr + b * S * M + s[:, None] * M + m[None, :], mask=ok, other=0.0)
+    tl.store(ctx_ptr + b * ctx_stride + m, tl.sum(alpha[:, None] * mem, axis=0), mask=m < M)
 
 
 @triton.jit
-def attention_step_backward(dc_ptr, mem_ptr, alpha_ptr, u_ptr, v4_ptr, dq_ptr, d_keys_ptr, dv_ptr,
-                            S, A, M, alpha_stride, dc_stride, dq_stride, BLOCK_S: tl.constexpr,
-                            BLOCK_W: tl.constexpr):
-    b = tl.program_id(0).to(tl.int64)
+def attention_step_scores_backward(dc_ptr, mem_ptr, part_ptr, S, M, dc_stride, BLOCK_S: tl.constexpr,
+                                   BLOCK_W: tl.constexpr):
+    """Program (b, i): memory widths block i's part of ∂α_k = m_k · ∂c."""
+    b, i = tl.program_id(0).to(tl.int64), tl.program_id(1)
+    s = tl.arange(0, BLOCK_S)
+    m = i * BLOCK_W + tl.arange(0, BLOCK_W)
+    ok = (s < S)[:, None] & (m < M)[None, :]
+    mem = tl.load(mem_ptr + b * S * M + s[:, None] * M + m[None, :], mask=ok, other=0.0)
+    dc = tl.load(dc_ptr + b * dc_stride + m, mask=m < M, other=0.0)
+    tl.store(part_ptr + (b * tl.num_programs(1) + i) * BLOCK_S + s, tl.sum(mem * dc[None, :], axis=1))
+
+
+@triton.jit
+def attention_step_backward(part_ptr, alpha_ptr, u_ptr, v4_ptr, dq_ptr, d_keys_ptr, dv_ptr, S, A, PARTS,
+                            alpha_stride, dq_stride, BLOCK_S: tl.constexpr, BLOCK_W: tl.constexpr):
+    """Program (b, j): ∂α from its PARTS blocks, ∂e, then over widths block j: ∂q, the keys' and v's sums."""
+    b, j = tl.program_id(0).to(tl.int64), tl.program_id(1)
     s = tl.arange(0, BLOCK_S)
     real = s < S
     alpha = tl.load(alpha_ptr + b * alpha_stride + s, mask=real, other=0.0)
     d_alpha = tl.zeros_like(alpha)
-    for m0 in range(0, M, BLOCK_W):
-        m = m0 + tl.arange(0, BLOCK_W)
-        ok = real[:, None] & (m < M)[None, :]
-        mem = tl.load(mem_ptr + b * S * M + s[:, None] * M + m[None, :], mask=ok, other=0.0)
-        dc = tl.load(dc_ptr + b * dc_stride + m, mask=m < M, other=0.0)
-        d_alpha += tl.sum(mem * dc[None, :], axis=1)
+    for i in range(0, PARTS):
+        d_alpha += tl.load(part_ptr + (b * PARTS + i) * BLOCK_S + s)
     d_e = alpha * (d_alpha - tl.sum(alpha * d_alpha, axis=0))
-    for a0 in range(0, A, BLOCK_W):
-        a = a0 + tl.arange(0, BLOCK_W)
-        ok = real[:, None] & (a < A)[None, :]
-        at = b * S * A + s[:, None] * A + a[None, :]
-        u = tl.load(u_ptr + at, mask=ok, other=0.0)
-        w = u - u * u
-        v = tl.load(v4_ptr + a, mask=a < A, other=0.0)
-        tl.store(dq_ptr + b * dq_stride + a, v * tl.sum(d_e[:, None] * w, axis=0), mask=a < A)
-        tl.store(d_keys_ptr + at, tl.load(d_keys_ptr + at, mask=ok, other=0.0) + d_e[:, None] * w, mask=ok)
-        dv = tl.load(dv_ptr + b * A + a, mask=a < A, other=0.0)
-        tl.store(dv_ptr + b * A + a, dv + tl.sum(d_e[:, None] * u, axis=0), mask=a < A)
+    a = j * BLOCK_W + tl.arange(0, BLOCK_W)
+    wide = a < A
+    ok = real[:, None] & wide[None, :]
+    at = b * S * A + s[:, None] * A + a[None, :]
+    u = tl.load(u_ptr + at, mask=ok, other=0.0)
+    w = u - u * u
+    v = tl.load(v4_ptr + a, mask=wide, other=0.0)
+    tl.store(dq_ptr + b * dq_stride + a, v * tl.sum(d_e[:, None] * w, axis=0), mask=wide)
+    tl.store(d_keys_ptr + at, tl.load(d_keys_ptr + at, mask=ok, other=0.0) + d_e[:, None] * w, mask=ok)
+    dv = tl.load(dv_ptr + b * A + a, mask=wide, other=0.0)
+    tl.store(dv_ptr + b * A + a, dv + tl.sum(d_e[:, None] * u, axis=0), mask=wide)
 
 
 def block(source: int) -> int:
@@ -89,19 +116,29 @@ def forward(q: Tensor, keys2: Tensor, v2: Tensor, mask: Tensor, memory: Tensor, 
     """One step: q [B, A], keys2 = 2K [B, S, A], v2 = 2v [A], mask [B, S] (int8), memory [B, S, M] →
     u [B, S, A], alpha [B, S] and context [B, M] (rows of wider tensors: their batch stride is taken)."""
     B, S, A = keys2.shape
+    M, bs = memory.size(2), block(S)
+    parts = triton.cdiv(A, BLOCK_W)
+    energies = q.new_empty(B, parts, bs)
     with on_device(q):
-        attention_step_forward[(B,)](q, keys2, v2, mask, memory, u, alpha, context, S, A, memory.size(2),
-                                     alpha.stride(0), context.stride(0), BLOCK_S=block(S), BLOCK_W=BLOCK_W)
+        attention_step_energies[(B, parts)](q, keys2, v2, u, energies, S, A, BLOCK_S=bs, BLOCK_W=BLOCK_W)
+        attention_step_forward[(B, triton.cdiv(M, BLOCK_W))](energies, mask, memory, alpha, context, S, M, parts,
+                                                             alpha.stride(0), context.stride(0), BLOCK_S=bs,
+                                                             BLOCK_W=BLOCK_W)
 
 
 def backward(dc: Tensor, memory: Tensor, alpha: Tensor, u: Tensor, v4: Tensor, dq: Tensor, d_keys: Tensor,
              dv: Tensor) -> None:
     """One step backwards from dc [B, M]: writes dq [B, A], adds to d_keys [B, S, A] and dv [B, A]."""
     B, S, A = u.shape
+    M, bs = memory.size(2), block(S)
+    parts = triton.cdiv(M, BLOCK_W)
+    scores = dc.new_empty(B, parts, bs)
     with on_device(dc):
-        attention_step_backward[(B,)](dc, memory, alpha, u, v4, dq, d_keys, dv, S, A, memory.size(2),
-                                      alpha.stride(0), dc.stride(0), dq.stride(0), BLOCK_S=block(S),
-                                      BLOCK_W=BLOCK_W)
+        attention_step_scores_backward[(B, parts)](dc, memory, scores, S, M, dc.stride(0), BLOCK_S=bs,
+                                                   BLOCK_W=BLOCK_W)
+        attention_step_backward[(B, triton.cdiv(A, BLOCK_W))](scores, alpha, u, v4, dq, d_keys, dv, S, A, parts,
+                                                              alpha.stride(0), dq.stride(0), BLOCK_S=bs,
+                                                              BLOCK_W=BLOCK_W)
 
 
-KERNELS = (attention_step_forward, attention_step_backward)
+KERNELS = (attention_step_energies, attention_step_forward, attention_step_scores_backward, attention_step_backward)
