@@ -231,6 +231,28 @@ def test_a_trace_counts_leaf_operators_and_their_time_by_kind() -> None:
     assert len(shares) == 2 and shares[0] >= shares[1] and sum(shares) <= 100.5
 
 
+def test_a_trace_names_the_kernels_that_took_the_most_time_with_their_launches() -> None:
+    """What a replayed training step reports as its heaviest kernels: each name once, its time summed over its
+    launches and the launch count, most time first; on a CPU the operators' own time."""
+    a, b = torch.randn(300, 300), torch.randn(300, 300)
+
+    def work() -> None:
+        for _ in range(3):
+            torch.tanh(a @ b)
+
+    t = profile.trace(work, CPU)
+    names = [name for name, _, _ in t.by_name]
+    assert len(names) == len(set(names)) and {"aten::tanh", "aten::mm"} <= set(names)
+    counts = {name: n for name, _, n in t.by_name}
+    assert counts["aten::tanh"] == 3 and counts["aten::mm"] == 3
+    assert [s for _, s, _ in t.by_name] == sorted((s for _, s, _ in t.by_name), reverse=True)
+    assert sum(s for _, s, _ in t.by_name) == pytest.approx(sum(s for _, s in t.by_kind))
+    listed = t.heaviest(2).split("; ")
+    assert len(listed) == 2 and listed[0].startswith(f"{names[0]} ") and listed[0].endswith(f" x {counts[names[0]]}")
+    long = profile.Trace(1, 0.0, by_name=(("void " + "x" * 200, 2.5e-5, 4),))
+    assert long.heaviest() == "void " + "x" * (profile.NAME_CHARS - 5) + " 25 us x 4"
+
+
 def test_step_profile_counts_what_one_more_target_word_adds() -> None:
     """The per-decoder-step counts are the difference between two target lengths, split into the forward
     pass and the rest of the step: here each word adds one tanh to the forward and one sigmoid after it."""

@@ -521,6 +521,14 @@ def test_the_decode_profile_on_cuda_counts_kernels_and_names_where_the_device_ti
     t = trace(lambda: (a @ a + a) + a, CUDA)
     report(test="profile-by-op", by_op=list(t.by_op))
     assert dict(t.by_op).get("aten::add") == 2 and sum(n for _, n in t.by_op) == t.launches, t.by_op
+    # a replayed CUDA graph's kernels, each named with its time and launches (the training bench's heaviest list)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        b = (a @ a + a) + a
+    replayed = trace(graph.replay, CUDA)
+    report(test="profile-graph-kernels", heaviest=replayed.heaviest())
+    assert sum(n for _, _, n in replayed.by_name) == replayed.launches >= 3, replayed.by_name
+    assert b.shape == a.shape and replayed.heaviest(1)
 
 
 # last in the file: a barrier that never opened would hang here, after every other test has run

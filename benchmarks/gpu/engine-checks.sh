@@ -17,6 +17,9 @@
 #     at a time with eager steps, and batched again with the search steps replayed as CUDA graphs, each batched
 #     decode profiled once (kernels per sentence, GPU-busy fraction, the kinds of work that took the time);
 #     rnmt bench decoder: RNNSearch's decoder, step loop against the fused function, hidden 256/512/1000
+#  3b. (check `atr`, not in the default) RNNSearch+ATR and RNNSearch+GRU at ATR Table 4's sizes, eager and as a
+#     replayed CUDA graph, profiled: the kernels that took a replayed step's time (`graph_heaviest_kernels`) and
+#     the paths the graph chose by timing replays, every choice's times in fast-paths-atr.json
 #  4. TABLES (default "atr-table4 srnmt-table4"; "none": no table, `pytest -m cuda` alone; "skip": neither)
 #     at scale mini from the placed Multi30k files, every row side by side on the GPU, with the config
 #     override OVERRIDE (e.g. "{train: {cuda_graphs: false}}") if given, until the call's 560 s are used up,
@@ -39,7 +42,7 @@ quiet() { grep -v "USDT\|profiler_st" "$1" | tail -n "$2"; }
 # split them over two calls of under 10 minutes: e.g. CHECKS=train, then CHECKS="cells decode"
 checks=" ${CHECKS:-train cells decode} "
 for c in $checks; do
-    case $c in train|cells|decode) ;; *) echo "CHECKS: unknown check '$c' (train, cells, decode)"; exit 2 ;; esac
+    case $c in train|cells|decode|atr) ;; *) echo "CHECKS: unknown check '$c' (train, cells, decode, atr)"; exit 2 ;; esac
 done
 wants() { [[ "$checks" == *" $1 "* ]]; }
 # seconds left of the call's 580, at least 1 (timeout 0 would mean no limit)
@@ -88,6 +91,26 @@ timeout 150 python3 -m rnmt bench decode --size paper --graphs --profile --devic
 echo "exit $?"; tail -n 12 bench-cuda/decode-paper.log
 timeout 40 python3 -m rnmt bench decoder --device cuda --out bench-cuda > bench-cuda/decoder.log 2>&1
 echo "exit $?"; tail -n 8 bench-cuda/decoder.log
+fi
+if wants atr; then
+stamp "3b. RNNSearch+ATR and +GRU at paper sizes, eager and replayed, profiled; the graph's paths timed as replays"
+# a script file, not stdin: bench train spawns a process a row, which imports the main module's file
+cat > bench-cuda/train-atr.py <<'EOF'
+import torch
+
+from rnmt.bench.table import write_csv
+from rnmt.bench.train import bench
+
+if __name__ == "__main__":
+    rows = bench(torch.device("cuda"), systems=("RNNSearch+ATR",), size="paper", profile=True, graphs=True)
+    write_csv(rows, "bench-cuda/train-atr.csv")
+    for r in rows:
+        print(r["system"], "eager", round(r["tgt_words_per_s"]), "replayed", r.get("graph_tgt_words_per_s"),
+              r.get("graph_failed", ""), "|", r.get("graph_paths"), "|", r.get("graph_heaviest_kernels"), flush=True)
+EOF
+RNMT_FASTPATH_CACHE=bench-cuda/fast-paths-atr.json timeout 120 python3 bench-cuda/train-atr.py \
+    > bench-cuda/train-atr.log 2>&1
+echo "exit $?"; quiet bench-cuda/train-atr.log 6
 fi
 tar czf "$out/bench.tgz" bench-cuda
 

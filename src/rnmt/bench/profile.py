@@ -18,6 +18,9 @@ benchmark row says whether the products, the search's top-k or the small element
 Which operators launch a decoder step's kernels: each kernel counts for the operator that launched it (the
 profiler links the two; a kernel launched outside any operator, such as a Triton kernel, for its own name),
 and `StepProfile.by_op` lists what one more target word adds by operator, the list to shorten first.
+Which kernels take the time: `Trace.heaviest` names the kernels (operators on a CPU) with the most device
+(own CPU) time, summed over their launches, with their launch counts: where a replayed CUDA graph, which
+launches without the host, spends its step.
 """
 
 from __future__ import annotations
@@ -78,6 +81,13 @@ class Trace:
     busy_seconds: float           # union of the kernels' intervals on the device (0 on a CPU)
     by_kind: tuple[tuple[str, float], ...] = ()   # seconds by kind: device time (CUDA), own CPU time; largest first
     by_op: tuple[tuple[str, int], ...] = ()       # launches by the operator that launched them; most first
+    by_name: tuple[tuple[str, float, int], ...] = ()   # (kernel or operator, seconds, launches); most time first
+
+    def heaviest(self, n: int = 10) -> str:
+        """The `n` kernels (operators) that took the most time, each with its microseconds and launches:
+        "nvjet_tst_64x8_... 812 us x 58; atr_step_forward 402 us x 30; ..." (names cut at NAME_CHARS)."""
+        return "; ".join(f"{name[:NAME_CHARS]} {seconds * 1e6:.0f} us x {count}"
+                         for name, seconds, count in self.by_name[:n])
 
     def top(self, n: int = 3) -> str:
         """The `n` kinds that took the most time, with their shares: "matmul 61%, top-k/sort 12%, ..."."""
@@ -98,6 +108,15 @@ def _by_kind(named_seconds: list[tuple[str, float]]) -> tuple[tuple[str, float],
 def busy_fraction(busy_seconds: float, wall_seconds: float) -> float | str:
     """The device-busy share of a run's unprofiled wall time, at most 1; "" where nothing ran on a device."""
     return round(min(1.0, busy_seconds / wall_seconds), 3) if busy_seconds else ""
+
+
+def _by_name(named_seconds: list[tuple[str, float]]) -> tuple[tuple[str, float, int], ...]:
+    seconds: Counter[str] = Counter()
+    launches: Counter[str] = Counter()
+    for name, t in named_seconds:
+        seconds[name] += t
+        launches[name] += 1
+    return tuple(sorted(((name, t, launches[name]) for name, t in seconds.items()), key=lambda item: -item[1]))
 
 
 def _merged_seconds(intervals: list[tuple[float, float]]) -> float:
@@ -130,14 +149,14 @@ def trace(fn: Callable[[], Any], device: torch.device) -> Trace:
                 by_op[e.name] += len(e.kernels)
                 launched.update(k.name for k in e.kernels)
         by_op.update(Counter(e.name for e in kernels) - launched)       # kernels of no operator, by name
+        timed = [(e.name, e.time_range.elapsed_us() / 1e6) for e in kernels]
         return Trace(len(kernels), _merged_seconds([(e.time_range.start, e.time_range.end) for e in kernels]),
-                     _by_kind([(e.name, e.time_range.elapsed_us() / 1e6) for e in kernels]), _most(by_op))
+                     _by_kind(timed), _most(by_op), _by_name(timed))
     leaves = [e for e in events if e.device_type == DeviceType.CPU and not e.cpu_children
               and e.name.startswith("aten::")]
     # time by kind from every operator's own time (a product's operator is no leaf: it calls small ones)
-    ops = [e for e in events if e.device_type == DeviceType.CPU and "::" in e.name]
-    return Trace(len(leaves), 0.0, _by_kind([(e.name, e.self_cpu_time_total / 1e6) for e in ops]),
-                 _most(Counter(e.name for e in leaves)))
+    ops = [(e.name, e.self_cpu_time_total / 1e6) for e in events if e.device_type == DeviceType.CPU and "::" in e.name]
+    return Trace(len(leaves), 0.0, _by_kind(ops), _most(Counter(e.name for e in leaves)), _by_name(ops))
 
 
 def _most(counts: Counter[str]) -> tuple[tuple[str, int], ...]:
@@ -191,3 +210,4 @@ def step_profile(forward: Callable[[int], Any], step: Callable[[int], Any], leng
 
 
 BY_OP = 12             # operators a benchmark row names with the launches a decoder step adds
+NAME_CHARS = 60        # of a kernel's name in `Trace.heaviest` (cuBLAS's and torch's carry long signatures)

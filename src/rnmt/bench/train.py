@@ -223,7 +223,8 @@ class Trainee:
         self.graphed |= {"graph_step_seconds": t, "graph_tgt_words_per_s": tokens / t,
                          "graph_speedup": statistics.median(self.seconds) / t,
                          "graph_gpu_busy_fraction": busy_fraction(traced.busy_seconds, t),
-                         "graph_time_by_kind": traced.top()}
+                         "graph_time_by_kind": traced.top(), "graph_heaviest_kernels": traced.heaviest()}
+        log.info("%s, a replayed step: %s", self.row.system, self.graphed["graph_heaviest_kernels"])
 
     def result(self) -> dict[str, Any]:
         row, cfg, b = self.row, self.cfg, self.batch
@@ -378,4 +379,4 @@ COLUMNS = ("table", "system", "params", "tgt_words_per_s", "ratio_to_rnnsearch_g
 PROFILE_COLUMNS = ("kernels_per_decoder_step", "kernels_per_step_forward", "kernels_per_step_backward",
                    "gpu_busy_fraction", "time_by_kind", "kernels_per_decoder_step_by_op")
 GRAPH_COLUMNS = ("graph_tgt_words_per_s", "graph_speedup", "graph_gpu_busy_fraction", "graph_failed")
-GRAPH_PROFILE_COLUMNS = ("graph_time_by_kind",)
+GRAPH_PROFILE_COLUMNS = ("graph_time_by_kind",)   # the CSV also has graph_heaviest_kernels (too wide to print)
