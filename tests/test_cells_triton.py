@@ -37,6 +37,9 @@ CASES += ["srnmt-units-float64", "dispatch"]
 # tiling, several programs over rows and hidden units launched a step at a time
 CASES += ["atr-persistent-float64-padded-forward", "atr-persistent-float32-padded-reverse"]
 CASES += ["atr-persistent-tiles", "atr-persistent-narrow-products"]
+# ATR's row kernels (one step's elementwise work on rows of wider tensors) in a chained loop: the
+# context-aware encoder's two ATR cells a timestep (cells/composite.py)
+CASES += ["atr-two-input-rows"]
 TOLERANCE = {torch.float64: {"rtol": 1e-10, "atol": 1e-12}, torch.float32: {"rtol": 1e-4, "atol": 1e-5}}
 
 needs_triton = pytest.mark.skipif(importlib.util.find_spec("triton") is None,
@@ -241,6 +244,37 @@ def check_persistent_narrow_products() -> None:
     assert asked == [torch.float16, torch.float32], asked
 
 
+def check_two_input_rows() -> None:
+    """The context-aware encoder's backward pass (two ATR cells a timestep, their kernels chained) through ATR's
+    row kernels equals the step loop and the CPU kernels: states and every gradient, padded, reversed."""
+    from rnmt.cells.composite import TwoInputCell
+
+    torch.set_default_dtype(torch.float64)
+    torch.manual_seed(0)
+    cell = TwoInputCell(build_cell("atr", 5, 6), build_cell("atr", 6, 6))
+    x = torch.randn(4, 7, 11, requires_grad=True)
+    h0 = torch.randn(4, 6, requires_grad=True)
+    mask = torch.ones(4, 7, dtype=torch.bool)
+    mask[1, 3:] = False
+    mask[2, 1:] = False
+    atr = triton_cells.load("atr")
+    steps = []
+    rows_forward = atr.rows_forward
+    atr.rows_forward = lambda *args: steps.append(1) or rows_forward(*args)
+    try:
+        with use_path("loop"):
+            loop = outputs_and_grads(cell, x, mask, h0, reverse=True)
+        with use_path("sequence"):
+            seq = outputs_and_grads(cell, x, mask, h0, reverse=True)
+            with triton_cells.force_on_cpu():
+                kernels = outputs_and_grads(cell, x, mask, h0, reverse=True)
+    finally:
+        atr.rows_forward = rows_forward
+    assert len(steps) == 2 * 7, "the forced path did not run ATR's row kernels, two cells a timestep"
+    assert_all_close(kernels, loop, "the step loop", torch.float64)
+    assert_all_close(kernels, seq, "the CPU kernels", torch.float64)
+
+
 def check_srnmt_units() -> None:
     """The SR-NMT encoder (both directions) and decoder units; the decoder hands its recurrence a
     non-contiguous slice of its projection, which the kernels read through its strides."""
@@ -297,6 +331,8 @@ def main() -> None:
                 check_persistent_tiles()
             elif case == "atr-persistent-narrow-products":
                 check_persistent_narrow_products()
+            elif case == "atr-two-input-rows":
+                check_two_input_rows()
             elif "-persistent-" in case:
                 os.environ["RNMT_ATR_PERSISTENT"] = "1"
                 try:
@@ -347,7 +383,8 @@ def test_kernels_compile_for_cuda(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
     for fn, block in kernels:
         for dtype, has_mask, ones in (("fp32", True, False), ("fp64", False, False), ("fp32", True, True)):
             signature: dict[str, str] = {}
-            constants: dict[str, object] = {"HAS_MASK": has_mask, "BLOCK": block}
+            constants: dict[str, object] = {k: v for k, v in (("HAS_MASK", has_mask), ("BLOCK", block))
+                                            if k in fn.arg_names}
             for arg in fn.arg_names:
                 if arg.endswith("_ptr"):
                     signature[arg] = f"*{dtype}"

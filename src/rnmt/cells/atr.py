@@ -120,11 +120,15 @@ class ATRKernel(StepKernel):
         self.wt = self.weight.t()
         self.gates = h0.new_empty(B, T, 2 * H)                          # i, f
         self.delta = h0.new_empty(B, T, H)                              # ∂q of every step
+        self.rows = triton_path(h0, "atr")          # on CUDA a step's elementwise work is one Triton kernel
 
     def forward(self, t: int, p: Tensor, h: Tensor, out: Tensor) -> None:
         H = h.size(1)
         q = addmm(self.bias, h, self.wt)
         i, f = self.gates[:, t].split(H, 1)
+        if self.rows is not None:
+            self.rows.rows_forward(p, q, h, i, f, out)
+            return
         torch.sigmoid(torch.add(p, q, out=i), out=i)
         torch.sigmoid(torch.sub(p, q, out=f), out=f)
         torch.mul(i, p, out=out).addcmul_(f, h)
@@ -133,6 +137,9 @@ class ATRKernel(StepKernel):
         H = h.size(1)
         gates = self.gates[:, t]
         i, f = gates.split(H, 1)
+        if self.rows is not None:
+            delta = self.delta[:, t]
+            return torch.addmm(self.rows.rows_backward(g, p, h, i, f, dp, delta), delta, self.weight)
         ds_i, ds_f = sigmoid_grad(gates).split(H, 1)
         d_i = g * p * ds_i
         d_f = g * h * ds_f

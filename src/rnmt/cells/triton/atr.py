@@ -17,6 +17,11 @@ how the kernels work):
 
 `TritonATR` takes the arguments of cells/atr.py's ATRSequence (time-major p [T, B, H], float mask
 m [T, B, 1] or None, h0 [B, H], W_hh, b_hh) and gives the same states [T, B, H].
+
+`rows_forward` and `rows_backward` are one step's elementwise work as one kernel each, on rows of wider
+batch-major tensors (a row stride each), for cells/atr.py's `ATRKernel` on CUDA: the step of the fused
+RNNSearch decoder (models/decoder_sequence.py) and of composite cells, where torch's operations took five
+kernels forward and about eight backward.
 """
 
 from __future__ import annotations
@@ -101,6 +106,68 @@ def atr_step_backward(g_ptr, grad_ptr, m_ptr, p_ptr, h_ptr, i_ptr, f_ptr, dp_ptr
     tl.store(dq_ptr + at, dq, mask=ok)
     tl.store(dp_ptr + at, dp, mask=ok)
     tl.store(carry_ptr + k, gf, mask=ok)
+
+
+@triton.jit
+def atr_rows_forward(p_ptr, q_ptr, h_ptr, i_ptr, f_ptr, out_ptr, B, H, p_row, h_row, gate_row, out_row,
+                     BLOCK: tl.constexpr):
+    """One step over B rows of H units: p, q (dense), h → the gates i, f and the new state (rows of their
+    tensors, `*_row` apart; i and f share a row stride)."""
+    k = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = k < B * H
+    r, c = (k // H).to(tl.int64), k % H
+    p = tl.load(p_ptr + r * p_row + c, mask=ok, other=0.0)
+    h = tl.load(h_ptr + r * h_row + c, mask=ok, other=0.0)
+    i, f, new = _step(p, tl.load(q_ptr + k, mask=ok, other=0.0), h)
+    tl.store(i_ptr + r * gate_row + c, i, mask=ok)
+    tl.store(f_ptr + r * gate_row + c, f, mask=ok)
+    tl.store(out_ptr + r * out_row + c, new, mask=ok)
+
+
+@triton.jit
+def atr_rows_backward(g_ptr, p_ptr, h_ptr, i_ptr, f_ptr, dp_ptr, dq_ptr, carry_ptr, B, H, g_row, p_row, h_row,
+                      gate_row, dp_row, dq_row, BLOCK: tl.constexpr):
+    """One step backwards over B rows from g = ∂L/∂h' → ∂p, ∂q and the state's direct path g ⊙ f (dense)."""
+    k = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = k < B * H
+    r, c = (k // H).to(tl.int64), k % H
+    g = tl.load(g_ptr + r * g_row + c, mask=ok, other=0.0)
+    dq, dp, carry = _step_grads(g, tl.load(i_ptr + r * gate_row + c, mask=ok, other=0.0),
+                                tl.load(f_ptr + r * gate_row + c, mask=ok, other=0.0),
+                                tl.load(p_ptr + r * p_row + c, mask=ok, other=0.0),
+                                tl.load(h_ptr + r * h_row + c, mask=ok, other=0.0))
+    tl.store(dq_ptr + r * dq_row + c, dq, mask=ok)
+    tl.store(dp_ptr + r * dp_row + c, dp, mask=ok)
+    tl.store(carry_ptr + k, carry, mask=ok)
+
+
+def _unit_stride(*rows: Tensor) -> None:
+    if any(x.stride(-1) != 1 for x in rows):
+        raise ValueError("ATR's row kernels take rows whose units are adjacent (stride 1 in the last dimension)")
+
+
+def rows_forward(p: Tensor, q: Tensor, h: Tensor, i: Tensor, f: Tensor, out: Tensor) -> None:
+    """Eqs. 7-9 for one step: p, h [B, H] rows, q [B, H] dense → i, f and out (rows of wider tensors)."""
+    B, H = h.shape
+    _unit_stride(p, h, i, f, out)
+    q = q.contiguous()
+    grid, opts = step_grid(B * H)
+    with on_device(h):
+        atr_rows_forward[grid](p, q, h, i, f, out, B, H, p.stride(0), h.stride(0), i.stride(0), out.stride(0),
+                               **opts)
+
+
+def rows_backward(g: Tensor, p: Tensor, h: Tensor, i: Tensor, f: Tensor, dp: Tensor, dq: Tensor) -> Tensor:
+    """One step backwards: writes ∂p into dp and ∂q into dq (rows) and returns g ⊙ f, to which the caller adds
+    ∂q W_h for ∂L/∂h."""
+    B, H = h.shape
+    _unit_stride(g, p, h, i, f, dp, dq)
+    carry = h.new_empty(B, H)
+    grid, opts = step_grid(B * H)
+    with on_device(h):
+        atr_rows_backward[grid](g, p, h, i, f, dp, dq, carry, B, H, g.stride(0), p.stride(0), h.stride(0),
+                                i.stride(0), dp.stride(0), dq.stride(0), **opts)
+    return carry
 
 
 @triton.jit
@@ -283,6 +350,6 @@ class TritonATR(torch.autograd.Function):
         return dp, None, g, dw, db
 
 
-KERNELS = (atr_step_forward, atr_step_backward)
+KERNELS = (atr_step_forward, atr_step_backward, atr_rows_forward, atr_rows_backward)
 PERSISTENT = (atr_persistent_forward, atr_persistent_backward)
 BLOCK = STEP_BLOCK
