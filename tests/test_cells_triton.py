@@ -37,9 +37,10 @@ CASES += ["srnmt-units-float64", "dispatch"]
 # tiling, several programs over rows and hidden units launched a step at a time
 CASES += ["atr-persistent-float64-padded-forward", "atr-persistent-float32-padded-reverse"]
 CASES += ["atr-persistent-tiles", "atr-persistent-narrow-products"]
-# ATR's row kernels (one step's elementwise work on rows of wider tensors) in a chained loop: the
-# context-aware encoder's two ATR cells a timestep (cells/composite.py)
-CASES += ["atr-two-input-rows"]
+# the row kernels (one step's elementwise work on rows of the batch-major buffers) in the chained loop of step
+# kernels: the context-aware encoder's two ATR cells a timestep (cells/composite.py), the GRU with the reset
+# gate inside the product (the ATR tables' GRU)
+CASES += ["atr-two-input-rows", "gru-reset-before-rows"]
 TOLERANCE = {torch.float64: {"rtol": 1e-10, "atol": 1e-12}, torch.float32: {"rtol": 1e-4, "atol": 1e-5}}
 
 needs_triton = pytest.mark.skipif(importlib.util.find_spec("triton") is None,
@@ -244,23 +245,28 @@ def check_persistent_narrow_products() -> None:
     assert asked == [torch.float16, torch.float32], asked
 
 
-def check_two_input_rows() -> None:
-    """The context-aware encoder's backward pass (two ATR cells a timestep, their kernels chained) through ATR's
-    row kernels equals the step loop and the CPU kernels: states and every gradient, padded, reversed."""
+def check_rows(case: str) -> None:
+    """A chained loop of step kernels through the row kernels (the context-aware encoder's backward pass, two
+    ATR cells a timestep; the GRU with the reset gate inside the product) equals the step loop and the CPU
+    kernels: states and every gradient, padded, reversed."""
     from rnmt.cells.composite import TwoInputCell
 
     torch.set_default_dtype(torch.float64)
     torch.manual_seed(0)
-    cell = TwoInputCell(build_cell("atr", 5, 6), build_cell("atr", 6, 6))
-    x = torch.randn(4, 7, 11, requires_grad=True)
+    if case == "atr-two-input-rows":
+        cell, width, name, entry = TwoInputCell(build_cell("atr", 5, 6), build_cell("atr", 6, 6)), 11, "atr", \
+            "rows_forward"
+    else:
+        cell, width, name, entry = build_cell("gru", 5, 6, reset="before"), 5, "gru", "reset_before_forward"
+    x = torch.randn(4, 7, width, requires_grad=True)
     h0 = torch.randn(4, 6, requires_grad=True)
     mask = torch.ones(4, 7, dtype=torch.bool)
     mask[1, 3:] = False
     mask[2, 1:] = False
-    atr = triton_cells.load("atr")
+    module = triton_cells.load(name)
     steps = []
-    rows_forward = atr.rows_forward
-    atr.rows_forward = lambda *args: steps.append(1) or rows_forward(*args)
+    forward = getattr(module, entry)
+    setattr(module, entry, lambda *args: steps.append(1) or forward(*args))
     try:
         with use_path("loop"):
             loop = outputs_and_grads(cell, x, mask, h0, reverse=True)
@@ -269,8 +275,8 @@ def check_two_input_rows() -> None:
             with triton_cells.force_on_cpu():
                 kernels = outputs_and_grads(cell, x, mask, h0, reverse=True)
     finally:
-        atr.rows_forward = rows_forward
-    assert len(steps) == 2 * 7, "the forced path did not run ATR's row kernels, two cells a timestep"
+        setattr(module, entry, forward)
+    assert len(steps) == (2 if isinstance(cell, TwoInputCell) else 1) * 7, "the forced path took no row kernels"
     assert_all_close(kernels, loop, "the step loop", torch.float64)
     assert_all_close(kernels, seq, "the CPU kernels", torch.float64)
 
@@ -331,8 +337,8 @@ def main() -> None:
                 check_persistent_tiles()
             elif case == "atr-persistent-narrow-products":
                 check_persistent_narrow_products()
-            elif case == "atr-two-input-rows":
-                check_two_input_rows()
+            elif case.endswith("-rows"):
+                check_rows(case)
             elif "-persistent-" in case:
                 os.environ["RNMT_ATR_PERSISTENT"] = "1"
                 try:

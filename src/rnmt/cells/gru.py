@@ -153,10 +153,15 @@ class ResetBeforeKernel(StepKernel):
         self.rh = h0.new_empty(B, T, H)                         # r ⊙ h, what U_n reads
         self.n = h0.new_empty(B, T, H)
         self.delta = h0.new_empty(B, T, 3 * H)                  # ∂L/∂[q_r, q_z, q_n]
+        self.rows = triton_path(h0, "gru")          # on CUDA a step's elementwise work is Triton kernels
 
     def forward(self, t: int, p: Tensor, h: Tensor, out: Tensor) -> None:
         H = h.size(1)
         s = self.s[:, t]
+        if self.rows is not None:
+            self.rows.reset_before_forward(p, h, self.w_rz_t, self.b_rz, self.w_n_t, self.b_n, s, self.rh[:, t],
+                                           self.n[:, t], out)
+            return
         torch.sigmoid(torch.add(p[:, :2 * H], addmm(self.b_rz, h, self.w_rz_t)), out=s)
         rh = torch.mul(s[:, :H], h, out=self.rh[:, t])
         n = tanh(torch.add(p[:, 2 * H:], addmm(self.b_n, rh, self.w_n_t)), out=self.n[:, t])
@@ -165,6 +170,8 @@ class ResetBeforeKernel(StepKernel):
     def backward(self, t: int, p: Tensor, h: Tensor, g: Tensor, dp: Tensor) -> Tensor:
         H = h.size(1)
         s, n, delta = self.s[:, t], self.n[:, t], self.delta[:, t]
+        if self.rows is not None:
+            return self.rows.reset_before_backward(g, h, s, n, self.w_rz, self.w_n, delta, dp)
         r, z = s[:, :H], s[:, H:]
         d_n = torch.mul(g - g * z, tanh_grad(n), out=delta[:, 2 * H:])
         d_rh = mm(d_n, self.w_n)

@@ -25,9 +25,11 @@ this runs about as many forward and some 30 backward, without autograd's bookkee
 time-major ([T, B, S, A]), so each step's slice is dense.
 
 On CUDA each step's attention is two Triton kernels forward and two backward (models/triton/attention.py)
-instead of about seven and ten torch operations, and an ATR cell's step one product and one Triton kernel
-each way (`ATRKernel`, cells/triton/atr.py `rows_forward`): read from the code, an RNNSearch+ATR decoder step
-is then 8 kernels forward and 10 backward, where the step loop launches about 30 and 57.
+instead of about seven and ten torch operations, an ATR cell's step one product and one Triton kernel each
+way (`ATRKernel`, cells/triton/atr.py `rows_forward`), and the ATR tables' GRU's two products and two Triton
+kernels each way (`ResetBeforeKernel`, cells/triton/gru.py): read from the code, a decoder step is then 8
+kernels forward and 10 backward with ATR, 12 and 14 with that GRU, where the step loop launches about 30 and
+57 with ATR.
 
 A GNMT decoder (models/gnmt.py) has no higher cell: its first layer is the lower one, s_j = s̃_j, and the
 layers above it run after this loop. It serves the cells with a step kernel whose output is the state

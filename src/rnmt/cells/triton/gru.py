@@ -2,6 +2,11 @@
 step, forward and backward, around the per-step product U h (cells/triton/common.py says how the kernels
 work). `TritonGRU` takes the arguments of cells/atr.py's ATRSequence with p [T, B, 3H] and gives the
 states [T, B, H].
+
+The GRU with the reset gate inside the product (the ATR paper's eq. 4, cells/gru.py `ResetBeforeKernel`) has
+two products a step, U_rz h and U_n (r ⊙ h), the second reading what the first's gates made: its step on rows
+of the batch-major buffers is two kernels each way around them (`reset_before_forward`,
+`reset_before_backward`), where torch's operations took seven forward and about ten backward.
 """
 
 from __future__ import annotations
@@ -79,6 +84,110 @@ def gru_step_backward(g_ptr, grad_ptr, m_ptr, h_ptr, r_ptr, z_ptr, n_ptr, gn_ptr
     tl.store(carry_ptr + k, carry, mask=ok)
 
 
+@triton.jit
+def gru_gates_rows(p_ptr, q_ptr, h_ptr, s_ptr, rh_ptr, B, H, p_row, h_row, s_row, rh_row, BLOCK: tl.constexpr):
+    """[r, z] = σ(p_rz + q_rz) (q dense [B, 2H]) into s's rows and r ⊙ h into rh's, over B rows of H units."""
+    k = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = k < B * H
+    r_, c = (k // H).to(tl.int64), k % H
+    r = tl.sigmoid(tl.load(p_ptr + r_ * p_row + c, mask=ok, other=0.0) + tl.load(q_ptr + r_ * 2 * H + c, mask=ok,
+                                                                                 other=0.0))
+    z = tl.sigmoid(tl.load(p_ptr + r_ * p_row + c + H, mask=ok, other=0.0) +
+                   tl.load(q_ptr + r_ * 2 * H + c + H, mask=ok, other=0.0))
+    tl.store(s_ptr + r_ * s_row + c, r, mask=ok)
+    tl.store(s_ptr + r_ * s_row + c + H, z, mask=ok)
+    tl.store(rh_ptr + r_ * rh_row + c, r * tl.load(h_ptr + r_ * h_row + c, mask=ok, other=0.0), mask=ok)
+
+
+@triton.jit
+def gru_candidate_rows(p_ptr, q_ptr, h_ptr, s_ptr, n_ptr, out_ptr, B, H, p_row, h_row, s_row, n_row, out_row,
+                       BLOCK: tl.constexpr):
+    """n = tanh(p_n + q_n) (p_n at [2H, 3H) of p's rows, q_n dense [B, H]) into n's rows, and the new state
+    h' = n + z ⊙ (h − n) into out's."""
+    k = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = k < B * H
+    r_, c = (k // H).to(tl.int64), k % H
+    n = tanh(tl.load(p_ptr + r_ * p_row + c + 2 * H, mask=ok, other=0.0) + tl.load(q_ptr + k, mask=ok, other=0.0))
+    z = tl.load(s_ptr + r_ * s_row + c + H, mask=ok, other=0.0)
+    h = tl.load(h_ptr + r_ * h_row + c, mask=ok, other=0.0)
+    tl.store(n_ptr + r_ * n_row + c, n, mask=ok)
+    tl.store(out_ptr + r_ * out_row + c, n + z * (h - n), mask=ok)
+
+
+@triton.jit
+def gru_candidate_rows_backward(g_ptr, h_ptr, s_ptr, n_ptr, d_ptr, B, H, g_row, h_row, s_row, n_row, d_row,
+                                BLOCK: tl.constexpr):
+    """From g = ∂L/∂h': ∂q_n = g (1 − z)(1 − n²) and ∂q_z = g (h − n) z(1 − z) into d's rows ([∂q_r, ∂q_z, ∂q_n])."""
+    k = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = k < B * H
+    r_, c = (k // H).to(tl.int64), k % H
+    g = tl.load(g_ptr + r_ * g_row + c, mask=ok, other=0.0)
+    z = tl.load(s_ptr + r_ * s_row + c + H, mask=ok, other=0.0)
+    n = tl.load(n_ptr + r_ * n_row + c, mask=ok, other=0.0)
+    h = tl.load(h_ptr + r_ * h_row + c, mask=ok, other=0.0)
+    tl.store(d_ptr + r_ * d_row + c + 2 * H, (g - g * z) * (1.0 - n * n), mask=ok)
+    tl.store(d_ptr + r_ * d_row + c + H, g * (h - n) * (z - z * z), mask=ok)
+
+
+@triton.jit
+def gru_gates_rows_backward(g_ptr, d_rh_ptr, h_ptr, s_ptr, d_ptr, dp_ptr, carry_ptr, B, H, g_row, h_row, s_row,
+                            d_row, dp_row, BLOCK: tl.constexpr):
+    """From g and ∂(r ⊙ h) = ∂q_n U_n (dense): ∂q_r = ∂(r ⊙ h) h r(1 − r) into d's rows, all of d's row copied
+    to dp's (∂p = ∂q: p and q enter the gates alike), and the state's direct paths g ⊙ z + ∂(r ⊙ h) ⊙ r (dense)."""
+    k = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = k < B * H
+    r_, c = (k // H).to(tl.int64), k % H
+    g = tl.load(g_ptr + r_ * g_row + c, mask=ok, other=0.0)
+    d_rh = tl.load(d_rh_ptr + k, mask=ok, other=0.0)
+    r = tl.load(s_ptr + r_ * s_row + c, mask=ok, other=0.0)
+    z = tl.load(s_ptr + r_ * s_row + c + H, mask=ok, other=0.0)
+    d_r = d_rh * tl.load(h_ptr + r_ * h_row + c, mask=ok, other=0.0) * (r - r * r)
+    tl.store(d_ptr + r_ * d_row + c, d_r, mask=ok)
+    tl.store(dp_ptr + r_ * dp_row + c, d_r, mask=ok)
+    for part in tl.static_range(1, 3):
+        tl.store(dp_ptr + r_ * dp_row + c + part * H, tl.load(d_ptr + r_ * d_row + c + part * H, mask=ok, other=0.0),
+                 mask=ok)
+    tl.store(carry_ptr + k, g * z + d_rh * r, mask=ok)
+
+
+def _unit_stride(*rows: Tensor) -> None:
+    if any(x.stride(-1) != 1 for x in rows):
+        raise ValueError("the GRU's row kernels take rows whose units are adjacent (stride 1 in the last dimension)")
+
+
+def reset_before_forward(p: Tensor, h: Tensor, w_rz_t: Tensor, b_rz: Tensor, w_n_t: Tensor, b_n: Tensor,
+                         s: Tensor, rh: Tensor, n: Tensor, out: Tensor) -> None:
+    """One step of the GRU with the reset gate inside the product, on rows: p [B, 3H], h [B, H] → the gates
+    s = [r, z], r ⊙ h, the candidate n and the new state out (rows of the kernel's buffers)."""
+    B, H = h.shape
+    _unit_stride(p, h, s, rh, n, out)
+    grid, opts = step_grid(B * H)
+    with on_device(h):
+        q_rz = torch.addmm(b_rz, h, w_rz_t)
+        gru_gates_rows[grid](p, q_rz, h, s, rh, B, H, p.stride(0), h.stride(0), s.stride(0), rh.stride(0), **opts)
+        q_n = torch.addmm(b_n, rh, w_n_t)
+        gru_candidate_rows[grid](p, q_n, h, s, n, out, B, H, p.stride(0), h.stride(0), s.stride(0), n.stride(0),
+                                 out.stride(0), **opts)
+
+
+def reset_before_backward(g: Tensor, h: Tensor, s: Tensor, n: Tensor, w_rz: Tensor, w_n: Tensor, delta: Tensor,
+                          dp: Tensor) -> Tensor:
+    """One step backwards from g = ∂L/∂h' [B, H]: writes ∂[q_r, q_z, q_n] into delta's rows and ∂p (the same)
+    into dp's, and returns ∂L/∂h."""
+    B, H = h.shape
+    g = g.contiguous()
+    _unit_stride(h, s, n, delta, dp)
+    grid, opts = step_grid(B * H)
+    carry = h.new_empty(B, H)
+    with on_device(h):
+        gru_candidate_rows_backward[grid](g, h, s, n, delta, B, H, g.stride(0), h.stride(0), s.stride(0),
+                                          n.stride(0), delta.stride(0), **opts)
+        d_rh = torch.mm(delta[:, 2 * H:], w_n)
+        gru_gates_rows_backward[grid](g, d_rh, h, s, delta, dp, carry, B, H, g.stride(0), h.stride(0), s.stride(0),
+                                      delta.stride(0), dp.stride(0), **opts)
+        return torch.addmm(carry, delta[:, :2 * H], w_rz)
+
+
 class TritonGRU(torch.autograd.Function):
     """GRU (Cho et al. 2014), gates r, z, n as torch.nn.GRUCell: [g_r, g_z, g_n] = U h + c, r = σ(p_r + g_r),
     z = σ(p_z + g_z), n = tanh(p_n + r ⊙ g_n), h' = n + z ⊙ (h − n)."""
@@ -120,5 +229,6 @@ class TritonGRU(torch.autograd.Function):
         return dp, None, g, dw, db
 
 
-KERNELS = (gru_step_forward, gru_step_backward)
+KERNELS = (gru_step_forward, gru_step_backward, gru_gates_rows, gru_candidate_rows, gru_candidate_rows_backward,
+           gru_gates_rows_backward)
 BLOCK = STEP_BLOCK
