@@ -36,7 +36,7 @@ from torch.autograd.function import once_differentiable
 
 from rnmt.cells.kernel import weight_grads
 from rnmt.cells.triton import products_dtype
-from rnmt.cells.triton.common import STEP_BLOCK, group_sync, on_device, step_grid
+from rnmt.cells.triton.common import STEP_BLOCK, check_rows, group_sync, on_device, row_units, step_grid
 from rnmt.machine.switches import switch
 
 
@@ -113,9 +113,7 @@ def atr_rows_forward(p_ptr, q_ptr, h_ptr, i_ptr, f_ptr, out_ptr, B, H, p_row, h_
                      BLOCK: tl.constexpr):
     """One step over B rows of H units: p, q (dense), h → the gates i, f and the new state (rows of their
     tensors, `*_row` apart; i and f share a row stride)."""
-    k = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    ok = k < B * H
-    r, c = (k // H).to(tl.int64), k % H
+    k, ok, r, c = row_units(B, H, BLOCK)
     p = tl.load(p_ptr + r * p_row + c, mask=ok, other=0.0)
     h = tl.load(h_ptr + r * h_row + c, mask=ok, other=0.0)
     i, f, new = _step(p, tl.load(q_ptr + k, mask=ok, other=0.0), h)
@@ -128,9 +126,7 @@ def atr_rows_forward(p_ptr, q_ptr, h_ptr, i_ptr, f_ptr, out_ptr, B, H, p_row, h_
 def atr_rows_backward(g_ptr, p_ptr, h_ptr, i_ptr, f_ptr, dp_ptr, dq_ptr, carry_ptr, B, H, g_row, p_row, h_row,
                       gate_row, dp_row, dq_row, BLOCK: tl.constexpr):
     """One step backwards over B rows from g = ∂L/∂h' → ∂p, ∂q and the state's direct path g ⊙ f (dense)."""
-    k = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    ok = k < B * H
-    r, c = (k // H).to(tl.int64), k % H
+    k, ok, r, c = row_units(B, H, BLOCK)
     g = tl.load(g_ptr + r * g_row + c, mask=ok, other=0.0)
     dq, dp, carry = _step_grads(g, tl.load(i_ptr + r * gate_row + c, mask=ok, other=0.0),
                                 tl.load(f_ptr + r * gate_row + c, mask=ok, other=0.0),
@@ -141,15 +137,10 @@ def atr_rows_backward(g_ptr, p_ptr, h_ptr, i_ptr, f_ptr, dp_ptr, dq_ptr, carry_p
     tl.store(carry_ptr + k, carry, mask=ok)
 
 
-def _unit_stride(*rows: Tensor) -> None:
-    if any(x.stride(-1) != 1 for x in rows):
-        raise ValueError("ATR's row kernels take rows whose units are adjacent (stride 1 in the last dimension)")
-
-
 def rows_forward(p: Tensor, q: Tensor, h: Tensor, i: Tensor, f: Tensor, out: Tensor) -> None:
     """Eqs. 7-9 for one step: p, h [B, H] rows, q [B, H] dense → i, f and out (rows of wider tensors)."""
     B, H = h.shape
-    _unit_stride(p, h, i, f, out)
+    check_rows(p, h, i, f, out)
     q = q.contiguous()
     grid, opts = step_grid(B * H)
     with on_device(h):
@@ -161,7 +152,7 @@ def rows_backward(g: Tensor, p: Tensor, h: Tensor, i: Tensor, f: Tensor, dp: Ten
     """One step backwards: writes ∂p into dp and ∂q into dq (rows) and returns g ⊙ f, to which the caller adds
     ∂q W_h for ∂L/∂h."""
     B, H = h.shape
-    _unit_stride(g, p, h, i, f, dp, dq)
+    check_rows(g, p, h, i, f, dp, dq)
     carry = h.new_empty(B, H)
     grid, opts = step_grid(B * H)
     with on_device(h):

@@ -60,6 +60,20 @@ def group_sync(sync_ptr, target):
     tl.debug_barrier()
 
 
+@triton.jit
+def row_units(B, H, BLOCK: tl.constexpr):
+    """This program's block of a step's B·H units for the row kernels (whose tensors are rows of wider ones, a
+    row stride apart): (flat index k, in range, row as int64, unit within the row)."""
+    k = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    return k, k < B * H, (k // H).to(tl.int64), k % H
+
+
+def check_rows(*rows: Tensor) -> None:
+    """The row kernels take rows whose units are adjacent (stride 1 in the last dimension)."""
+    if any(x.stride(-1) != 1 for x in rows):
+        raise ValueError("the cells' row kernels take rows whose units are adjacent (stride 1 in the last dimension)")
+
+
 STEP_BLOCK = 256       # elements per program of the per-step kernels (2 per thread with 4 warps)
 SCAN_BLOCK = 128       # most hidden units per program of the whole-sequence kernels (1 per thread)
 

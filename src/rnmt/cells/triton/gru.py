@@ -20,7 +20,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from rnmt.cells.kernel import weight_grads
-from rnmt.cells.triton.common import STEP_BLOCK, on_device, step_grid, tanh
+from rnmt.cells.triton.common import STEP_BLOCK, check_rows, on_device, row_units, step_grid, tanh
 
 
 @triton.jit(do_not_specialize=["t"])
@@ -87,9 +87,7 @@ def gru_step_backward(g_ptr, grad_ptr, m_ptr, h_ptr, r_ptr, z_ptr, n_ptr, gn_ptr
 @triton.jit
 def gru_gates_rows(p_ptr, q_ptr, h_ptr, s_ptr, rh_ptr, B, H, p_row, h_row, s_row, rh_row, BLOCK: tl.constexpr):
     """[r, z] = σ(p_rz + q_rz) (q dense [B, 2H]) into s's rows and r ⊙ h into rh's, over B rows of H units."""
-    k = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    ok = k < B * H
-    r_, c = (k // H).to(tl.int64), k % H
+    k, ok, r_, c = row_units(B, H, BLOCK)
     r = tl.sigmoid(tl.load(p_ptr + r_ * p_row + c, mask=ok, other=0.0) + tl.load(q_ptr + r_ * 2 * H + c, mask=ok,
                                                                                  other=0.0))
     z = tl.sigmoid(tl.load(p_ptr + r_ * p_row + c + H, mask=ok, other=0.0) +
@@ -104,9 +102,7 @@ def gru_candidate_rows(p_ptr, q_ptr, h_ptr, s_ptr, n_ptr, out_ptr, B, H, p_row, 
                        BLOCK: tl.constexpr):
     """n = tanh(p_n + q_n) (p_n at [2H, 3H) of p's rows, q_n dense [B, H]) into n's rows, and the new state
     h' = n + z ⊙ (h − n) into out's."""
-    k = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    ok = k < B * H
-    r_, c = (k // H).to(tl.int64), k % H
+    k, ok, r_, c = row_units(B, H, BLOCK)
     n = tanh(tl.load(p_ptr + r_ * p_row + c + 2 * H, mask=ok, other=0.0) + tl.load(q_ptr + k, mask=ok, other=0.0))
     z = tl.load(s_ptr + r_ * s_row + c + H, mask=ok, other=0.0)
     h = tl.load(h_ptr + r_ * h_row + c, mask=ok, other=0.0)
@@ -118,9 +114,7 @@ def gru_candidate_rows(p_ptr, q_ptr, h_ptr, s_ptr, n_ptr, out_ptr, B, H, p_row, 
 def gru_candidate_rows_backward(g_ptr, h_ptr, s_ptr, n_ptr, d_ptr, B, H, g_row, h_row, s_row, n_row, d_row,
                                 BLOCK: tl.constexpr):
     """From g = ∂L/∂h': ∂q_n = g (1 − z)(1 − n²) and ∂q_z = g (h − n) z(1 − z) into d's rows ([∂q_r, ∂q_z, ∂q_n])."""
-    k = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    ok = k < B * H
-    r_, c = (k // H).to(tl.int64), k % H
+    k, ok, r_, c = row_units(B, H, BLOCK)
     g = tl.load(g_ptr + r_ * g_row + c, mask=ok, other=0.0)
     z = tl.load(s_ptr + r_ * s_row + c + H, mask=ok, other=0.0)
     n = tl.load(n_ptr + r_ * n_row + c, mask=ok, other=0.0)
@@ -134,9 +128,7 @@ def gru_gates_rows_backward(g_ptr, d_rh_ptr, h_ptr, s_ptr, d_ptr, dp_ptr, carry_
                             d_row, dp_row, BLOCK: tl.constexpr):
     """From g and ∂(r ⊙ h) = ∂q_n U_n (dense): ∂q_r = ∂(r ⊙ h) h r(1 − r) into d's rows, all of d's row copied
     to dp's (∂p = ∂q: p and q enter the gates alike), and the state's direct paths g ⊙ z + ∂(r ⊙ h) ⊙ r (dense)."""
-    k = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    ok = k < B * H
-    r_, c = (k // H).to(tl.int64), k % H
+    k, ok, r_, c = row_units(B, H, BLOCK)
     g = tl.load(g_ptr + r_ * g_row + c, mask=ok, other=0.0)
     d_rh = tl.load(d_rh_ptr + k, mask=ok, other=0.0)
     r = tl.load(s_ptr + r_ * s_row + c, mask=ok, other=0.0)
@@ -150,17 +142,12 @@ def gru_gates_rows_backward(g_ptr, d_rh_ptr, h_ptr, s_ptr, d_ptr, dp_ptr, carry_
     tl.store(carry_ptr + k, g * z + d_rh * r, mask=ok)
 
 
-def _unit_stride(*rows: Tensor) -> None:
-    if any(x.stride(-1) != 1 for x in rows):
-        raise ValueError("the GRU's row kernels take rows whose units are adjacent (stride 1 in the last dimension)")
-
-
 def reset_before_forward(p: Tensor, h: Tensor, w_rz_t: Tensor, b_rz: Tensor, w_n_t: Tensor, b_n: Tensor,
                          s: Tensor, rh: Tensor, n: Tensor, out: Tensor) -> None:
     """One step of the GRU with the reset gate inside the product, on rows: p [B, 3H], h [B, H] → the gates
     s = [r, z], r ⊙ h, the candidate n and the new state out (rows of the kernel's buffers)."""
     B, H = h.shape
-    _unit_stride(p, h, s, rh, n, out)
+    check_rows(p, h, s, rh, n, out)
     grid, opts = step_grid(B * H)
     with on_device(h):
         q_rz = torch.addmm(b_rz, h, w_rz_t)
@@ -175,8 +162,7 @@ def reset_before_backward(g: Tensor, h: Tensor, s: Tensor, n: Tensor, w_rz: Tens
     """One step backwards from g = ∂L/∂h' [B, H]: writes ∂[q_r, q_z, q_n] into delta's rows and ∂p (the same)
     into dp's, and returns ∂L/∂h."""
     B, H = h.shape
-    g = g.contiguous()
-    _unit_stride(h, s, n, delta, dp)
+    check_rows(g, h, s, n, delta, dp)
     grid, opts = step_grid(B * H)
     carry = h.new_empty(B, H)
     with on_device(h):
