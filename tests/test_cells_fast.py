@@ -11,6 +11,7 @@ from cellpaths import assert_same, both_paths, check, float64, inputs, outputs_a
 from rnmt.cells import CELLS, build_cell, run
 from rnmt.cells.gates import step_dropout
 from rnmt.cells.scan import linear_scan
+from rnmt.machine import matmul
 from rnmt.models import build_model
 
 PATHS = [(name, size) for name in names(lambda c: bool(c.path_inputs)) for size in all_cases()[name].path_inputs]
@@ -87,7 +88,8 @@ def test_models_train_the_same_with_either_path(arch: str, settings: dict) -> No
 @pytest.mark.parametrize("name", names(lambda c: c.autocast))
 def test_sequence_path_runs_in_float32_under_autocast(name: str) -> None:
     """CUDA training's bfloat16 autocast keeps the whole-sequence path: the recurrence runs in float32 on
-    the autocast input projection, so it equals a float32 run on that projection."""
+    the autocast input projection, its recurrent products taking bfloat16 operands (rnmt.machine.matmul
+    `products_in`), so it equals a float32 run on that projection with those products."""
     torch.set_default_dtype(torch.float32)
     torch.manual_seed(0)
     cell = all_cases()[name].build(16, 16)
@@ -107,7 +109,8 @@ def test_sequence_path_runs_in_float32_under_autocast(name: str) -> None:
         projected = cell.project_inputs(x)
     assert seen and seen[0] == (torch.float32, False)           # float32 in, autocast off inside
     assert out.dtype == final.dtype == torch.float32
-    states = original(projected.float(), mask, cell.initial_state(3, projected.float()))
+    with matmul.products_in(torch.bfloat16):
+        states = original(projected.float(), mask, cell.initial_state(3, projected.float()))
     torch.testing.assert_close(out, cell.output(states) * mask.unsqueeze(-1))
     out.sum().backward()
     assert x.grad is not None and torch.isfinite(x.grad).all()

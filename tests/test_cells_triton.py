@@ -24,6 +24,7 @@ from rnmt.cells import build_cell, run
 from rnmt.cells import triton as triton_cells
 from rnmt.cells.base import use_path
 from rnmt.cells.srnmt import DecoderUnit, EncoderUnit
+from rnmt.machine import matmul
 
 NAMES = list(triton_cells.CELLS)           # every cell with a Triton file (cells/triton/<cell>.py)
 CASES = [f"{name}-float64-{pad}-{direction}" for name in NAMES for pad in ("full", "padded")
@@ -41,6 +42,8 @@ CASES += ["atr-persistent-tiles", "atr-persistent-narrow-products"]
 # kernels: the context-aware encoder's two ATR cells a timestep (cells/composite.py), the GRU with the reset
 # gate inside the product (the ATR tables' GRU)
 CASES += ["atr-two-input-rows", "gru-reset-before-rows"]
+# under autocast (`products_in`) the cuBLAS products those kernels keep a step take bfloat16 operands
+CASES += ["narrow-products"]
 TOLERANCE = {torch.float64: {"rtol": 1e-10, "atol": 1e-12}, torch.float32: {"rtol": 1e-4, "atol": 1e-5}}
 
 needs_triton = pytest.mark.skipif(importlib.util.find_spec("triton") is None,
@@ -165,9 +168,8 @@ def check_persistent_tiles() -> None:
 def narrow_atr_reference(p: torch.Tensor, m: torch.Tensor, h0: torch.Tensor, w: torch.Tensor, b: torch.Tensor,
                          grad: torch.Tensor, low: torch.dtype) -> list[torch.Tensor]:
     """ATR's recurrence in float64 with the operands of its recurrent products rounded to `low` (h_{t-1} and W_h
-    forward, ∂q and W_h backward) and every other operation exact: (states, ∂p, ∂h0, ∂W_h, ∂b_h) for the
-    loss Σ states ⊙ grad. ∂h0's last product and the weight gradients are in full precision (one product
-    each, after the loop)."""
+    forward, ∂q and W_h backward, and after the loop ∂h0's last product and the weight gradient's ∂q and
+    states) and every other operation exact: (states, ∂p, ∂h0, ∂W_h, ∂b_h) for the loss Σ states ⊙ grad."""
     def r(x: torch.Tensor) -> torch.Tensor:
         return x.to(low).double()
 
@@ -192,7 +194,8 @@ def narrow_atr_reference(p: torch.Tensor, m: torch.Tensor, h0: torch.Tensor, w: 
         carry = torch.where(keep, g * f, g)
     states = torch.stack(hs)
     previous = torch.cat([h0[None], states[:-1]])
-    return [states, dp, carry + dq[0] @ w, torch.einsum("tbi,tbj->ij", dq[:T], previous), dq[:T].sum((0, 1))]
+    return [states, dp, carry + r(dq[0]) @ r(w), torch.einsum("tbi,tbj->ij", r(dq[:T]), r(previous)),
+            dq[:T].sum((0, 1))]
 
 
 def check_persistent_narrow_products() -> None:
@@ -215,7 +218,7 @@ def check_persistent_narrow_products() -> None:
         inputs = [x.clone().requires_grad_() for x in (p, h0, w, b)]
         os.environ["RNMT_ATR_PERSISTENT"] = "1"
         try:
-            with triton_cells.force_on_cpu(), triton_cells.products_in(dtype):
+            with triton_cells.force_on_cpu(), matmul.products_in(dtype):
                 states = atr.TritonATR.apply(inputs[0], m, inputs[1], inputs[2], inputs[3])
             return [states, *torch.autograd.grad((states * grad).sum(), inputs)]
         finally:
@@ -281,6 +284,45 @@ def check_rows(case: str) -> None:
     assert_all_close(kernels, seq, "the CPU kernels", torch.float64)
 
 
+def sequence_under(cell: torch.nn.Module, p: torch.Tensor, mask: torch.Tensor, h0: torch.Tensor,
+                   low: torch.dtype | None) -> tuple[list[torch.Tensor], list[bool], bool]:
+    """The cell's whole-sequence path on the Triton kernels inside `products_in(low)`: its states and the
+    gradients of p and the recurrent weights, whether each product multiplied bfloat16 values, and whether
+    the states came from a Triton autograd function."""
+    from test_narrow_products import Products
+
+    weights = [w for n, w in cell.named_parameters() if "_ih" not in n]
+    with triton_cells.force_on_cpu(), matmul.products_in(low), Products() as seen:
+        out = cell.sequence(p, mask, h0)
+        grads = torch.autograd.grad((out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum(), [p, *weights])
+    return [out, *grads], seen.narrow, triton_cells.uses_triton(out)
+
+
+def check_narrow_products() -> None:
+    """Under `products_in(bfloat16)`, as cells/base.py runs a recurrence under autocast, the Triton paths whose
+    recurrent products stay torch products a step (ATR's and the GRU's per-step kernels; the row kernels in the
+    chained loop: two ATR cells a step, the reset-before GRU) multiply bfloat16 values only, forward and
+    backward, and stay within bfloat16's tolerance of their float32 results."""
+    from rnmt.cells.composite import TwoInputCell
+
+    torch.manual_seed(0)
+    cells = {"atr": build_cell("atr", 5, 16), "gru": build_cell("gru", 5, 16),
+             "gru-reset-before": build_cell("gru", 5, 16, reset="before"),
+             "atr-two-input": TwoInputCell(build_cell("atr", 5, 16), build_cell("atr", 6, 16))}
+    mask = torch.ones(4, 7, dtype=torch.bool)
+    mask[1, 3:] = False
+    h0 = torch.randn(4, 16)
+    for name, cell in cells.items():
+        p = cell.project_inputs(torch.randn(4, 7, cell.input_size)).detach().requires_grad_()
+        (narrow, seen, triton), (full, seen_full, _) = (sequence_under(cell, p, mask, h0, low)
+                                                        for low in (torch.bfloat16, None))
+        assert triton == (name in ("atr", "gru")), name        # the others: the chained loop, on row kernels
+        assert len(seen) >= 14 and all(seen), (name, seen)
+        assert not any(seen_full), name
+        errors = [float((a - b).norm() / b.norm()) for a, b in zip(narrow, full, strict=True)]
+        assert 1e-4 < max(errors) < 2e-2, (name, errors)
+
+
 def check_srnmt_units() -> None:
     """The SR-NMT encoder (both directions) and decoder units; the decoder hands its recurrence a
     non-contiguous slice of its projection, which the kernels read through its strides."""
@@ -337,6 +379,8 @@ def main() -> None:
                 check_persistent_tiles()
             elif case == "atr-persistent-narrow-products":
                 check_persistent_narrow_products()
+            elif case == "narrow-products":
+                check_narrow_products()
             elif case.endswith("-rows"):
                 check_rows(case)
             elif "-persistent-" in case:

@@ -20,6 +20,8 @@
   run's weights, and the graphed run replayed its graphs; a run that restarts on a plateau counts every
   replayed step.
 - ATR's persistent kernels (RNMT_ATR_PERSISTENT=1) equal its per-step kernels at batch 80, hidden 1000.
+- Narrow products (rnmt.machine.matmul `narrow`) multiply bfloat16 operands into float32 on cuBLAS, and under
+  autocast every product of the fused decoder, forward and backward, takes bfloat16 operands.
 - The fast paths inside a captured training step are chosen by timing graph replays, keyed apart from eager
   work; an uncapturable candidate is timed eagerly, and random draws work after its failed capture.
 - An RNNSearch+LSTM trains by replay across validations, and no captured step holds cuDNN's LSTM; a GRU's and an
@@ -52,7 +54,7 @@ from rnmt.data.batching import Batch, ParallelData, make_batch, pad
 from rnmt.decode import graphs as decode_graphs
 from rnmt.decode.beam import beam_search
 from rnmt.decode.ensemble import Ensemble
-from rnmt.machine import fastpath, hardware
+from rnmt.machine import fastpath, hardware, matmul
 from rnmt.models import build_model
 from rnmt.train import graphs
 from rnmt.train.loss import token_loss
@@ -561,6 +563,40 @@ def test_atrs_persistent_kernels_equal_its_per_step_kernels(size: tuple[int, int
     assert max(errors) < 1e-5, errors
 
 
+def test_narrow_products_multiply_bfloat16_into_float32_on_the_tensor_cores() -> None:
+    """rnmt.machine.matmul `narrow` on CUDA: cuBLAS multiplies the rounded operands into float32 (`out_dtype`,
+    which torch has from 2.8), so the product equals the float64 product of the rounded operands to float32's
+    precision (rounding the result to bfloat16, the fallback's way, would be some 1e-3 away)."""
+    torch.manual_seed(0)
+    a, w, c = (torch.randn(*shape, device=CUDA) for shape in ((80, 1000), (2000, 1000), (2000,)))
+    with matmul.narrow(torch.bfloat16, [w]):
+        got = matmul.addmm(c, a, w.t())
+    assert matmul._wide_out(a.to(torch.bfloat16), torch.float32), torch.__version__
+    want = a.to(torch.bfloat16).double() @ w.to(torch.bfloat16).double().T + c.double()
+    error = relative_error(got.double(), want)
+    report(test="narrow-products", max_relative_error=error)
+    assert got.dtype == torch.float32 and error < 1e-5, error
+
+
+@pytest.mark.parametrize("key", ["atr", "gru-reset-before", "gru"])
+def test_the_fused_decoder_under_autocast_multiplies_bfloat16_on_cuda(key: str) -> None:
+    """Under bfloat16 autocast every product of the fused decoder on CUDA (its cells', W_q's and W_c's, each
+    step's and the weight gradients after the loop) takes bfloat16 operands, forward and backward, and its
+    outputs and gradients stay within bfloat16's tolerance of the float32 fused decoder's."""
+    from test_narrow_products import DECODERS as NARROW
+    from test_narrow_products import decoder, decoder_inputs
+
+    model, inputs, mask = decoder_inputs(key, T=5)
+    model, inputs, mask = model.to(CUDA), {k: v.to(CUDA) for k, v in inputs.items()}, mask.to(CUDA)
+    narrow, forward, backward = decoder(model, inputs, mask, torch.float32, "narrow")
+    full, _, _ = decoder(model, inputs, mask, torch.float32, "full")
+    assert len(forward.narrow) == 5 * NARROW[key][1] and all(forward.narrow), forward.narrow
+    assert len(backward.narrow) >= 5 * NARROW[key][1] and all(backward.narrow), backward.narrow
+    errors = [relative_error(a, b) for a, b in zip(narrow, full, strict=True)]
+    report(test="fused-decoder-narrow-products", case=key, max_relative_error=max(errors))
+    assert max(errors) < BF16_RELATIVE, errors
+
+
 @pytest.mark.parametrize("size", [(80, 1000, 20), (5, 48, 9)], ids=["batch 80 hidden 1000", "one program"])
 def test_atrs_persistent_kernels_under_bfloat16_autocast_round_only_their_products(
         size: tuple[int, int, int], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -584,7 +620,7 @@ def test_atrs_persistent_kernels_under_bfloat16_autocast_round_only_their_produc
     def kernels(persistent: str, products: torch.dtype | None) -> list[torch.Tensor]:
         monkeypatch.setenv("RNMT_ATR_PERSISTENT", persistent)
         inputs = [x.clone().requires_grad_() for x in (p, h0, w, b)]
-        with triton_cells.products_in(products):
+        with matmul.products_in(products):
             states = atr.TritonATR.apply(inputs[0], m, inputs[1], inputs[2], inputs[3])
         return [states, *torch.autograd.grad((states * grad).sum(), inputs)]
 

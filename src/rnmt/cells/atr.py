@@ -139,7 +139,7 @@ class ATRKernel(StepKernel):
         i, f = gates.split(H, 1)
         if self.rows is not None:
             delta = self.delta[:, t]
-            return torch.addmm(self.rows.rows_backward(g, p, h, i, f, dp, delta), delta, self.weight)
+            return addmm(self.rows.rows_backward(g, p, h, i, f, dp, delta), delta, self.weight)
         ds_i, ds_f = sigmoid_grad(gates).split(H, 1)
         d_i = g * p * ds_i
         d_f = g * h * ds_f

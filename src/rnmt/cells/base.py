@@ -27,8 +27,8 @@ import torch
 from torch import Tensor, nn
 
 from rnmt.cells.kernel import StepKernel, kernel_sequence
-from rnmt.cells.triton import products_in
 from rnmt.machine import fastpath
+from rnmt.machine.matmul import products_in
 
 
 class RecurrentCell(nn.Module, ABC):
@@ -144,8 +144,10 @@ def _whole(cell: RecurrentCell, projected: Tensor, mask: Tensor | None, full: bo
     Under autocast (training's bfloat16 default on CUDA and on CPUs with bfloat16 units) the recurrence
     runs in float32 with autocast off inside it, as a whole: its loops and kernels keep their buffers in
     the dtype of their inputs, and a state carried through hundreds of steps keeps float32's precision.
-    The products that feed it (the input projection) and those after it stay under autocast, and kernels
-    whose recurrent products have a narrow form take them in autocast's dtype (cells/triton `products_in`).
+    The products that feed it (the input projection) and those after it stay under autocast, and its own
+    recurrent products take their operands in autocast's dtype, forward and backward, as autocast's would
+    (rnmt.machine.matmul `products_in`, read by the kernels that have a narrow form: the chained step
+    kernels, the Triton per-step and persistent kernels).
     """
     amp = autocast_device()
     if amp is not None:

@@ -15,6 +15,9 @@ A kernel is one cell's step split for a backward through time without an autogra
 state over padding, h_t = m_t ⊙ s^K + (1 − m_t) ⊙ h_{t−1}: one cell (K = 1), DTMT's deep transition block
 (an L-GRU and T-GRUs, whose projections have width 0) and the context-aware encoder's two cells per step.
 Its backward runs the chain in reverse, g ← ∂L/∂h_t + (kernels' ∂L/∂h_{t−1} for step t + 1).
+Under autocast (cells/base.py `_whole` says its dtype, rnmt.machine.matmul `products_in`) the kernels'
+products, forward and backward, take their operands in that dtype and give float32 (matmul `narrow`): the
+products autocast's step loop would have taken in bfloat16, where the states and gates stay float32.
 Everything is batch-major ([B, T, …], step t at [:, t]): the projection and its gradient are the input
 projection's own tensors (a time-major copy of each costs a pass over them).
 `time_major` and `weight_grads` serve the loops that are time-major instead (ATR's own loop in
@@ -31,7 +34,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from rnmt.machine.matmul import addmm, mm
+from rnmt.machine.matmul import addmm, mm, narrow, products_dtype
 
 
 class StepKernel(ABC):
@@ -103,16 +106,18 @@ class StepSequence(torch.autograd.Function):
         new = None if m is None else torch.empty_like(h0)
         for kernel, pk in zip(kernels, p.split(sizes, 2), strict=True):
             kernel.begin(pk, h0)
-        for t in range(T):
-            pt = p[:, t].split(sizes, 1)
-            h = hs[:, t]
-            for k, kernel in enumerate(kernels):
-                out = mids[k][:, t] if k < K - 1 else hs[:, t + 1] if new is None else new
-                kernel.forward(t, pt[k], h, out)
-                h = out
-            if m is not None:
-                torch.lerp(hs[:, t], h, m[:, t], out=hs[:, t + 1])
-        ctx.kernels, ctx.sizes = kernels, sizes
+        low = products_dtype(p)
+        with narrow(low, params):
+            for t in range(T):
+                pt = p[:, t].split(sizes, 1)
+                h = hs[:, t]
+                for k, kernel in enumerate(kernels):
+                    out = mids[k][:, t] if k < K - 1 else hs[:, t + 1] if new is None else new
+                    kernel.forward(t, pt[k], h, out)
+                    h = out
+                if m is not None:
+                    torch.lerp(hs[:, t], h, m[:, t], out=hs[:, t + 1])
+        ctx.kernels, ctx.sizes, ctx.low = kernels, sizes, low
         ctx.save_for_backward(p, m, hs, *mids)
         return hs
 
@@ -125,15 +130,16 @@ class StepSequence(torch.autograd.Function):
         dp = torch.empty_like(p)
         ins = [hs[:, :-1], *mids]
         g = torch.zeros_like(hs[:, 0])
-        for t in range(T - 1, -1, -1):
-            g = g + grad[:, t + 1]
-            gk = g if m is None else g * m[:, t]
-            pt, dpt = p[:, t].split(sizes, 1), dp[:, t].split(sizes, 1)
-            for k in range(len(kernels) - 1, -1, -1):
-                gk = kernels[k].backward(t, pt[k], ins[k][:, t], gk, dpt[k])
-            g = gk if m is None else torch.addcmul(gk, g, 1 - m[:, t])
-        grads = [gr for kernel, ink, dpk in zip(kernels, ins, dp.split(sizes, 2), strict=True)
-                 for gr in kernel.grads(ink, dpk)]
+        with narrow(ctx.low, [q for kernel in kernels for q in kernel.params]):
+            for t in range(T - 1, -1, -1):
+                g = g + grad[:, t + 1]
+                gk = g if m is None else g * m[:, t]
+                pt, dpt = p[:, t].split(sizes, 1), dp[:, t].split(sizes, 1)
+                for k in range(len(kernels) - 1, -1, -1):
+                    gk = kernels[k].backward(t, pt[k], ins[k][:, t], gk, dpt[k])
+                g = gk if m is None else torch.addcmul(gk, g, 1 - m[:, t])
+            grads = [gr for kernel, ink, dpk in zip(kernels, ins, dp.split(sizes, 2), strict=True)
+                     for gr in kernel.grads(ink, dpk)]
         return None, dp, None, g + grad[:, 0], *grads
 
 

@@ -1,4 +1,5 @@
-"""Float32 matrix products on the CPU through oneDNN or the BLAS, whichever measured faster here.
+"""The matrix products of rnmt's own loops: float32 on the CPU through oneDNN or the BLAS, whichever measured
+faster here, and under autocast with narrow operands.
 
 torch hands a CPU float32 `F.linear`, `addmm` or `mm` to its BLAS (MKL's sgemm). oneDNN, which torch
 bundles (it is behind `nn.LSTM` on the CPU and inductor's CPU linear layers), can be faster: on AMD CPUs
@@ -15,11 +16,25 @@ multiply the same way (the choices are kept per machine). `RNMT_MATMUL` chooses:
 as above; with RNMT_FASTPATH=default, oneDNN from MIN_MACS multiply-adds up, without measuring),
 `onednn` (every float32 CPU product) or `blas` (always torch's own); `backend()` does the same within a
 block (FLOP counting needs `blas`: FlopCounterMode does not see oneDNN's ops).
+
+Narrow products. The recurrences run in float32 with autocast off (cells/base.py `_whole`, the fused
+decoder of models/decoder_sequence.py), which keeps a state carried through hundreds of steps at float32's
+precision; their products need not be float32 too, which on a GPU are IEEE float32 on the FMA units where
+autocast's own products (the step loop's) take bfloat16 on the tensor cores. `products_in(dtype)` says
+what autocast's products would have taken (the caller's autocast dtype); `products_dtype(x)` reads it.
+A recurrence's autograd function that has a narrow form reads it once in its forward and runs its forward
+and its backward inside `narrow(dtype, weights)`: there `mm` and `addmm` round both operands to `dtype`
+and give a float32 result, `addmm`'s c added in float32 (a gradient carried through the steps is never
+rounded). On CUDA cuBLAS multiplies the rounded operands on the tensor cores into float32 (`out_dtype`,
+torch 2.8 on; before it, as autocast's products, rounded to `dtype` and widened). On the CPU the rounded
+operands are widened again and multiplied as ever: the GPU's numbers (but for the order of the sums) for
+the CPU's tests, where most CPUs have no bfloat16 units to gain from. The weights named are rounded once
+on entry, as they and their transposes are met again at every step; everything else once a product.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -48,6 +63,98 @@ _LINEAR = _op()
 
 ENV_MODE = switch("matmul")       # RNMT_MATMUL, read once at import
 _MODE: ContextVar[str] = ContextVar("rnmt_matmul", default=ENV_MODE)
+_PRODUCTS: ContextVar[torch.dtype | None] = ContextVar("rnmt_products", default=None)
+
+
+@contextmanager
+def products_in(dtype: torch.dtype | None) -> Iterator[None]:
+    """Within the block, recurrences that have a narrow form take their products' operands in `dtype` (the
+    caller's autocast dtype), accumulating in float32 (`narrow`, and ATR's persistent kernels in
+    cells/triton/atr.py); None: in the tensors' own dtype."""
+    token = _PRODUCTS.set(dtype)
+    try:
+        yield
+    finally:
+        _PRODUCTS.reset(token)
+
+
+def products_dtype(x: Tensor) -> torch.dtype:
+    """The dtype the recurrent products over x's states take their operands in (`products_in`): the
+    narrower of x's and the block's."""
+    low = _PRODUCTS.get()
+    return low if low is not None and torch.finfo(low).bits < torch.finfo(x.dtype).bits else x.dtype
+
+
+def _key(x: Tensor) -> tuple[Any, ...]:
+    return x.device, x.data_ptr(), tuple(x.shape), x.stride()
+
+
+class _Narrow:
+    """The rounding of `narrow`'s block: its dtype and its weights' rounded copies, each found again by its
+    address and layout (a transposed view of a weight included) while the weight is unchanged."""
+
+    def __init__(self, dtype: torch.dtype, weights: Iterable[Tensor]) -> None:
+        self.dtype = dtype
+        self.kept: dict[tuple[Any, ...], tuple[Tensor, int, Tensor]] = {}
+        for w in weights:
+            if w.is_floating_point() and torch.finfo(w.dtype).bits > torch.finfo(dtype).bits:
+                low = self.rounded(w.detach())
+                for view, low_view in ((w, low), (w.t(), low.t())) if w.dim() == 2 else ((w, low),):
+                    self.kept[_key(view)] = (w, w._version, low_view)
+
+    def rounded(self, x: Tensor) -> Tensor:
+        """x rounded to the block's dtype: in it on CUDA, widened again to x's elsewhere."""
+        return x.to(self.dtype) if x.is_cuda else x.to(self.dtype).to(x.dtype)
+
+    def of(self, x: Tensor) -> Tensor:
+        """x rounded (`rounded`): the weight's copy where x is a kept weight (or its transpose), unchanged."""
+        hit = self.kept.get(_key(x))
+        if hit is not None and hit[0]._version == hit[1]:
+            return hit[2]
+        return self.rounded(x)
+
+
+_NARROW: ContextVar[_Narrow | None] = ContextVar("rnmt_narrow", default=None)
+
+
+@contextmanager
+def narrow(dtype: torch.dtype | None, weights: Iterable[Tensor] = ()) -> Iterator[None]:
+    """Within the block, `mm` and `addmm` over wider floating operands take them rounded to `dtype` and give
+    their result in the operands' dtype; `weights` are rounded once here. None, or a dtype no narrower than
+    the operands: products as they are."""
+    token = _NARROW.set(_Narrow(dtype, weights) if dtype is not None else None)
+    try:
+        yield
+    finally:
+        _NARROW.reset(token)
+
+
+def _narrowing(a: Tensor) -> _Narrow | None:
+    n = _NARROW.get()
+    if n is None or not a.is_floating_point() or torch.finfo(a.dtype).bits <= torch.finfo(n.dtype).bits:
+        return None
+    return n
+
+
+# torch multiplies float16 and bfloat16 into float32 on CUDA (`torch.mm(a, b, out_dtype=torch.float32)`, through
+# cuBLAS) from 2.8 on (pytorch/pytorch#150812); decided by the version, not by a trial product, so a CUDA graph
+# captured before any eager product takes the same form as the eager steps.
+_WIDE_OUT = torch.torch_version.TorchVersion(torch.__version__) >= (2, 8)
+
+
+def _wide_out(low: Tensor, wide: torch.dtype) -> bool:
+    """Whether torch multiplies `low` (CUDA, float16 or bfloat16) into `wide` (float32) directly here."""
+    return _WIDE_OUT and low.is_cuda and low.dtype in (torch.float16, torch.bfloat16) and wide == torch.float32
+
+
+def _narrow_mm(n: _Narrow, a: Tensor, b: Tensor) -> Tensor:
+    """a @ b with both rounded to n's dtype, in a's dtype."""
+    a_low, b_low = n.of(a), n.of(b)
+    if not a.is_cuda:
+        return _mm(a_low, b_low)
+    if _wide_out(a_low, a.dtype):
+        return torch.mm(a_low, b_low, out_dtype=a.dtype)
+    return torch.mm(a_low, b_low).to(a.dtype)
 
 
 def available() -> bool:
@@ -117,6 +224,11 @@ def _product(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 
 def mm(a: Tensor, b: Tensor) -> Tensor:
     """a [M, K] @ b [K, N] (either may be a transposed view); no autograd."""
+    n = _narrowing(a)
+    return _mm(a, b) if n is None else _narrow_mm(n, a, b)
+
+
+def _mm(a: Tensor, b: Tensor) -> Tensor:
     if _onednn(a, b, a.size(0), a.size(1), b.size(1)):
         return _product(a, b.t())
     return torch.mm(a, b)
@@ -124,6 +236,9 @@ def mm(a: Tensor, b: Tensor) -> Tensor:
 
 def addmm(c: Tensor, a: Tensor, b: Tensor) -> Tensor:
     """c + a [M, K] @ b [K, N], c [N] (a bias) or [M, N]; no autograd."""
+    n = _narrowing(a)
+    if n is not None:
+        return _narrow_mm(n, a, b).add_(c)
     if _onednn(a, b, a.size(0), a.size(1), b.size(1)):
         if c.dim() == 1:
             return _product(a, b.t(), c)

@@ -34,7 +34,10 @@ kernels forward and 10 backward with ATR, 12 and 14 with that GRU, where the ste
 A GNMT decoder (models/gnmt.py) has no higher cell: its first layer is the lower one, s_j = s̃_j, and the
 layers above it run after this loop. It serves the cells with a step kernel whose output is the state
 itself and whose input projection is affine (GRU and ATR with their papers' options); under autocast it
-runs in float32 with autocast off, as the cells' whole-sequence paths do (cells/base.py `_whole`). Which
+runs in float32 with autocast off, as the cells' whole-sequence paths do (cells/base.py `_whole`), its
+products (the cells', W_q's and W_c's, each step's and the weight gradients after the loop) with operands in
+autocast's dtype and float32 results (rnmt.machine.matmul `narrow`), as the step loop's are under autocast:
+state, attention and gates stay float32. Which
 path a run takes is measured once per run (rnmt.machine.fastpath; `use_path("loop")` forces the step
 loop, `use_path("sequence")` this one); the step loop is the default where nothing is measured.
 """
@@ -51,7 +54,7 @@ from rnmt.cells import triton as cell_kernels
 from rnmt.cells.base import autocast_device, forced_path, graphed, record_path, unrecorded
 from rnmt.cells.kernel import StepKernel, product_grad, row_sum
 from rnmt.machine import fastpath
-from rnmt.machine.matmul import addmm, mm
+from rnmt.machine.matmul import addmm, mm, narrow, products_dtype, products_in
 
 
 class DecoderSequence(torch.autograd.Function):
@@ -77,26 +80,36 @@ class DecoderSequence(torch.autograd.Function):
         keys2, v2, w_q_t, outside = keys * 2, v.reshape(-1) * 2, w_q.t(), ~mask
         w_c_t = w_c.t() if higher else None
         keep = mask.to(torch.int8) if kernels else None
-        for t in range(T):
-            lower.forward(t, p[:, t], hs[:, t], tilde[:, t])
-            q = mm(tilde[:, t], w_q_t)
-            if kernels:
-                kernels.forward(q, keys2, v2, keep, memory, u[t], alpha[:, t], contexts[:, t])
-            else:
-                u_t = torch.add(keys2, q[:, None], alpha=2, out=u[t]).sigmoid_()
-                scores = torch.matmul(u_t, v2).masked_fill_(outside, float("-inf"))
-                torch.softmax(scores, -1, out=alpha[:, t])
-                contexts[:, t] = torch.bmm(alpha[:, t, None], memory).squeeze(1)
-            if higher:
-                p2[:, t] = mm(contexts[:, t], w_c_t) if b_c is None else addmm(b_c, contexts[:, t], w_c_t)
-                higher.forward(t, p2[:, t], tilde[:, t], hs[:, t + 1])
-        ctx.kernels, ctx.has_bias, ctx.attention = (lower, higher), b_c is not None, kernels
+        low = products_dtype(p)
+        with narrow(low, _weights(w_q, w_c, params)):
+            for t in range(T):
+                lower.forward(t, p[:, t], hs[:, t], tilde[:, t])
+                q = mm(tilde[:, t], w_q_t)
+                if kernels:
+                    kernels.forward(q, keys2, v2, keep, memory, u[t], alpha[:, t], contexts[:, t])
+                else:
+                    u_t = torch.add(keys2, q[:, None], alpha=2, out=u[t]).sigmoid_()
+                    scores = torch.matmul(u_t, v2).masked_fill_(outside, float("-inf"))
+                    torch.softmax(scores, -1, out=alpha[:, t])
+                    contexts[:, t] = torch.bmm(alpha[:, t, None], memory).squeeze(1)
+                if higher:
+                    p2[:, t] = mm(contexts[:, t], w_c_t) if b_c is None else addmm(b_c, contexts[:, t], w_c_t)
+                    higher.forward(t, p2[:, t], tilde[:, t], hs[:, t + 1])
+        ctx.kernels, ctx.has_bias, ctx.attention, ctx.low = (lower, higher), b_c is not None, kernels, low
         ctx.save_for_backward(p, hs, tilde, u, alpha, contexts, p2, memory, v2, w_q, w_c)
         return hs[:, 1:], contexts
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, d_states: Tensor, d_contexts: Tensor) -> tuple[Tensor | None, ...]:
+        lower, higher = ctx.kernels
+        w_q, w_c = ctx.saved_tensors[-2:]
+        params = [t for k in ctx.kernels if k is not None for t in k.params]
+        with narrow(ctx.low, _weights(w_q, w_c, params)):
+            return DecoderSequence._backward(ctx, d_states, d_contexts)
+
+    @staticmethod
+    def _backward(ctx: Any, d_states: Tensor, d_contexts: Tensor) -> tuple[Tensor | None, ...]:
         p, hs, tilde, u, alpha, contexts, p2, memory, v2, w_q, w_c = ctx.saved_tensors
         lower, higher = ctx.kernels
         T = p.size(1)
@@ -139,6 +152,11 @@ class DecoderSequence(torch.autograd.Function):
                 row_sum(dp2) if ctx.has_bias else None, *grads)
 
 
+def _weights(w_q: Tensor, w_c: Tensor | None, params: Any) -> list[Tensor]:
+    """The weights the steps' products read again at every step (rounded once under autocast)."""
+    return [w_q, *([w_c] if w_c is not None else []), *params]
+
+
 def attention_kernels(x: Tensor, source: int) -> Any:
     """models/triton/attention.py where the steps' attention on `x` runs as Triton kernels (CUDA, float32 or
     float64, triton importable, RNMT_TRITON not 0, a source that fits one block), else None."""
@@ -171,7 +189,7 @@ def decode(model: Any, p_lower: Tensor, state: dict[str, Tensor]) -> tuple[Tenso
         return None
     amp = autocast_device()
     if amp is not None:
-        with torch.autocast(amp, enabled=False):
+        with torch.autocast(amp, enabled=False), products_in(torch.get_autocast_dtype(amp)):
             return decode(model, p_lower.float(), {k: v.float() if v.is_floating_point() else v
                                                    for k, v in state.items()})
     w_c, b_c = model.dec_higher.input_weights() if model.dec_higher is not None else (None, None)

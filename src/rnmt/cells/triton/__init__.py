@@ -29,7 +29,6 @@ from torch import Tensor
 from rnmt.machine.switches import switch
 
 _FORCE: ContextVar[bool] = ContextVar("rnmt_triton_on_cpu", default=False)
-_PRODUCTS: ContextVar[torch.dtype | None] = ContextVar("rnmt_triton_products", default=None)
 DTYPES = (torch.float32, torch.float64)
 CELLS = tuple(m.name for m in pkgutil.iter_modules(__path__) if m.name != "common")   # cells with kernels
 
@@ -62,26 +61,6 @@ def wanted(x: Tensor) -> bool:
 def triton_path(x: Tensor, cell: str) -> ModuleType | None:
     """The cell's Triton module if its recurrence over `x` should run as Triton kernels, else None."""
     return load(cell) if wanted(x) else None
-
-
-@contextmanager
-def products_in(dtype: torch.dtype | None) -> Iterator[None]:
-    """Within the block, the recurrent products of kernels that have a narrow-precision form (ATR's persistent
-    kernels) take their operands in `dtype` (the autocast dtype of the caller: cells/base.py runs a
-    recurrence in float32 with autocast off, and says here what autocast's products would have taken),
-    accumulating in float32; None: in the tensors' own dtype."""
-    token = _PRODUCTS.set(dtype)
-    try:
-        yield
-    finally:
-        _PRODUCTS.reset(token)
-
-
-def products_dtype(x: Tensor) -> torch.dtype:
-    """The dtype the recurrent products over x's states take their operands in (`products_in`): the
-    narrower of x's and the block's."""
-    low = _PRODUCTS.get()
-    return low if low is not None and torch.finfo(low).bits < torch.finfo(x.dtype).bits else x.dtype
 
 
 @contextmanager

@@ -10,7 +10,7 @@ how the kernels work):
   registers and does ∂q W_h the same way. Not yet measured on a GPU, so off by default. The programs
   must all run at once: at most one per multiprocessor, and a GPU shared under MPS with a limit on its
   multiprocessors, or another persistent kernel beside it, could leave the barrier waiting forever.
-  Under autocast (`products_dtype`, cells/triton) their products take h_{t-1} and W_h (and backward's ∂q)
+  Under autocast (`products_dtype`, rnmt.machine.matmul) their products take h_{t-1} and W_h (and backward's ∂q)
   in the autocast dtype and accumulate in float32, on the tensor cores, as autocast's own products do;
   the state, the gates and everything else stay in float32. Without autocast the products are in full
   float32 (IEEE, no TF32), as torch's.
@@ -35,8 +35,8 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from rnmt.cells.kernel import weight_grads
-from rnmt.cells.triton import products_dtype
 from rnmt.cells.triton.common import STEP_BLOCK, check_rows, group_sync, on_device, row_units, step_grid
+from rnmt.machine.matmul import addmm, narrow, products_dtype
 from rnmt.machine.switches import switch
 
 
@@ -298,13 +298,13 @@ class TritonATR(torch.autograd.Function):
                 atr_persistent_forward[grid](p, mm, weight.to(products).contiguous(), bias, states, i_all, f_all,
                                              sync, 0, T, B, H, HAS_MASK=m is not None, SYNC=True, **opts)
             else:
-                q = p.new_empty(B, H)
                 grid, opts = step_grid(B * H)
                 wt, hs = weight.t(), states[1:]
-                for t in range(T):
-                    torch.addmm(bias, states[t], wt, out=q)
-                    atr_step_forward[grid](p, q, states[t], mm, hs, i_all, f_all, t, B * H, B, H,
-                                           HAS_MASK=m is not None, **opts)
+                with narrow(products, [weight]):
+                    for t in range(T):
+                        q = addmm(bias, states[t], wt)
+                        atr_step_forward[grid](p, q, states[t], mm, hs, i_all, f_all, t, B * H, B, H,
+                                               HAS_MASK=m is not None, **opts)
         ctx.launch, ctx.products = launch, products
         ctx.save_for_backward(p, m, weight, states, i_all, f_all)
         return states[1:]
@@ -320,7 +320,7 @@ class TritonATR(torch.autograd.Function):
         dq[T] = 0.0
         g = torch.zeros_like(states[0])
         mm = p if m is None else m
-        with on_device(p):
+        with on_device(p), narrow(ctx.products, [weight]):
             if ctx.launch is not None:
                 row_blocks, opts = ctx.launch
                 sync = torch.zeros(row_blocks, dtype=torch.int32, device=p.device)
@@ -329,15 +329,15 @@ class TritonATR(torch.autograd.Function):
                 atr_persistent_backward[grid](grad, mm, p, states, i_all, f_all, weight.to(ctx.products).contiguous(),
                                               dp, dq, carry, sync, 0, T, B, H, HAS_MASK=m is not None, SYNC=True,
                                               **opts)
-                torch.addmm(carry, dq[0], weight, out=g)
+                g = addmm(carry, dq[0], weight)
             else:
                 carry = torch.empty_like(g)
                 grid, opts = step_grid(B * H)
                 for t in range(T - 1, -1, -1):
                     atr_step_backward[grid](g, grad, mm, p, states[t], i_all, f_all, dp, dq, carry, t, B * H, B,
                                             H, HAS_MASK=m is not None, **opts)
-                    torch.addmm(carry, dq[t], weight, out=g)
-        dw, db = weight_grads(dq[:T], states[1:], states[0])
+                    g = addmm(carry, dq[t], weight)
+            dw, db = weight_grads(dq[:T], states[1:], states[0])
         return dp, None, g, dw, db
 
 

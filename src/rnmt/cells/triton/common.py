@@ -8,7 +8,8 @@ element-wise operations ... compiled into a single kernel function", parallel ov
 Inputs are batch-major [B, T, ·] with unit stride in the last dimension; outputs are contiguous.
 
 Per-step kernels (ATR, GRU): the recurrent product W_h h stays a cuBLAS matrix product per step (the
-caller's torch.addmm); everything elementwise of one step is one kernel, forward and backward. They work
+caller's, through rnmt.machine.matmul: under autocast its operands in autocast's dtype and its result in
+float32, matmul `narrow`); everything elementwise of one step is one kernel, forward and backward. They work
 on time-major [T, B, ·] tensors flattened to B·H elements per step; ∂L/∂W_hh and ∂L/∂b_hh are one
 product over all steps at the end (cells/kernel.py's `weight_grads`).
 

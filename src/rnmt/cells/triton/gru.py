@@ -21,6 +21,7 @@ from torch.autograd.function import once_differentiable
 
 from rnmt.cells.kernel import weight_grads
 from rnmt.cells.triton.common import STEP_BLOCK, check_rows, on_device, row_units, step_grid, tanh
+from rnmt.machine.matmul import addmm, mm, narrow, products_dtype
 
 
 @triton.jit(do_not_specialize=["t"])
@@ -150,9 +151,9 @@ def reset_before_forward(p: Tensor, h: Tensor, w_rz_t: Tensor, b_rz: Tensor, w_n
     check_rows(p, h, s, rh, n, out)
     grid, opts = step_grid(B * H)
     with on_device(h):
-        q_rz = torch.addmm(b_rz, h, w_rz_t)
+        q_rz = addmm(b_rz, h, w_rz_t)
         gru_gates_rows[grid](p, q_rz, h, s, rh, B, H, p.stride(0), h.stride(0), s.stride(0), rh.stride(0), **opts)
-        q_n = torch.addmm(b_n, rh, w_n_t)
+        q_n = addmm(b_n, rh, w_n_t)
         gru_candidate_rows[grid](p, q_n, h, s, n, out, B, H, p.stride(0), h.stride(0), s.stride(0), n.stride(0),
                                  out.stride(0), **opts)
 
@@ -168,10 +169,10 @@ def reset_before_backward(g: Tensor, h: Tensor, s: Tensor, n: Tensor, w_rz: Tens
     with on_device(h):
         gru_candidate_rows_backward[grid](g, h, s, n, delta, B, H, g.stride(0), h.stride(0), s.stride(0),
                                           n.stride(0), delta.stride(0), **opts)
-        d_rh = torch.mm(delta[:, 2 * H:], w_n)
+        d_rh = mm(delta[:, 2 * H:], w_n)
         gru_gates_rows_backward[grid](g, d_rh, h, s, delta, dp, carry, B, H, g.stride(0), h.stride(0), s.stride(0),
                                       delta.stride(0), dp.stride(0), **opts)
-        return torch.addmm(carry, delta[:, :2 * H], w_rz)
+        return addmm(carry, delta[:, :2 * H], w_rz)
 
 
 class TritonGRU(torch.autograd.Function):
@@ -183,15 +184,15 @@ class TritonGRU(torch.autograd.Function):
         T, (B, H) = p.size(0), h0.shape
         hs = p.new_empty(T, B, H)
         r_all, z_all, n_all, gn_all = (torch.empty_like(hs) for _ in range(4))
-        gates = p.new_empty(B, 3 * H)
         grid, opts = step_grid(B * H)
-        wt, h = weight.t(), h0
-        with on_device(p):
+        wt, h, low = weight.t(), h0, products_dtype(p)
+        with on_device(p), narrow(low, [weight]):
             for t in range(T):
-                torch.addmm(bias, h, wt, out=gates)
+                gates = addmm(bias, h, wt)
                 gru_step_forward[grid](p, gates, h, p if m is None else m, hs, r_all, z_all, n_all, gn_all,
                                        t, B * H, B, H, HAS_MASK=m is not None, **opts)
                 h = hs[t]
+        ctx.low = low
         ctx.save_for_backward(m, h0, weight, hs, r_all, z_all, n_all, gn_all)
         return hs
 
@@ -205,13 +206,13 @@ class TritonGRU(torch.autograd.Function):
         dg = torch.empty_like(dp)
         g, carry = torch.zeros_like(h0), torch.empty_like(h0)
         grid, opts = step_grid(B * H)
-        with on_device(hs):
+        with on_device(hs), narrow(ctx.low, [weight]):
             for t in range(T - 1, -1, -1):
                 gru_step_backward[grid](g, grad, hs if m is None else m, hs[t - 1] if t else h0, r_all, z_all,
                                         n_all, gn_all, dp, dg, carry, t, B * H, B, H,
                                         HAS_MASK=m is not None, **opts)
-                torch.addmm(carry, dg[t], weight, out=g)
-        dw, db = weight_grads(dg, hs, h0)
+                g = addmm(carry, dg[t], weight)
+            dw, db = weight_grads(dg, hs, h0)
         return dp, None, g, dw, db
 
 
