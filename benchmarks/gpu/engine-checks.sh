@@ -17,8 +17,8 @@
 #     at a time with eager steps, and batched again with the search steps replayed as CUDA graphs, each batched
 #     decode profiled once (kernels per sentence, GPU-busy fraction, the kinds of work that took the time);
 #     rnmt bench decoder: RNNSearch's decoder, step loop against the fused function, hidden 256/512/1000
-#  3b. (check `atr`, not in the default) RNNSearch+ATR and RNNSearch+GRU at ATR Table 4's sizes, eager and as a
-#     replayed CUDA graph, profiled: the kernels that took a replayed step's time (`graph_heaviest_kernels`) and
+#  3b. (check `atr`, not in the default) RNNSearch+ATR at ATR Table 4's sizes (the GRU's row is check 1's),
+#     eager and as a replayed CUDA graph, profiled: the kernels that took a replayed step's time (`graph_heaviest_kernels`) and
 #     the paths the graph chose by timing replays, every choice's times in fast-paths-atr.json
 #  4. TABLES (default "atr-table4 srnmt-table4"; "none": no table, `pytest -m cuda` alone; "skip": neither)
 #     at scale mini from the placed Multi30k files, every row side by side on the GPU, with the config
@@ -93,7 +93,7 @@ timeout 40 python3 -m rnmt bench decoder --device cuda --out bench-cuda > bench-
 echo "exit $?"; tail -n 8 bench-cuda/decoder.log
 fi
 if wants atr; then
-stamp "3b. RNNSearch+ATR and +GRU at paper sizes, eager and replayed, profiled; the graph's paths timed as replays"
+stamp "3b. RNNSearch+ATR at paper sizes, eager and replayed, profiled; the graph's paths timed as replays"
 # a script file, not stdin: bench train spawns a process a row, which imports the main module's file
 cat > bench-cuda/train-atr.py <<'EOF'
 import torch
