@@ -1,5 +1,5 @@
 """Narrow products (rnmt.machine.matmul `narrow`): under autocast the recurrences that run in float32 (the cells'
-chained step kernels, the fused RNNSearch decoder) take their products' operands in autocast's dtype, forward
+whole-sequence paths, the fused RNNSearch decoder) take their products' operands in autocast's dtype, forward
 and backward, as autocast's own products do, while states, gates, attention and every addend stay float32.
 
 The reference is the step loop in float64 whose products over the same weights take operands rounded to
@@ -94,6 +94,29 @@ def test_a_kept_weight_changed_in_the_block_is_rounded_again() -> None:
     assert relative(after, rounded(a) @ rounded(w).T) < 1e-6 and relative(after, 3 * before) > 1e-4
 
 
+def test_the_weights_named_are_rounded_once_for_the_block() -> None:
+    """A named weight (and its transpose) is rounded on entry to the block, not again at each product; other
+    operands are rounded at each product."""
+    torch.manual_seed(0)
+    a, w = torch.randn(4, 8), torch.randn(6, 8)
+
+    class Casts(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.shapes: list[tuple[int, ...]] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if str(func.overloadpacket) == "aten._to_copy" and (kwargs or {}).get("dtype") == LOW:
+                self.shapes.append(tuple(args[0].shape))
+            return func(*args, **(kwargs or {}))
+
+    with matmul.narrow(LOW, [w]), Casts() as casts:
+        for _ in range(3):
+            matmul.mm(a, w.t())
+            matmul.mm(w, a.t())
+    assert casts.shapes == [(4, 8), (8, 4)] * 3, casts.shapes            # a and aᵀ only
+
+
 def test_no_dtype_or_a_dtype_no_narrower_leaves_products_as_they_are() -> None:
     torch.manual_seed(0)
     a, w = torch.randn(4, 8), torch.randn(6, 8)
@@ -105,17 +128,25 @@ def test_no_dtype_or_a_dtype_no_narrower_leaves_products_as_they_are() -> None:
 
 
 class Products(TorchDispatchMode):
-    """Records every matrix product (aten's mm and addmm, oneDNN's linear) that runs inside the block, with
-    whether both operands hold bfloat16 values (a narrow product on the CPU multiplies them widened again)."""
+    """Records every matrix product that runs inside the block, with whether both operands hold bfloat16
+    values (a narrow product on the CPU multiplies them widened again): the products of the cells and of the
+    decoder's W_q and W_c (aten's mm and addmm, oneDNN's linear) in `narrow`, the attention's (bmm, mv) in
+    `attention`."""
+
+    OPERANDS = {"aten.mm": (0, 1), "aten.addmm": (1, 2), "mkldnn._linear_pointwise": (0, 1), "aten.bmm": (0, 1),
+                "aten.mv": (0, 1)}
 
     def __init__(self) -> None:
         super().__init__()
         self.narrow: list[bool] = []
+        self.attention: list[bool] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if str(func.overloadpacket) in ("aten.mm", "aten.addmm", "mkldnn._linear_pointwise"):
-            a, b = [x for x in args if isinstance(x, torch.Tensor)][-2:] if "addmm" in str(func) else args[:2]
-            self.narrow.append(all(torch.equal(x, x.to(LOW).to(x.dtype)) for x in (a, b)))
+        name = str(func.overloadpacket)
+        if name in self.OPERANDS:
+            first, second = (0, 2) if str(func).endswith(".binary") else self.OPERANDS[name]
+            rounded = all(torch.equal(x, x.to(LOW).to(x.dtype)) for x in (args[first], args[second]))
+            (self.attention if name in ("aten.bmm", "aten.mv") else self.narrow).append(rounded)
         return func(*args, **(kwargs or {}))
 
 
@@ -172,13 +203,14 @@ def decoder(model: Any, inputs: dict[str, torch.Tensor], mask: torch.Tensor, dty
 @pytest.mark.parametrize("key", sorted(DECODERS))
 def test_every_product_of_the_fused_decoder_under_autocast_multiplies_bfloat16_values(key: str) -> None:
     """Under autocast every product of the fused decoder's steps (the cells', W_q's and W_c's), forward and
-    backward, and its weight gradients after the loop, multiply operands rounded to bfloat16; without
-    autocast none is rounded."""
+    backward, and its weight gradients after the loop, multiply operands rounded to bfloat16, and the
+    attention's products none; without autocast none is rounded."""
     model, inputs, mask = decoder_inputs(key, T=5)
     per_step = DECODERS[key][1]
     _, forward, backward = decoder(model, inputs, mask, torch.float32, "narrow")
     assert all(forward.narrow) and len(forward.narrow) == 5 * per_step, forward.narrow
     assert all(backward.narrow) and len(backward.narrow) >= 5 * per_step, backward.narrow
+    assert forward.attention and backward.attention and not any(forward.attention + backward.attention)
     _, forward, backward = decoder(model, inputs, mask, torch.float32, "full")
     assert not any(forward.narrow) and not any(backward.narrow)
 
@@ -197,6 +229,7 @@ def test_the_fused_atr_decoder_under_autocast_equals_the_rounded_products_loop()
 
 
 CHAINS = {
+    "atr": (lambda: build_cell("atr", 12, 16), 1),                 # its own loop (cells/atr.py ATRSequence)
     "gru-reset-before": (lambda: build_cell("gru", 12, 16, reset="before"), 2),
     "atr-two-input": (lambda: TwoInputCell(build_cell("atr", 7, 16), build_cell("atr", 5, 16)), 2),
     "dtmt-transition": (lambda: TransitionCell(build_cell("lgru", 12, 16), [build_cell("tgru", 0, 16)]), 2),
@@ -204,11 +237,11 @@ CHAINS = {
 
 
 @pytest.mark.parametrize("name", sorted(CHAINS))
-def test_every_product_of_chained_step_kernels_under_autocast_multiplies_bfloat16_values(name: str) -> None:
-    """The chained step kernels (cells/kernel.py `StepSequence`: the reset-before GRU; two ATR cells a step, as
-    the context-aware encoder chains them; DTMT's L-GRU and T-GRU) under autocast: `run` takes them (the
-    "sequence" path) and every product, forward and backward, multiplies bfloat16 values; without autocast
-    none does."""
+def test_every_product_of_a_whole_sequence_path_under_autocast_multiplies_bfloat16_values(name: str) -> None:
+    """The cells' whole-sequence paths on the CPU under autocast (cells/base.py `_whole`): ATR's own loop and
+    the chained step kernels (cells/kernel.py `StepSequence`: the reset-before GRU; two ATR cells a step, as
+    the context-aware encoder chains them; DTMT's L-GRU and T-GRU): every product, forward and backward,
+    multiplies bfloat16 values; without autocast none does."""
     torch.manual_seed(0)
     make, per_step = CHAINS[name]
     cell = make()

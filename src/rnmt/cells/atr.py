@@ -39,7 +39,7 @@ from rnmt.cells.kernel import StepKernel, product_grad, row_sum, sigmoid_grad, t
 from rnmt.cells.registry import register_cell
 from rnmt.cells.triton import triton_path
 from rnmt.io import InputError
-from rnmt.machine.matmul import addmm, linear, mm
+from rnmt.machine.matmul import addmm, linear, mm, narrow, products_dtype
 
 
 @register_cell("atr")
@@ -166,13 +166,15 @@ class ATRSequence(torch.autograd.Function):
     def forward(ctx: Any, p: Tensor, m: Tensor | None, h0: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
         T = p.size(0)
         hs, i_all, f_all = torch.empty_like(p), torch.empty_like(p), torch.empty_like(p)
-        wt, h = weight.t(), h0
-        for t in range(T):
-            q = addmm(bias, h, wt)
-            i = torch.sigmoid(torch.add(p[t], q, out=i_all[t]), out=i_all[t])
-            f = torch.sigmoid(torch.sub(p[t], q, out=f_all[t]), out=f_all[t])
-            new = torch.addcmul(i * p[t], f, h)
-            h = _carry(new, h, None if m is None else m[t], hs[t])
+        wt, h, low = weight.t(), h0, products_dtype(p)
+        with narrow(low, [weight]):
+            for t in range(T):
+                q = addmm(bias, h, wt)
+                i = torch.sigmoid(torch.add(p[t], q, out=i_all[t]), out=i_all[t])
+                f = torch.sigmoid(torch.sub(p[t], q, out=f_all[t]), out=f_all[t])
+                new = torch.addcmul(i * p[t], f, h)
+                h = _carry(new, h, None if m is None else m[t], hs[t])
+        ctx.low = low
         ctx.save_for_backward(p, m, h0, weight, hs, i_all, f_all)
         return hs
 
@@ -184,17 +186,18 @@ class ATRSequence(torch.autograd.Function):
         T = p.size(0)
         dp, dq = torch.empty_like(p), torch.empty_like(p)
         g = torch.zeros_like(h0)
-        for t in range(T - 1, -1, -1):
-            g = g + grad[t]
-            h = hs[t - 1] if t else h0
-            gn = g if m is None else g * m[t]
-            i, f = i_all[t], f_all[t]
-            gi, gf = gn * i, gn * f                                  # gf: the state's direct path
-            di = gi * (1 - i) * p[t]                                 # ∂L/∂(p + q) through i
-            df = gf * (1 - f) * h                                    # ∂L/∂(p − q) through f
-            torch.sub(di, df, out=dq[t])
-            torch.add(gi + di, df, out=dp[t])
-            carried = gf if m is None else torch.addcmul(gf, g, 1 - m[t])
-            g = addmm(carried, dq[t], weight)
-        dw, db = weight_grads(dq, hs, h0)
+        with narrow(ctx.low, [weight]):
+            for t in range(T - 1, -1, -1):
+                g = g + grad[t]
+                h = hs[t - 1] if t else h0
+                gn = g if m is None else g * m[t]
+                i, f = i_all[t], f_all[t]
+                gi, gf = gn * i, gn * f                              # gf: the state's direct path
+                di = gi * (1 - i) * p[t]                             # ∂L/∂(p + q) through i
+                df = gf * (1 - f) * h                                # ∂L/∂(p − q) through f
+                torch.sub(di, df, out=dq[t])
+                torch.add(gi + di, df, out=dp[t])
+                carried = gf if m is None else torch.addcmul(gf, g, 1 - m[t])
+                g = addmm(carried, dq[t], weight)
+            dw, db = weight_grads(dq, hs, h0)
         return dp, None, g, dw, db

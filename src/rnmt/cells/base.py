@@ -146,8 +146,8 @@ def _whole(cell: RecurrentCell, projected: Tensor, mask: Tensor | None, full: bo
     the dtype of their inputs, and a state carried through hundreds of steps keeps float32's precision.
     The products that feed it (the input projection) and those after it stay under autocast, and its own
     recurrent products take their operands in autocast's dtype, forward and backward, as autocast's would
-    (rnmt.machine.matmul `products_in`, read by the kernels that have a narrow form: the chained step
-    kernels, the Triton per-step and persistent kernels).
+    (rnmt.machine.matmul `products_in`, read by every whole-sequence path that multiplies: ATR's own loop,
+    the chained step kernels, the Triton per-step and persistent kernels).
     """
     amp = autocast_device()
     if amp is not None:

@@ -136,15 +136,15 @@ def _narrowing(a: Tensor) -> _Narrow | None:
     return n
 
 
-# torch multiplies float16 and bfloat16 into float32 on CUDA (`torch.mm(a, b, out_dtype=torch.float32)`, through
-# cuBLAS) from 2.8 on (pytorch/pytorch#150812); decided by the version, not by a trial product, so a CUDA graph
-# captured before any eager product takes the same form as the eager steps.
-_WIDE_OUT = torch.torch_version.TorchVersion(torch.__version__) >= (2, 8)
+# torch multiplies float16 and bfloat16 into float32 on CUDA through cuBLAS (`torch.mm(a, b, out_dtype=...)`, the
+# `aten::mm.dtype` overload, pytorch/pytorch#150812, in 2.8 on): read from the operator's schema, not from a
+# trial product, so a CUDA graph captured before any eager product takes the form the eager steps take.
+_WIDE_OUT = "dtype" in torch.ops.aten.mm.overloads()
 
 
-def _wide_out(low: Tensor, wide: torch.dtype) -> bool:
-    """Whether torch multiplies `low` (CUDA, float16 or bfloat16) into `wide` (float32) directly here."""
-    return _WIDE_OUT and low.is_cuda and low.dtype in (torch.float16, torch.bfloat16) and wide == torch.float32
+def _wide_out(low: Tensor) -> bool:
+    """Whether torch multiplies `low` (CUDA, float16 or bfloat16) into float32 directly here."""
+    return _WIDE_OUT and low.is_cuda and low.dtype in (torch.float16, torch.bfloat16)
 
 
 def _narrow_mm(n: _Narrow, a: Tensor, b: Tensor) -> Tensor:
@@ -152,8 +152,8 @@ def _narrow_mm(n: _Narrow, a: Tensor, b: Tensor) -> Tensor:
     a_low, b_low = n.of(a), n.of(b)
     if not a.is_cuda:
         return _mm(a_low, b_low)
-    if _wide_out(a_low, a.dtype):
-        return torch.mm(a_low, b_low, out_dtype=a.dtype)
+    if _wide_out(a_low):
+        return torch.mm(a_low, b_low, out_dtype=torch.float32).to(a.dtype)
     return torch.mm(a_low, b_low).to(a.dtype)
 
 

@@ -37,7 +37,7 @@ itself and whose input projection is affine (GRU and ATR with their papers' opti
 runs in float32 with autocast off, as the cells' whole-sequence paths do (cells/base.py `_whole`), its
 products (the cells', W_q's and W_c's, each step's and the weight gradients after the loop) with operands in
 autocast's dtype and float32 results (rnmt.machine.matmul `narrow`), as the step loop's are under autocast:
-state, attention and gates stay float32. Which
+state, gates and attention (its products too) stay float32. Which
 path a run takes is measured once per run (rnmt.machine.fastpath; `use_path("loop")` forces the step
 loop, `use_path("sequence")` this one); the step loop is the default where nothing is measured.
 """
@@ -102,15 +102,15 @@ class DecoderSequence(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, d_states: Tensor, d_contexts: Tensor) -> tuple[Tensor | None, ...]:
-        lower, higher = ctx.kernels
-        w_q, w_c = ctx.saved_tensors[-2:]
+        saved = ctx.saved_tensors
         params = [t for k in ctx.kernels if k is not None for t in k.params]
-        with narrow(ctx.low, _weights(w_q, w_c, params)):
-            return DecoderSequence._backward(ctx, d_states, d_contexts)
+        with narrow(ctx.low, _weights(saved[-2], saved[-1], params)):
+            return DecoderSequence._backward(ctx, saved, d_states, d_contexts)
 
     @staticmethod
-    def _backward(ctx: Any, d_states: Tensor, d_contexts: Tensor) -> tuple[Tensor | None, ...]:
-        p, hs, tilde, u, alpha, contexts, p2, memory, v2, w_q, w_c = ctx.saved_tensors
+    def _backward(ctx: Any, saved: tuple[Tensor, ...], d_states: Tensor,
+                  d_contexts: Tensor) -> tuple[Tensor | None, ...]:
+        p, hs, tilde, u, alpha, contexts, p2, memory, v2, w_q, w_c = saved
         lower, higher = ctx.kernels
         T = p.size(1)
         dp, dc = torch.empty_like(p), torch.empty_like(contexts)
@@ -137,7 +137,7 @@ class DecoderSequence(torch.autograd.Function):
             d_alpha = torch.bmm(memory, dc[:, t, :, None]).squeeze(-1)
             d_e_t = a * (d_alpha - (a * d_alpha).sum(-1, keepdim=True))
             u_t = u[t]
-            dv += mm(d_e_t.reshape(1, -1), u_t.reshape(-1, u_t.size(-1)))
+            dv += torch.mv(u_t.reshape(-1, u_t.size(-1)).t(), d_e_t.reshape(-1))
             w_t = torch.addcmul(u_t, u_t, u_t, value=-1, out=u_t)          # σ' = u(1 − u), u is not read again
             torch.mul(torch.bmm(d_e_t[:, None], w_t).squeeze(1), v4, out=dq[:, t])   # 2 Σ_k ∂a_k
             d_keys.addcmul_(d_e_t[..., None], w_t)
