@@ -94,6 +94,24 @@ def test_a_kept_weight_changed_in_the_block_is_rounded_again() -> None:
     assert relative(after, rounded(a) @ rounded(w).T) < 1e-6 and relative(after, 3 * before) > 1e-4
 
 
+@pytest.mark.parametrize("route", ["blas", "onednn"])
+@pytest.mark.parametrize("dtype", [None, LOW], ids=["full", "narrow"])
+def test_products_write_into_a_slice_of_wider_rows(dtype: torch.dtype | None, route: str) -> None:
+    """`out`: the product (and c + product) written into a step's slice of a [B, T, N] buffer, the same values
+    as returned without it, the other steps untouched (the fused decoder writes W_c's product there)."""
+    if route == "onednn" and not matmul.available():
+        pytest.skip("this torch build has no oneDNN (mkldnn)")
+    torch.manual_seed(0)
+    a, w, bias, c = torch.randn(5, 64), torch.randn(40, 64), torch.randn(40), torch.randn(5, 40)
+    with matmul.backend(route), matmul.narrow(dtype, [w]):
+        for product in (lambda **o: matmul.mm(a, w.t(), **o), lambda **o: matmul.addmm(bias, a, w.t(), **o),
+                        lambda **o: matmul.addmm(c, a, w.t(), **o)):
+            buffer = torch.zeros(5, 3, 40)
+            got = product(out=buffer[:, 1])
+            assert torch.equal(buffer[:, 1], product()) and torch.equal(got, buffer[:, 1])
+            assert not buffer[:, 0].any() and not buffer[:, 2].any()
+
+
 def test_the_weights_named_are_rounded_once_for_the_block() -> None:
     """A named weight (and its transpose) is rounded on entry to the block, not again at each product; other
     operands are rounded at each product."""

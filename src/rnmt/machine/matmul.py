@@ -147,14 +147,18 @@ def _wide_out(low: Tensor) -> bool:
     return _WIDE_OUT and low.is_cuda and low.dtype in (torch.float16, torch.bfloat16)
 
 
-def _narrow_mm(n: _Narrow, a: Tensor, b: Tensor) -> Tensor:
-    """a @ b with both rounded to n's dtype, in a's dtype."""
+def _narrow_mm(n: _Narrow, a: Tensor, b: Tensor, out: Tensor | None) -> Tensor:
+    """a @ b with both rounded to n's dtype, in a's dtype (into `out` where given)."""
     a_low, b_low = n.of(a), n.of(b)
-    if not a.is_cuda:
-        return _mm(a_low, b_low)
-    if _wide_out(a_low):
-        return torch.mm(a_low, b_low, out_dtype=torch.float32).to(a.dtype)
-    return torch.mm(a_low, b_low).to(a.dtype)
+    if a.is_cuda and _wide_out(a_low) and (out is None or out.dtype == torch.float32):
+        product = torch.mm(a_low, b_low, out_dtype=torch.float32, **({} if out is None else {"out": out}))
+        return product.to(a.dtype)
+    product = _mm(a_low, b_low, None) if not a.is_cuda else torch.mm(a_low, b_low)
+    return _into(product.to(a.dtype), out)
+
+
+def _into(x: Tensor, out: Tensor | None) -> Tensor:
+    return x if out is None or x is out else out.copy_(x)
 
 
 def available() -> bool:
@@ -222,28 +226,29 @@ def _product(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     return _LINEAR(x, _dense(weight), bias, "none", [], "")
 
 
-def mm(a: Tensor, b: Tensor) -> Tensor:
-    """a [M, K] @ b [K, N] (either may be a transposed view); no autograd."""
+def mm(a: Tensor, b: Tensor, out: Tensor | None = None) -> Tensor:
+    """a [M, K] @ b [K, N] (either may be a transposed view); no autograd. `out`: written there (a slice of wider
+    rows too, where torch's product writes it in place of a copy after it)."""
     n = _narrowing(a)
-    return _mm(a, b) if n is None else _narrow_mm(n, a, b)
+    return _mm(a, b, out) if n is None else _narrow_mm(n, a, b, out)
 
 
-def _mm(a: Tensor, b: Tensor) -> Tensor:
+def _mm(a: Tensor, b: Tensor, out: Tensor | None) -> Tensor:
     if _onednn(a, b, a.size(0), a.size(1), b.size(1)):
-        return _product(a, b.t())
-    return torch.mm(a, b)
+        return _into(_product(a, b.t()), out)
+    return torch.mm(a, b) if out is None else torch.mm(a, b, out=out)
 
 
-def addmm(c: Tensor, a: Tensor, b: Tensor) -> Tensor:
-    """c + a [M, K] @ b [K, N], c [N] (a bias) or [M, N]; no autograd."""
+def addmm(c: Tensor, a: Tensor, b: Tensor, out: Tensor | None = None) -> Tensor:
+    """c + a [M, K] @ b [K, N], c [N] (a bias) or [M, N]; no autograd. `out` as `mm`'s."""
     n = _narrowing(a)
     if n is not None:
-        return _narrow_mm(n, a, b).add_(c)
+        return _narrow_mm(n, a, b, out).add_(c)
     if _onednn(a, b, a.size(0), a.size(1), b.size(1)):
         if c.dim() == 1:
-            return _product(a, b.t(), c)
-        return _LINEAR.binary(a, c, _dense(b).t(), None, "add")
-    return torch.addmm(c, a, b)
+            return _into(_product(a, b.t(), c), out)
+        return _into(_LINEAR.binary(a, c, _dense(b).t(), None, "add"), out)
+    return torch.addmm(c, a, b) if out is None else torch.addmm(c, a, b, out=out)
 
 
 class _Linear(torch.autograd.Function):

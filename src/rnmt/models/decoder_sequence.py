@@ -28,8 +28,10 @@ On CUDA each step's attention is two Triton kernels forward and two backward (mo
 instead of about seven and ten torch operations, an ATR cell's step one product and one Triton kernel each
 way (`ATRKernel`, cells/triton/atr.py `rows_forward`), and the ATR tables' GRU's two products and two Triton
 kernels each way (`ResetBeforeKernel`, cells/triton/gru.py): read from the code, a decoder step is then 8
-kernels forward and 10 backward with ATR, 12 and 14 with that GRU, where the step loop launches about 30 and
-57 with ATR.
+kernels forward and 9 backward with ATR, 12 and 13 with that GRU, where the step loop launches about 30 and
+57 with ATR. Under autocast each product adds the rounding of its activation operand and, where it has an
+addend, the addend's own add (`narrow`): 15 and 17 with ATR, 23 and 23 with that GRU; W_c's product goes
+straight into its step's slice (`out`) either way.
 
 A GNMT decoder (models/gnmt.py) has no higher cell: its first layer is the lower one, s_j = s̃_j, and the
 layers above it run after this loop. It serves the cells with a step kernel whose output is the state
@@ -93,7 +95,10 @@ class DecoderSequence(torch.autograd.Function):
                     torch.softmax(scores, -1, out=alpha[:, t])
                     contexts[:, t] = torch.bmm(alpha[:, t, None], memory).squeeze(1)
                 if higher:
-                    p2[:, t] = mm(contexts[:, t], w_c_t) if b_c is None else addmm(b_c, contexts[:, t], w_c_t)
+                    if b_c is None:
+                        mm(contexts[:, t], w_c_t, out=p2[:, t])
+                    else:
+                        addmm(b_c, contexts[:, t], w_c_t, out=p2[:, t])
                     higher.forward(t, p2[:, t], tilde[:, t], hs[:, t + 1])
         ctx.kernels, ctx.has_bias, ctx.attention, ctx.low = (lower, higher), b_c is not None, kernels, low
         ctx.save_for_backward(p, hs, tilde, u, alpha, contexts, p2, memory, v2, w_q, w_c)
@@ -125,7 +130,7 @@ class DecoderSequence(torch.autograd.Function):
             g = g + d_states[:, t]
             if higher:
                 g_tilde = higher.backward(t, p2[:, t], tilde[:, t], g, dp2[:, t])
-                dc[:, t] = addmm(d_contexts[:, t], dp2[:, t], w_c)
+                addmm(d_contexts[:, t], dp2[:, t], w_c, out=dc[:, t])
             else:                                       # s_j is s̃_j: its gradient goes to the lower cell whole
                 g_tilde = g
                 dc[:, t] = d_contexts[:, t]
