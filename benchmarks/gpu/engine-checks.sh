@@ -9,6 +9,10 @@
 #     first with the engine in BASELINE_SRC (a copy of an older src/ with this checkout's bench/, so both
 #     are measured alike, run from its parent folder, which holds that commit's workflow/ and config.yaml;
 #     skipped when not given), then this checkout's with `--graphs` (the same step as a replayed CUDA graph)
+#  1c. (check `atr`, not in the default) RNNSearch+ATR at ATR Table 4's sizes (the GRU's row is check 1's),
+#     eager and as a replayed CUDA graph, profiled: the kernels that took a replayed step's time
+#     (`graph_heaviest_kernels`) and the paths the graph chose by timing replays, every choice's times in
+#     fast-paths-atr.json
 #  2. ATR's recurrence against cuDNN's GRU (forward+backward, batch 80, length 50, hidden 1000), with ATR's
 #     per-step kernels and again with its persistent kernels (RNMT_ATR_PERSISTENT=1), all in float32; then in
 #     bfloat16 (`--precision bfloat16`: cuDNN's layers in bfloat16, the cells under bfloat16 autocast, ATR's
@@ -17,9 +21,8 @@
 #     at a time with eager steps, and batched again with the search steps replayed as CUDA graphs, each batched
 #     decode profiled once (kernels per sentence, GPU-busy fraction, the kinds of work that took the time);
 #     rnmt bench decoder: RNNSearch's decoder, step loop against the fused function, hidden 256/512/1000
-#  3b. (check `atr`, not in the default) RNNSearch+ATR at ATR Table 4's sizes (the GRU's row is check 1's),
-#     eager and as a replayed CUDA graph, profiled: the kernels that took a replayed step's time (`graph_heaviest_kernels`) and
-#     the paths the graph chose by timing replays, every choice's times in fast-paths-atr.json
+# Each check runs within its own limit and what is left of BUDGET (below), in this order, and bench.tgz is
+# rewritten after each, so a call cut short brings back every check that finished.
 #  4. TABLES (default "atr-table4 srnmt-table4"; "none": no table, `pytest -m cuda` alone; "skip": neither)
 #     at scale mini from the placed Multi30k files, every row side by side on the GPU, with the config
 #     override OVERRIDE (e.g. "{train: {cuda_graphs: false}}") if given, until the call's 560 s are used up,
@@ -45,28 +48,59 @@ for c in $checks; do
     case $c in train|cells|decode|atr) ;; *) echo "CHECKS: unknown check '$c' (train, cells, decode, atr)"; exit 2 ;; esac
 done
 wants() { [[ "$checks" == *" $1 "* ]]; }
-# seconds left of the call's 580, at least 1 (timeout 0 would mean no limit)
-left() { local n=$(( 580 - ($(date +%s) - t0) )); echo $(( n > 0 ? n : 1 )); }
+# BUDGET (environment, default 580): the seconds this call may take, which a lease's second call must set to
+# what its first left (the run tool's limit_s is less than its timeout_s where less device time is left)
+budget=${BUDGET:-580}
+# seconds left of the call's budget, at least 1 (timeout 0 would mean no limit)
+left() { local n=$(( budget - ($(date +%s) - t0) )); echo $(( n > 0 ? n : 1 )); }
+# a check's limit: its own N seconds, or what is left of the budget less 10 s for packing, if that is less
+within() { local n=$(( $(left) - 10 )); n=$(( n > 0 ? n : 1 )); echo $(( $1 < n ? $1 : n )); }
+# bench.tgz after every check, written whole or not at all, so a call cut short still brings back the checks
+# that finished
+pack() { tar czf "$out/bench.tgz.part" bench-cuda && mv "$out/bench.tgz.part" "$out/bench.tgz"; }
 
 if wants train && [ -n "$baseline" ]; then
     stamp "1a. bench train --size paper --profile, engine of $baseline"
     # from the baseline's own tree (its src/'s parent, with its workflow/ and config.yaml): the rows are its
     # tables' systems, read through its own config schema
     base_src=$(cd "$baseline" && pwd)
-    (cd "$baseline/.." && PYTHONPATH="$base_src:${PYTHONPATH:-}" timeout 150 python3 -m rnmt bench train --size paper \
+    (cd "$baseline/.." && PYTHONPATH="$base_src:${PYTHONPATH:-}" timeout "$(within 150)" python3 -m rnmt bench train --size paper \
         --profile --device cuda --out "$OLDPWD/bench-cuda/before") > bench-cuda/train-paper-before.log 2>&1
     echo "exit $?"; quiet bench-cuda/train-paper-before.log 16
 fi
 if wants train; then
 stamp "1b. bench train --size paper --profile --graphs, this checkout's engine"
-timeout 240 python3 -m rnmt bench train --size paper --profile --graphs --device cuda --out bench-cuda/after \
-    > bench-cuda/train-paper-after.log 2>&1
+timeout "$(within 240)" python3 -m rnmt bench train --size paper --profile --graphs --device cuda \
+    --out bench-cuda/after > bench-cuda/train-paper-after.log 2>&1
 echo "exit $?"; quiet bench-cuda/train-paper-after.log 24
+pack
+fi
+
+if wants atr; then
+stamp "1c. RNNSearch+ATR at paper sizes, eager and replayed, profiled; the graph's paths timed as replays"
+# a script file, not stdin: bench train spawns a process a row, which imports the main module's file
+cat > bench-cuda/train-atr.py <<'EOF'
+import torch
+
+from rnmt.bench.table import write_csv
+from rnmt.bench.train import bench
+
+if __name__ == "__main__":
+    rows = bench(torch.device("cuda"), systems=("RNNSearch+ATR",), size="paper", profile=True, graphs=True)
+    write_csv(rows, "bench-cuda/train-atr.csv")
+    for r in rows:
+        print(r["system"], "eager", round(r["tgt_words_per_s"]), "replayed", r.get("graph_tgt_words_per_s"),
+              r.get("graph_failed", ""), "|", r.get("graph_paths"), "|", r.get("graph_heaviest_kernels"), flush=True)
+EOF
+RNMT_FASTPATH_CACHE=bench-cuda/fast-paths-atr.json timeout "$(within 120)" python3 bench-cuda/train-atr.py \
+    > bench-cuda/train-atr.log 2>&1
+echo "exit $?"; quiet bench-cuda/train-atr.log 6
+pack
 fi
 
 if wants cells; then
 stamp "2. ATR's recurrence against cuDNN's GRU at hidden 1000, per-step kernels and persistent, float32 and bfloat16"
-timeout 130 python3 - > bench-cuda/cells-1000.log 2>&1 <<'EOF'
+timeout "$(within 130)" python3 - > bench-cuda/cells-1000.log 2>&1 <<'EOF'
 import os
 import torch
 from rnmt.bench.cells import bench
@@ -82,37 +116,20 @@ for persistent, cells, precision, name in (("0", ["atr", "gru", "sru", "srnmt"],
           flush=True)
 EOF
 echo "exit $?"; tail -n 20 bench-cuda/cells-1000.log
+pack
 fi
 
 if wants decode; then
 stamp "3. rnmt bench decode --size paper --graphs --profile --device cuda"
-timeout 150 python3 -m rnmt bench decode --size paper --graphs --profile --device cuda --out bench-cuda \
+timeout "$(within 150)" python3 -m rnmt bench decode --size paper --graphs --profile --device cuda --out bench-cuda \
     > bench-cuda/decode-paper.log 2>&1
 echo "exit $?"; tail -n 12 bench-cuda/decode-paper.log
-timeout 40 python3 -m rnmt bench decoder --device cuda --out bench-cuda > bench-cuda/decoder.log 2>&1
+pack
+timeout "$(within 40)" python3 -m rnmt bench decoder --device cuda --out bench-cuda > bench-cuda/decoder.log 2>&1
 echo "exit $?"; tail -n 8 bench-cuda/decoder.log
+pack
 fi
-if wants atr; then
-stamp "3b. RNNSearch+ATR at paper sizes, eager and replayed, profiled; the graph's paths timed as replays"
-# a script file, not stdin: bench train spawns a process a row, which imports the main module's file
-cat > bench-cuda/train-atr.py <<'EOF'
-import torch
-
-from rnmt.bench.table import write_csv
-from rnmt.bench.train import bench
-
-if __name__ == "__main__":
-    rows = bench(torch.device("cuda"), systems=("RNNSearch+ATR",), size="paper", profile=True, graphs=True)
-    write_csv(rows, "bench-cuda/train-atr.csv")
-    for r in rows:
-        print(r["system"], "eager", round(r["tgt_words_per_s"]), "replayed", r.get("graph_tgt_words_per_s"),
-              r.get("graph_failed", ""), "|", r.get("graph_paths"), "|", r.get("graph_heaviest_kernels"), flush=True)
-EOF
-RNMT_FASTPATH_CACHE=bench-cuda/fast-paths-atr.json timeout 120 python3 bench-cuda/train-atr.py \
-    > bench-cuda/train-atr.log 2>&1
-echo "exit $?"; quiet bench-cuda/train-atr.log 6
-fi
-tar czf "$out/bench.tgz" bench-cuda
+pack
 
 if [ "$tables" = skip ]; then
     stamp "done"
