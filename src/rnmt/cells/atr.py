@@ -124,11 +124,11 @@ class ATRKernel(StepKernel):
 
     def forward(self, t: int, p: Tensor, h: Tensor, out: Tensor) -> None:
         H = h.size(1)
-        q = addmm(self.bias, h, self.wt)
         i, f = self.gates[:, t].split(H, 1)
         if self.rows is not None:
-            self.rows.rows_forward(p, q, h, i, f, out)
+            self.rows.rows_forward(p, mm(h, self.wt), self.bias, h, i, f, out)
             return
+        q = addmm(self.bias, h, self.wt)
         torch.sigmoid(torch.add(p, q, out=i), out=i)
         torch.sigmoid(torch.sub(p, q, out=f), out=f)
         torch.mul(i, p, out=out).addcmul_(f, h)

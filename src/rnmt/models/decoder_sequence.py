@@ -30,8 +30,8 @@ way (`ATRKernel`, cells/triton/atr.py `rows_forward`), and the ATR tables' GRU's
 kernels each way (`ResetBeforeKernel`, cells/triton/gru.py): read from the code, a decoder step is then 8
 kernels forward and 9 backward with ATR, 12 and 13 with that GRU, where the step loop launches about 30 and
 57 with ATR. Under autocast each product adds the rounding of its activation operand and, where it has an
-addend, the addend's own add (`narrow`): 15 and 17 with ATR, 23 and 23 with that GRU; W_c's product goes
-straight into its step's slice (`out`) either way.
+addend, the addend's own add (`narrow`), but for the cells' recurrent biases, which their row kernels add:
+13 and 17 with ATR, 19 and 23 with that GRU; W_c's product goes straight into its step's slice (`out`).
 
 A GNMT decoder (models/gnmt.py) has no higher cell: its first layer is the lower one, s_j = s̃_j, and the
 layers above it run after this loop. It serves the cells with a step kernel whose output is the state

@@ -109,14 +109,15 @@ def atr_step_backward(g_ptr, grad_ptr, m_ptr, p_ptr, h_ptr, i_ptr, f_ptr, dp_ptr
 
 
 @triton.jit
-def atr_rows_forward(p_ptr, q_ptr, h_ptr, i_ptr, f_ptr, out_ptr, B, H, p_row, h_row, gate_row, out_row,
+def atr_rows_forward(p_ptr, q_ptr, b_ptr, h_ptr, i_ptr, f_ptr, out_ptr, B, H, p_row, h_row, gate_row, out_row,
                      BLOCK: tl.constexpr):
-    """One step over B rows of H units: p, q (dense), h → the gates i, f and the new state (rows of their
-    tensors, `*_row` apart; i and f share a row stride)."""
+    """One step over B rows of H units: p, W_h h (dense), b_h, h → the gates i, f and the new state (rows of
+    their tensors, `*_row` apart; i and f share a row stride)."""
     k, ok, r, c = row_units(B, H, BLOCK)
     p = tl.load(p_ptr + r * p_row + c, mask=ok, other=0.0)
     h = tl.load(h_ptr + r * h_row + c, mask=ok, other=0.0)
-    i, f, new = _step(p, tl.load(q_ptr + k, mask=ok, other=0.0), h)
+    q = tl.load(q_ptr + k, mask=ok, other=0.0) + tl.load(b_ptr + c, mask=ok, other=0.0)
+    i, f, new = _step(p, q, h)
     tl.store(i_ptr + r * gate_row + c, i, mask=ok)
     tl.store(f_ptr + r * gate_row + c, f, mask=ok)
     tl.store(out_ptr + r * out_row + c, new, mask=ok)
@@ -137,15 +138,17 @@ def atr_rows_backward(g_ptr, p_ptr, h_ptr, i_ptr, f_ptr, dp_ptr, dq_ptr, carry_p
     tl.store(carry_ptr + k, carry, mask=ok)
 
 
-def rows_forward(p: Tensor, q: Tensor, h: Tensor, i: Tensor, f: Tensor, out: Tensor) -> None:
-    """Eqs. 7-9 for one step: p, h [B, H] rows, q [B, H] dense → i, f and out (rows of wider tensors)."""
+def rows_forward(p: Tensor, wh: Tensor, bias: Tensor, h: Tensor, i: Tensor, f: Tensor, out: Tensor) -> None:
+    """Eqs. 7-9 for one step: p, h [B, H] rows, wh = W_h h [B, H] dense, b_h [H] (q = wh + b_h, added here
+    rather than by the product: one kernel fewer where the product cannot add it, under autocast's narrow
+    products) → i, f and out (rows of wider tensors)."""
     B, H = h.shape
     check_rows(p, h, i, f, out)
-    q = q.contiguous()
+    wh, bias = wh.contiguous(), bias.contiguous()
     grid, opts = step_grid(B * H)
     with on_device(h):
-        atr_rows_forward[grid](p, q, h, i, f, out, B, H, p.stride(0), h.stride(0), i.stride(0), out.stride(0),
-                               **opts)
+        atr_rows_forward[grid](p, wh, bias, h, i, f, out, B, H, p.stride(0), h.stride(0), i.stride(0),
+                               out.stride(0), **opts)
 
 
 def rows_backward(g: Tensor, p: Tensor, h: Tensor, i: Tensor, f: Tensor, dp: Tensor, dq: Tensor) -> Tensor:

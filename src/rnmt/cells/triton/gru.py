@@ -86,25 +86,29 @@ def gru_step_backward(g_ptr, grad_ptr, m_ptr, h_ptr, r_ptr, z_ptr, n_ptr, gn_ptr
 
 
 @triton.jit
-def gru_gates_rows(p_ptr, q_ptr, h_ptr, s_ptr, rh_ptr, B, H, p_row, h_row, s_row, rh_row, BLOCK: tl.constexpr):
-    """[r, z] = σ(p_rz + q_rz) (q dense [B, 2H]) into s's rows and r ⊙ h into rh's, over B rows of H units."""
+def gru_gates_rows(p_ptr, q_ptr, b_ptr, h_ptr, s_ptr, rh_ptr, B, H, p_row, h_row, s_row, rh_row,
+                   BLOCK: tl.constexpr):
+    """[r, z] = σ(p_rz + q_rz + c_rz) (q = U_rz h dense [B, 2H], c_rz [2H]) into s's rows and r ⊙ h into rh's,
+    over B rows of H units."""
     k, ok, r_, c = row_units(B, H, BLOCK)
     r = tl.sigmoid(tl.load(p_ptr + r_ * p_row + c, mask=ok, other=0.0) + tl.load(q_ptr + r_ * 2 * H + c, mask=ok,
-                                                                                 other=0.0))
+                                                                                 other=0.0)
+                   + tl.load(b_ptr + c, mask=ok, other=0.0))
     z = tl.sigmoid(tl.load(p_ptr + r_ * p_row + c + H, mask=ok, other=0.0) +
-                   tl.load(q_ptr + r_ * 2 * H + c + H, mask=ok, other=0.0))
+                   tl.load(q_ptr + r_ * 2 * H + c + H, mask=ok, other=0.0) + tl.load(b_ptr + c + H, mask=ok, other=0.0))
     tl.store(s_ptr + r_ * s_row + c, r, mask=ok)
     tl.store(s_ptr + r_ * s_row + c + H, z, mask=ok)
     tl.store(rh_ptr + r_ * rh_row + c, r * tl.load(h_ptr + r_ * h_row + c, mask=ok, other=0.0), mask=ok)
 
 
 @triton.jit
-def gru_candidate_rows(p_ptr, q_ptr, h_ptr, s_ptr, n_ptr, out_ptr, B, H, p_row, h_row, s_row, n_row, out_row,
-                       BLOCK: tl.constexpr):
-    """n = tanh(p_n + q_n) (p_n at [2H, 3H) of p's rows, q_n dense [B, H]) into n's rows, and the new state
-    h' = n + z ⊙ (h − n) into out's."""
+def gru_candidate_rows(p_ptr, q_ptr, b_ptr, h_ptr, s_ptr, n_ptr, out_ptr, B, H, p_row, h_row, s_row, n_row,
+                       out_row, BLOCK: tl.constexpr):
+    """n = tanh(p_n + q_n + c_n) (p_n at [2H, 3H) of p's rows, q_n = U_n (r ⊙ h) dense [B, H], c_n [H]) into n's
+    rows, and the new state h' = n + z ⊙ (h − n) into out's."""
     k, ok, r_, c = row_units(B, H, BLOCK)
-    n = tanh(tl.load(p_ptr + r_ * p_row + c + 2 * H, mask=ok, other=0.0) + tl.load(q_ptr + k, mask=ok, other=0.0))
+    n = tanh(tl.load(p_ptr + r_ * p_row + c + 2 * H, mask=ok, other=0.0) + tl.load(q_ptr + k, mask=ok, other=0.0)
+             + tl.load(b_ptr + c, mask=ok, other=0.0))
     z = tl.load(s_ptr + r_ * s_row + c + H, mask=ok, other=0.0)
     h = tl.load(h_ptr + r_ * h_row + c, mask=ok, other=0.0)
     tl.store(n_ptr + r_ * n_row + c, n, mask=ok)
@@ -150,12 +154,12 @@ def reset_before_forward(p: Tensor, h: Tensor, w_rz_t: Tensor, b_rz: Tensor, w_n
     B, H = h.shape
     check_rows(p, h, s, rh, n, out)
     grid, opts = step_grid(B * H)
-    with on_device(h):
-        q_rz = addmm(b_rz, h, w_rz_t)
-        gru_gates_rows[grid](p, q_rz, h, s, rh, B, H, p.stride(0), h.stride(0), s.stride(0), rh.stride(0), **opts)
-        q_n = addmm(b_n, rh, w_n_t)
-        gru_candidate_rows[grid](p, q_n, h, s, n, out, B, H, p.stride(0), h.stride(0), s.stride(0), n.stride(0),
-                                 out.stride(0), **opts)
+    b_rz, b_n = b_rz.contiguous(), b_n.contiguous()
+    with on_device(h):                              # the biases are added by the kernels, not by the products
+        gru_gates_rows[grid](p, mm(h, w_rz_t), b_rz, h, s, rh, B, H, p.stride(0), h.stride(0), s.stride(0),
+                             rh.stride(0), **opts)
+        gru_candidate_rows[grid](p, mm(rh, w_n_t), b_n, h, s, n, out, B, H, p.stride(0), h.stride(0), s.stride(0),
+                                 n.stride(0), out.stride(0), **opts)
 
 
 def reset_before_backward(g: Tensor, h: Tensor, s: Tensor, n: Tensor, w_rz: Tensor, w_n: Tensor, delta: Tensor,
