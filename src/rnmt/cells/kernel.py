@@ -117,7 +117,7 @@ class StepSequence(torch.autograd.Function):
                     h = out
                 if m is not None:
                     torch.lerp(hs[:, t], h, m[:, t], out=hs[:, t + 1])
-        ctx.kernels, ctx.sizes, ctx.low = kernels, sizes, low
+        ctx.kernels, ctx.sizes, ctx.low, ctx.params = kernels, sizes, low, params
         ctx.save_for_backward(p, m, hs, *mids)
         return hs
 
@@ -130,7 +130,7 @@ class StepSequence(torch.autograd.Function):
         dp = torch.empty_like(p)
         ins = [hs[:, :-1], *mids]
         g = torch.zeros_like(hs[:, 0])
-        with narrow(ctx.low, [q for kernel in kernels for q in kernel.params]):
+        with narrow(ctx.low, ctx.params):
             for t in range(T - 1, -1, -1):
                 g = g + grad[:, t + 1]
                 gk = g if m is None else g * m[:, t]

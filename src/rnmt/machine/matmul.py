@@ -78,11 +78,16 @@ def products_in(dtype: torch.dtype | None) -> Iterator[None]:
         _PRODUCTS.reset(token)
 
 
+def _wider(x: Tensor, dtype: torch.dtype) -> bool:
+    """Whether x is floating and wider than `dtype` (so rounding it to `dtype` loses digits)."""
+    return x.is_floating_point() and torch.finfo(x.dtype).bits > torch.finfo(dtype).bits
+
+
 def products_dtype(x: Tensor) -> torch.dtype:
     """The dtype the recurrent products over x's states take their operands in (`products_in`): the
     narrower of x's and the block's."""
     low = _PRODUCTS.get()
-    return low if low is not None and torch.finfo(low).bits < torch.finfo(x.dtype).bits else x.dtype
+    return low if low is not None and _wider(x, low) else x.dtype
 
 
 def _key(x: Tensor) -> tuple[Any, ...]:
@@ -97,7 +102,7 @@ class _Narrow:
         self.dtype = dtype
         self.kept: dict[tuple[Any, ...], tuple[Tensor, int, Tensor]] = {}
         for w in weights:
-            if w.is_floating_point() and torch.finfo(w.dtype).bits > torch.finfo(dtype).bits:
+            if _wider(w, dtype):
                 low = self.rounded(w.detach())
                 for view, low_view in ((w, low), (w.t(), low.t())) if w.dim() == 2 else ((w, low),):
                     self.kept[_key(view)] = (w, w._version, low_view)
@@ -131,9 +136,7 @@ def narrow(dtype: torch.dtype | None, weights: Iterable[Tensor] = ()) -> Iterato
 
 def _narrowing(a: Tensor) -> _Narrow | None:
     n = _NARROW.get()
-    if n is None or not a.is_floating_point() or torch.finfo(a.dtype).bits <= torch.finfo(n.dtype).bits:
-        return None
-    return n
+    return n if n is not None and _wider(a, n.dtype) else None
 
 
 # torch multiplies float16 and bfloat16 into float32 on CUDA through cuBLAS (`torch.mm(a, b, out_dtype=...)`, the
@@ -150,11 +153,11 @@ def _wide_out(low: Tensor) -> bool:
 def _narrow_mm(n: _Narrow, a: Tensor, b: Tensor, out: Tensor | None) -> Tensor:
     """a @ b with both rounded to n's dtype, in a's dtype (into `out` where given)."""
     a_low, b_low = n.of(a), n.of(b)
-    if a.is_cuda and _wide_out(a_low) and (out is None or out.dtype == torch.float32):
-        product = torch.mm(a_low, b_low, out_dtype=torch.float32, **({} if out is None else {"out": out}))
-        return product.to(a.dtype)
-    product = _mm(a_low, b_low, None) if not a.is_cuda else torch.mm(a_low, b_low)
-    return _into(product.to(a.dtype), out)
+    if not a.is_cuda:                           # the rounded operands, widened again: the usual route
+        return _mm(a_low, b_low, out)
+    if _wide_out(a_low) and (out is None or out.dtype == torch.float32):
+        return torch.mm(a_low, b_low, out_dtype=torch.float32, **({} if out is None else {"out": out})).to(a.dtype)
+    return _into(torch.mm(a_low, b_low).to(a.dtype), out)
 
 
 def _into(x: Tensor, out: Tensor | None) -> Tensor:

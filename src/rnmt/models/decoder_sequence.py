@@ -82,8 +82,8 @@ class DecoderSequence(torch.autograd.Function):
         keys2, v2, w_q_t, outside = keys * 2, v.reshape(-1) * 2, w_q.t(), ~mask
         w_c_t = w_c.t() if higher else None
         keep = mask.to(torch.int8) if kernels else None
-        low = products_dtype(p)
-        with narrow(low, _weights(w_q, w_c, params)):
+        low, weights = products_dtype(p), [w_q, *([w_c] if w_c is not None else []), *params]
+        with narrow(low, weights):                   # the weights every step's products read, rounded once
             for t in range(T):
                 lower.forward(t, p[:, t], hs[:, t], tilde[:, t])
                 q = mm(tilde[:, t], w_q_t)
@@ -100,22 +100,20 @@ class DecoderSequence(torch.autograd.Function):
                     else:
                         addmm(b_c, contexts[:, t], w_c_t, out=p2[:, t])
                     higher.forward(t, p2[:, t], tilde[:, t], hs[:, t + 1])
-        ctx.kernels, ctx.has_bias, ctx.attention, ctx.low = (lower, higher), b_c is not None, kernels, low
+        ctx.kernels, ctx.has_bias, ctx.attention, ctx.low, ctx.weights = (lower, higher), b_c is not None, kernels, \
+            low, weights
         ctx.save_for_backward(p, hs, tilde, u, alpha, contexts, p2, memory, v2, w_q, w_c)
         return hs[:, 1:], contexts
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, d_states: Tensor, d_contexts: Tensor) -> tuple[Tensor | None, ...]:
-        saved = ctx.saved_tensors
-        params = [t for k in ctx.kernels if k is not None for t in k.params]
-        with narrow(ctx.low, _weights(saved[-2], saved[-1], params)):
-            return DecoderSequence._backward(ctx, saved, d_states, d_contexts)
+        with narrow(ctx.low, ctx.weights):
+            return DecoderSequence._backward(ctx, d_states, d_contexts)
 
     @staticmethod
-    def _backward(ctx: Any, saved: tuple[Tensor, ...], d_states: Tensor,
-                  d_contexts: Tensor) -> tuple[Tensor | None, ...]:
-        p, hs, tilde, u, alpha, contexts, p2, memory, v2, w_q, w_c = saved
+    def _backward(ctx: Any, d_states: Tensor, d_contexts: Tensor) -> tuple[Tensor | None, ...]:
+        p, hs, tilde, u, alpha, contexts, p2, memory, v2, w_q, w_c = ctx.saved_tensors
         lower, higher = ctx.kernels
         T = p.size(1)
         dp, dc = torch.empty_like(p), torch.empty_like(contexts)
@@ -155,11 +153,6 @@ class DecoderSequence(torch.autograd.Function):
         grads = [*lower.grads(hs[:, :-1], dp), *(higher.grads(tilde, dp2) if higher else ())]
         return (None, None, None, dp, g, d_memory, d_keys, None, product_grad(dq, tilde), dv * 2, d_w_c,
                 row_sum(dp2) if ctx.has_bias else None, *grads)
-
-
-def _weights(w_q: Tensor, w_c: Tensor | None, params: Any) -> list[Tensor]:
-    """The weights the steps' products read again at every step (rounded once under autocast)."""
-    return [w_q, *([w_c] if w_c is not None else []), *params]
 
 
 def attention_kernels(x: Tensor, source: int) -> Any:
