@@ -38,6 +38,8 @@ CASES += ["srnmt-units-float64", "dispatch"]
 # tiling, several programs over rows and hidden units launched a step at a time
 CASES += ["atr-persistent-float64-padded-forward", "atr-persistent-float32-padded-reverse"]
 CASES += ["atr-persistent-tiles", "atr-persistent-narrow-products"]
+# which of ATR's two Triton ways a cell takes: timed (RNMT_ATR_PERSISTENT=auto), forced, or per step unmeasured
+CASES += ["atr-persistent-chosen"]
 # the row kernels (one step's elementwise work on rows of the batch-major buffers) in the chained loop of step
 # kernels: the context-aware encoder's two ATR cells a timestep (cells/composite.py), the GRU with the reset
 # gate inside the product (the ATR tables' GRU)
@@ -248,6 +250,80 @@ def check_persistent_narrow_products() -> None:
     assert asked == [torch.float16, torch.float32], asked
 
 
+def check_persistent_chosen() -> None:
+    """ATR's `sequence` on the Triton path: with fast paths measured and RNMT_ATR_PERSISTENT unset (auto) it
+    times its per-step against its persistent kernels once for its sizes (a choice in the machine's file, the
+    random stream left as it was) and takes the winner, whose states and gradients equal the CPU path's and
+    whose kind the run records; forced by the switch it takes that way unmeasured; per step where nothing is
+    measured (RNMT_FASTPATH=default), where the persistent programs do not fit the GPU, and on the CPU."""
+    import tempfile
+
+    from rnmt.machine import fastpath
+
+    torch.manual_seed(0)
+    cell = build_cell("atr", 5, 40)                   # 20 rows of 40 units: one program, all the interpreter has
+    x = torch.randn(20, 6, 5)
+    mask = torch.ones(20, 6, dtype=torch.bool)
+    mask[3, 4:] = False
+    h0 = torch.randn(20, 40)
+    grad = torch.randn(20, 6, 40)
+
+    def states_and_grads(**env: str) -> tuple[list[torch.Tensor], str | None, dict[str, str]]:
+        saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        fastpath.forget()
+        try:
+            p = cell.project_inputs(x).detach().requires_grad_()
+            with triton_cells.force_on_cpu():
+                out = cell.sequence(p, mask, h0)
+            kind = triton_cells.kind(out)
+            grads = torch.autograd.grad((out * grad).sum(), [p, *cell.parameters()], allow_unused=True)
+            return [out, *(g for g in grads if g is not None)], kind, fastpath.chosen()
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    del os.environ[k]
+                else:
+                    os.environ[k] = v
+
+    p = cell.project_inputs(x).detach().requires_grad_()
+    reference = cell.sequence(p, mask, h0)                               # not forced: the CPU loop
+    assert triton_cells.kind(reference) is None
+    expected = [reference, *(g for g in torch.autograd.grad((reference * grad).sum(), [p, *cell.parameters()],
+                                                            allow_unused=True) if g is not None)]
+    with tempfile.TemporaryDirectory() as folder:
+        cache = str(Path(folder) / "fastpath.json")
+        torch.manual_seed(5)
+        drawn = torch.rand(3)
+        torch.manual_seed(5)
+        found, kind, chosen = states_and_grads(RNMT_FASTPATH="measure", RNMT_FASTPATH_CACHE=cache)
+        assert torch.equal(torch.rand(3), drawn), "measuring moved the random stream"
+        keys = [k for k in chosen if "ATR recurrence, hidden 40, batch < 32, masked, forward+backward" in k]
+        assert len(keys) == 1, chosen
+        assert kind == {"persistent": "Triton, persistent", "per step": "Triton"}[chosen[keys[0]]], (kind, chosen)
+        assert json.loads(Path(cache).read_text()), "the choice was not kept for the machine"
+        assert_all_close(found, expected, "the CPU loop", torch.float32)
+        for setting, taken in (("1", "Triton, persistent"), ("0", "Triton")):
+            found, kind, chosen = states_and_grads(RNMT_FASTPATH="measure", RNMT_FASTPATH_CACHE=cache,
+                                                   RNMT_ATR_PERSISTENT=setting)
+            assert kind == taken and not [k for k in chosen if "ATR recurrence" in k], (setting, kind, chosen)
+            assert_all_close(found, expected, "the CPU loop", torch.float32)
+    found, kind, chosen = states_and_grads(RNMT_FASTPATH="default")
+    assert kind == "Triton" and not chosen, (kind, chosen)
+    assert_all_close(found, expected, "the CPU loop", torch.float32)
+    wide = build_cell("atr", 5, 136)                   # 3 blocks of 64 units: more programs than the one slot
+    assert triton_cells.load("atr").persistent_launch(20, 136, torch.device("cpu")) is None
+    mode = os.environ.get("RNMT_FASTPATH", "default")
+    os.environ["RNMT_FASTPATH"] = "measure"
+    fastpath.forget()
+    try:
+        with triton_cells.force_on_cpu():
+            out = wide.sequence(wide.project_inputs(x), mask, torch.zeros(20, 136))
+    finally:
+        os.environ["RNMT_FASTPATH"] = mode
+    assert triton_cells.kind(out) == "Triton" and not [k for k in fastpath.chosen() if "ATR recurrence" in k]
+
+
 def check_rows(case: str) -> None:
     """A chained loop of step kernels through the row kernels (the context-aware encoder's backward pass, two
     ATR cells a timestep; the GRU with the reset gate inside the product) equals the step loop and the CPU
@@ -377,6 +453,8 @@ def main() -> None:
                 check_srnmt_units()
             elif case == "atr-persistent-tiles":
                 check_persistent_tiles()
+            elif case == "atr-persistent-chosen":
+                check_persistent_chosen()
             elif case == "atr-persistent-narrow-products":
                 check_persistent_narrow_products()
             elif case == "narrow-products":

@@ -19,7 +19,8 @@
 - `rnmt train` on CUDA, eager and with CUDA graphs, stopped with SIGTERM and rerun, ends with the uninterrupted
   run's weights, and the graphed run replayed its graphs; a run that restarts on a plateau counts every
   replayed step.
-- ATR's persistent kernels (RNMT_ATR_PERSISTENT=1) equal its per-step kernels at batch 80, hidden 1000.
+- ATR's persistent kernels (RNMT_ATR_PERSISTENT=1) equal its per-step kernels at batch 80, hidden 1000; unforced,
+  ATR times the two ways (eagerly and as replays) and takes the faster.
 - Narrow products (rnmt.machine.matmul `narrow`) multiply bfloat16 operands into float32 on cuBLAS, and under
   autocast every product of the fused decoder, forward and backward, takes bfloat16 operands.
 - The fast paths inside a captured training step are chosen by timing graph replays, keyed apart from eager
@@ -436,6 +437,9 @@ def test_a_graphed_step_chooses_its_paths_by_replays(tmp_path: Path, monkeypatch
         report(test="graphed-choices", choices=fastpath.chosen())
         assert any("rnnsearch decoder" in k and k.endswith(", as a CUDA graph") for k in keys), keys
         assert any(" | cell " in k and k.endswith(", as a CUDA graph") for k in keys), keys
+        # the encoder's ATR layers timed their per-step against their persistent kernels (cooperative
+        # launches) as replays too, and the captured step holds the winner
+        assert any("ATR recurrence" in k and k.endswith(", as a CUDA graph") for k in keys), keys
         assert losses[-1] < losses[0]
     finally:
         fastpath.forget()
@@ -531,6 +535,38 @@ def test_the_decode_profile_on_cuda_counts_kernels_and_names_where_the_device_ti
     report(test="profile-graph-kernels", heaviest=replayed.heaviest())
     assert sum(n for _, _, n in replayed.by_name) == replayed.launches >= 3, replayed.by_name
     assert b.shape == a.shape and replayed.heaviest(1)
+
+
+def test_atr_takes_the_faster_of_its_two_triton_ways_at_paper_sizes(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """RNMT_ATR_PERSISTENT unset (auto) with fast paths measured: ATR's recurrence at batch 80, hidden 1000 times
+    its per-step kernels against its persistent ones (a cooperative launch) once, and the way it took gives the
+    per-step kernels' states and gradients in float32, padded; the run records which way it was."""
+    monkeypatch.setenv("RNMT_FASTPATH", "measure")
+    monkeypatch.setenv("RNMT_FASTPATH_CACHE", str(tmp_path / "fastpath.json"))
+    monkeypatch.delenv("RNMT_ATR_PERSISTENT", raising=False)
+    fastpath.forget()
+    try:
+        torch.manual_seed(0)
+        cell = build_cell("atr", 32, 1000).to(CUDA)
+        x = torch.randn(80, 20, 32, device=CUDA, requires_grad=True)
+        h0 = torch.randn(80, 1000, device=CUDA, requires_grad=True)
+        mask = torch.ones(80, 20, dtype=torch.bool, device=CUDA)
+        mask[1, 6:] = False
+        with use_path("sequence"):
+            chosen = outputs_and_grads(cell, x, mask, h0, reverse=False)
+            kind = triton_cells.kind(run(cell, x, mask, h0)[0])
+            keys = [k for k in fastpath.chosen() if "ATR recurrence, hidden 1000, batch < 128" in k]
+            assert len(keys) == 1, fastpath.chosen()
+            way = fastpath.chosen()[keys[0]]
+            assert kind == {"persistent": "Triton, persistent", "per step": "Triton"}[way], (kind, way)
+            monkeypatch.setenv("RNMT_ATR_PERSISTENT", "0")
+            per_step = outputs_and_grads(cell, x, mask, h0, reverse=False)
+        errors = [relative_error(a, b) for a, b in zip(chosen, per_step, strict=True)]
+        report(test="atr-persistent-chosen", way=way, max_relative_error=max(errors))
+        assert max(errors) < 1e-5, errors
+    finally:
+        fastpath.forget()
 
 
 # last in the file: a barrier that never opened would hang here, after every other test has run

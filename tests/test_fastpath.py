@@ -85,6 +85,26 @@ def test_cpus_of_one_name_but_another_generation_measure_apart(
         fastpath._processor.cache_clear()
 
 
+def test_a_switch_that_changes_the_candidates_keeps_its_choices_apart(
+        measuring: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A choice measured with ATR's persistent kernels forced on or off (or Triton off) weighed other
+    candidates than the measured default's, so it is kept under its own machine name."""
+    calls: list[str] = []
+    timer, candidate = clock({"a": 0.003, "b": 0.001}, calls)
+    plain = fastpath.machine(CPU)
+    for env, value in (("RNMT_ATR_PERSISTENT", "1"), ("RNMT_ATR_PERSISTENT", "0"), ("RNMT_TRITON", "0")):
+        monkeypatch.setenv(env, value)
+        assert fastpath.machine(CPU) == f"{plain} | {env}={value}"
+        fastpath.forget()
+        calls.clear()
+        assert fastpath.choose("k", {n: candidate(n) for n in "ab"}, "a", CPU, reps=3, timer=timer) == "b"
+        assert calls, f"{env}={value} measured for itself"
+        monkeypatch.delenv(env)
+    monkeypatch.setenv("RNMT_ATR_PERSISTENT", "auto")                # the default, said aloud
+    assert fastpath.machine(CPU) == plain
+    assert len(json.loads(measuring.read_text())) == 3
+
+
 def test_without_measuring_the_default_is_taken(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("RNMT_FASTPATH", "default")
     monkeypatch.setenv("RNMT_FASTPATH_CACHE", str(tmp_path / "c.json"))

@@ -24,6 +24,7 @@ def test_switches_are_typed_and_default_when_unset() -> None:
 @pytest.mark.parametrize("env, message", [
     ({"RNMT_MATMUL": "fast"}, "RNMT_MATMUL='fast': valid values are auto, onednn, blas"),
     ({"RNMT_TRITON": "off"}, "RNMT_TRITON='off': give 0 or 1"),
+    ({"RNMT_ATR_PERSISTENT": "yes"}, "RNMT_ATR_PERSISTENT='yes': valid values are auto, 0, 1"),
     ({"RNMT_JOBS_PER_GPU": "0"}, "RNMT_JOBS_PER_GPU='0' must be a whole number >= 1"),
 ])
 def test_a_bad_value_is_named_with_what_the_switch_takes(env: dict[str, str], message: str) -> None:

@@ -13,7 +13,8 @@ not bound h, so each layer's output grows with its input and the stack's values 
 `bias=False` is eq. 6 as printed, p = W_x x and q = W_h h (the ATR tables' setting); the reference code
 adds the biases. Two weight matrices (Table 1); p of all timesteps is one product.
 
-Whole-sequence paths (default options): on CUDA the Triton kernels of cells/triton; on the CPU
+Whole-sequence paths (default options): on CUDA the Triton kernels of cells/triton, a step at a time or
+persistent (all steps in one launch), whichever was timed faster (`persistent_chosen`); on the CPU
 `ATRSequence`, a time-major loop without an autograd graph whose backward computes per step only the
 state gradient, and the weight gradient of all steps as one product, ∂L/∂W_h = Σ_t δ_tᵀ h_{t−1}.
 Backward at step t from ∂h' (δ = ∂q):
@@ -34,11 +35,12 @@ import torch
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
-from rnmt.cells.base import RecurrentCell
+from rnmt.cells.base import MEASURE_STEPS, RecurrentCell, graphed
 from rnmt.cells.kernel import StepKernel, product_grad, row_sum, sigmoid_grad, time_major, weight_grads
 from rnmt.cells.registry import register_cell
 from rnmt.cells.triton import triton_path
 from rnmt.io import InputError
+from rnmt.machine import fastpath
 from rnmt.machine.matmul import addmm, linear, mm, narrow, products_dtype
 
 
@@ -99,12 +101,58 @@ class ATR(RecurrentCell):
         if self.state_tanh or self.twin != "add":
             return None
         p, m = time_major(projected, mask)
-        kernels = triton_path(p, "atr")
-        sequence = kernels.TritonATR if kernels else ATRSequence
-        return sequence.apply(p, m, state.contiguous(), self.weight_hh, self._recurrent_bias()).transpose(0, 1)
+        kernels, bias = triton_path(p, "atr"), self._recurrent_bias()
+        if kernels is None:
+            return ATRSequence.apply(p, m, state.contiguous(), self.weight_hh, bias).transpose(0, 1)
+        persistent = persistent_chosen(kernels, p, m is not None, self.weight_hh, bias)
+        return kernels.TritonATR.apply(p, m, state.contiguous(), self.weight_hh, bias, persistent).transpose(0, 1)
 
     def _recurrent_bias(self) -> Tensor:
         return self.bias_hh if self.bias_hh is not None else self.no_bias
+
+
+_PERSISTENT: dict[tuple[Any, ...], bool] = fastpath.lookup({})
+
+
+def persistent_chosen(kernels: Any, p: Tensor, masked: bool, weight: Tensor, bias: Tensor) -> bool:
+    """Whether ATR's Triton recurrence over p [T, B, H] runs as its persistent kernels (cells/triton/atr.py):
+    as RNMT_ATR_PERSISTENT forces, else whichever of the two ways was faster, timed once a run like every
+    fast path (rnmt.machine.fastpath: replays where the work runs in a CUDA graph) over MEASURE_STEPS steps at
+    p's batch (to a power of two) and width, with the backward where autograd records and in the products'
+    dtype; per step where nothing is timed (RNMT_FASTPATH=default), where the persistent kernels' programs
+    do not fit the GPU at once, and in work a CUDA graph will hold where no graph can hold them."""
+    T, B, H = p.shape
+    forced = kernels.forced_persistent()
+    if forced is not None:
+        return forced
+    if fastpath.mode() == "default" or kernels.persistent_launch(B, H, p.device) is None:
+        return False
+    grad = torch.is_grad_enabled() and (p.requires_grad or weight.requires_grad or bias.requires_grad)
+    products = products_dtype(p)
+    key = (H, B.bit_length(), masked, grad, p.device, p.dtype, products, graphed(p.device))
+    if key not in _PERSISTENT:
+        what = (f"ATR recurrence, hidden {H}, batch < {2 ** key[1]}{', masked' if masked else ''}, "
+                f"{'forward+backward' if grad else 'forward'}, {p.device.type} {str(p.dtype).removeprefix('torch.')}"
+                f", products in {str(products).removeprefix('torch.')}: per step or persistent kernels")
+        with torch.random.fork_rng(devices=[p.device] if p.device.type == "cuda" else []):   # training's RNG
+            x = torch.randn(MEASURE_STEPS, B, H, device=p.device, dtype=p.dtype, requires_grad=grad)
+        m = x.new_ones(MEASURE_STEPS, B, 1) if masked else None
+        h0, params = x.new_zeros(B, H), [w for w in (weight, bias) if w.requires_grad]
+
+        def timed(persistent: bool) -> Any:
+            def fn() -> None:
+                out = kernels.TritonATR.apply(x, m, h0, weight, bias, persistent)
+                if grad:
+                    torch.autograd.grad(out.sum(), [x, *params], allow_unused=True)
+            return fn
+
+        runs = {"per step": timed(False), "persistent": timed(True)}
+        persistent = runs["persistent"]
+        if key[-1] and fastpath.as_replay("ATR's persistent kernels", persistent, p.device) is persistent:
+            _PERSISTENT[key] = False        # no graph holds them here: a step holding them would run eagerly
+        else:
+            _PERSISTENT[key] = fastpath.choose(what, runs, "per step", p.device, graphed=key[-1]) == "persistent"
+    return _PERSISTENT[key]
 
 
 class ATRKernel(StepKernel):

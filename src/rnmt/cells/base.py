@@ -238,9 +238,10 @@ def _label(path: str, out: Tensor) -> str:
     if path == "torch":
         return f"torch layer ({'cuDNN' if out.is_cuda else 'oneDNN'})"
     if path == "sequence":
-        from rnmt.cells.triton import uses_triton
+        from rnmt.cells.triton import kind
 
-        return "rnmt kernel (Triton)" if out.is_cuda and uses_triton(out) else "rnmt kernel"
+        triton = kind(out) if out.is_cuda else None
+        return f"rnmt kernel ({triton})" if triton else "rnmt kernel"
     return "step loop"
 
 

@@ -10,9 +10,10 @@ than MARGIN (closer than that, the default stays: a choice made once should not 
 
 Choices are kept for the process and in a JSON file (`RNMT_FASTPATH_CACHE`, default
 ~/.cache/rnmt/fastpath.json) under the machine's name (CPU model with its x86 family and model numbers, or
-GPU name; torch and rnmt versions; threads; the RNMT_MATMUL and RNMT_TRITON switches), so a machine measures
-each key once: nodes of a cluster that share a home folder but not a CPU generation measure apart. The
-first choice written for a key stands: a job that measured the same key meanwhile takes the file's.
+GPU name; torch and rnmt versions; threads; the RNMT_MATMUL, RNMT_TRITON and RNMT_ATR_PERSISTENT switches),
+so a machine measures each key once: nodes of a cluster that share a home folder but not a CPU generation
+measure apart. The first choice written for a key stands: a job that measured the same key meanwhile takes
+the file's.
 
 A run's choices are also fixed for the run itself: with `RNMT_FASTPATH_RUN` set (the workflow sets
 results/<run>/fast_paths.json), the first choice made for a key in the run is written there, keyed by the
@@ -53,6 +54,7 @@ from rnmt.machine.switches import Switches, switch, variable
 log = logging.getLogger(__name__)
 MODES = Switches.__dataclass_fields__["fastpath"].metadata["choices"]
 MARGIN = 0.05
+CANDIDATE_SWITCHES = ("matmul", "triton", "atr_persistent")     # the switches that change what a choice weighs
 _CHOSEN: dict[str, str] = {}
 _LOCK = threading.Lock()
 _SPENT = [0.0]                                  # seconds spent measuring in this process
@@ -73,7 +75,7 @@ def machine(device: torch.device) -> str:
     from rnmt import __version__
 
     now, default = Switches.read(), Switches()
-    switches = ",".join(f"{variable(k)}={int(v) if isinstance(v, bool) else v}" for k in ("matmul", "triton")
+    switches = ",".join(f"{variable(k)}={int(v) if isinstance(v, bool) else v}" for k in CANDIDATE_SWITCHES
                         if (v := getattr(now, k)) != getattr(default, k))
     return (f"{_processor(device.type, device.index)} | torch {torch.__version__} | rnmt {__version__} | "
             f"{torch.get_num_threads()} threads" + (f" | {switches}" if switches else ""))

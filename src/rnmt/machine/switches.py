@@ -5,8 +5,9 @@ it is at the call, never `os.environ` directly.
 
 Which code runs is decided by three of them, each over the one before: `RNMT_FASTPATH` (how a computation
 with several paths picks one), then within the candidates `RNMT_MATMUL` (the CPU's route for float32
-products, fixed when rnmt.machine.matmul is imported) and `RNMT_TRITON` (whether CUDA recurrences may take
-Triton kernels). The run's file of choices (`RNMT_FASTPATH_RUN`) fixes what was picked for every job.
+products, fixed when rnmt.machine.matmul is imported), `RNMT_TRITON` (whether CUDA recurrences may take
+Triton kernels) and `RNMT_ATR_PERSISTENT` (whether ATR's may take its persistent ones). The run's file of
+choices (`RNMT_FASTPATH_RUN`) fixes what was picked for every job.
 """
 
 from __future__ import annotations
@@ -39,10 +40,10 @@ class Switches:
     matmul: str = _switch("auto", "the CPU's route for float32 products: auto (oneDNN where it is faster), "
                           "onednn or blas; read once, when rnmt.machine.matmul is imported", ("auto", "onednn", "blas"))
     triton: bool = _switch(True, "0: CUDA recurrences never take the Triton kernels")
-    atr_persistent: bool = _switch(False, "1: ATR's Triton recurrence runs as one persistent kernel per direction "
-                                   "where it fits the GPU (rnmt.cells.triton.atr; 1.85x the per-step kernels at hidden "
-                                   "1000 on an H100 in float32; under bfloat16 autocast its products take bfloat16 "
-                                   "operands; whole models not yet measured)")
+    atr_persistent: str = _switch("auto", "ATR's Triton recurrence as one persistent kernel per direction where its "
+                                  "programs fit the GPU at once (rnmt.cells.triton.atr): auto (timed against the "
+                                  "per-step kernels as a fast path, rnmt.machine.fastpath), 1 (always where it fits) "
+                                  "or 0 (never)", ("auto", "0", "1"))
     malloc_tuning: bool = _switch(True, "0: leave glibc's allocator as it is (rnmt.machine.allocator)")
     allow_unpinned: bool = _switch(False, "1: download files without a pinned sha256 (rnmt.data.download)")
     registry: Path | None = _switch(None, "the corpus registry instead of workflow/corpora.yaml (a site's "

@@ -77,13 +77,21 @@ def force_on_cpu() -> Iterator[None]:
 def uses_triton(t: Tensor) -> bool:
     """Whether the autograd graph behind `t` contains one of the Triton functions (tests and the benchmark's
     `path` column use it to see which path a cell took)."""
-    seen, todo = set(), [t.grad_fn]
+    return kind(t) is not None
+
+
+def kind(t: Tensor) -> str | None:
+    """"Triton" where the autograd graph behind `t` contains one of the Triton functions, "Triton, persistent"
+    where one of them ran persistent kernels (ATR's), None where none: what a run records of its path."""
+    seen, todo, found = set(), [t.grad_fn], None
     while todo:
         node = todo.pop()
         if node is None or node in seen:
             continue
         seen.add(node)
         if type(node).__name__.startswith("Triton"):
-            return True
+            if getattr(node, "persistent", False):
+                return "Triton, persistent"
+            found = "Triton"
         todo += [n for n, _ in node.next_functions]
-    return False
+    return found

@@ -2,14 +2,16 @@
 how the kernels work):
 
 - per step: the product W_h h as a cuBLAS call, then one elementwise kernel, forward and backward;
-- persistent (switch RNMT_ATR_PERSISTENT=1, where the batch and hidden size fit the GPU): one kernel
-  launch for all steps of a direction. Each program owns a tile of rows (sentences) and hidden units and
-  loops over time: its product h_{t-1} W_h[cols]ᵀ (U's columns stay in L2 across steps, the paper's
-  Table 1 point: ATR has one recurrent matrix, GRU three) and its gates, then it waits at a barrier for
-  the other programs of its rows to have written h_t. The backward loop keeps ∂L/∂h of its tile in
-  registers and does ∂q W_h the same way. Not yet measured on a GPU, so off by default. The programs
-  must all run at once: at most one per multiprocessor, and a GPU shared under MPS with a limit on its
-  multiprocessors, or another persistent kernel beside it, could leave the barrier waiting forever.
+- persistent (where the batch and hidden size fit the GPU): one kernel launch for all steps of a direction.
+  Each program owns a tile of rows (sentences) and hidden units and loops over time: its product
+  h_{t-1} W_h[cols]ᵀ (U's columns stay in L2 across steps, the paper's Table 1 point: ATR has one
+  recurrent matrix, GRU three) and its gates, then it waits at a barrier for the other programs of its
+  rows to have written h_t. The backward loop keeps ∂L/∂h of its tile in registers and does ∂q W_h the
+  same way. The programs must all run at once, so there are at most as many as the GPU has
+  multiprocessors, and they are launched as a cooperative grid: the driver makes them all resident at
+  once or refuses the launch with an error, where programs of an ordinary launch that found no room
+  (a GPU shared under MPS, other work holding multiprocessors) could leave the barrier waiting. Which of
+  the two ways runs is the cell's choice (cells/atr.py: timed as a fast path, or RNMT_ATR_PERSISTENT).
   Under autocast (`products_dtype`, rnmt.machine.matmul) their products take h_{t-1} and W_h (and backward's ∂q)
   in the autocast dtype and accumulate in float32, on the tensor cores, as autocast's own products do;
   the state, the gates and everything else stay in float32. Without autocast the products are in full
@@ -267,31 +269,40 @@ def atr_persistent_backward(grad_ptr, m_ptr, p_ptr, s_ptr, i_ptr, f_ptr, w_ptr, 
 PERSISTENT_TILES = ((16, 16), (32, 16), (64, 16), (128, 16), (128, 32), (128, 64))   # (rows, hidden units)
 
 
-def persistent_launch(B: int, H: int, device: torch.device) -> tuple[int, dict[str, int]] | None:
+def persistent_launch(B: int, H: int, device: torch.device) -> tuple[int, dict[str, Any]] | None:
     """(row blocks, kernel options) of the persistent kernels for B rows of H units on `device`: the
-    smallest tiles whose programs all fit at once (one per multiprocessor; one in triton's interpreter), or
-    None where none does or RNMT_ATR_PERSISTENT is not 1."""
-    if not switch("atr_persistent"):
-        return None
+    smallest tiles whose programs all fit at once (one per multiprocessor; one in triton's interpreter),
+    launched as a cooperative grid on a GPU; None where no tile fits."""
     slots = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 1
     for block_b, block_n in PERSISTENT_TILES:
         row_blocks = triton.cdiv(B, block_b)
         if row_blocks * triton.cdiv(H, block_n) <= slots:
-            return row_blocks, {"BLOCK_B": block_b, "BLOCK_N": block_n, "BLOCK_K": 32, "num_warps": 4}
+            return row_blocks, {"BLOCK_B": block_b, "BLOCK_N": block_n, "BLOCK_K": 32, "num_warps": 4,
+                                "launch_cooperative_grid": device.type == "cuda"}
     return None
+
+
+def forced_persistent() -> bool | None:
+    """RNMT_ATR_PERSISTENT as a decision: True (1), False (0), or None (auto: the cell times both ways)."""
+    return {"1": True, "0": False}.get(switch("atr_persistent"))
 
 
 class TritonATR(torch.autograd.Function):
     """ATR (Zhang et al. 2018, eqs. 6-9): q = W_h h + b_h, i = σ(p + q), f = σ(p − q), h' = i ⊙ p + f ⊙ h."""
 
     @staticmethod
-    def forward(ctx: Any, p: Tensor, m: Tensor | None, h0: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
+    def forward(ctx: Any, p: Tensor, m: Tensor | None, h0: Tensor, weight: Tensor, bias: Tensor,
+                persistent: bool | None = None) -> Tensor:
+        """`persistent`: the persistent kernels where they fit (True) or the per-step ones (False); None:
+        as RNMT_ATR_PERSISTENT forces, per step where it does not (the cell's `sequence` decides)."""
         T, B, H = p.shape
         states = p.new_empty(T + 1, B, H)                  # h0, then every step's state
         states[0] = h0
         i_all, f_all = torch.empty_like(p), torch.empty_like(p)
         mm = p if m is None else m
-        launch, products = persistent_launch(B, H, p.device), products_dtype(p)
+        persistent = forced_persistent() if persistent is None else persistent
+        launch = persistent_launch(B, H, p.device) if persistent else None
+        products = products_dtype(p)
         with on_device(p):
             if launch is not None:
                 row_blocks, opts = launch
@@ -308,7 +319,7 @@ class TritonATR(torch.autograd.Function):
                         q = addmm(bias, states[t], wt)
                         atr_step_forward[grid](p, q, states[t], mm, hs, i_all, f_all, t, B * H, B, H,
                                                HAS_MASK=m is not None, **opts)
-        ctx.launch, ctx.products = launch, products
+        ctx.launch, ctx.products, ctx.persistent = launch, products, launch is not None   # `kind` reads the last
         ctx.save_for_backward(p, m, weight, states, i_all, f_all)
         return states[1:]
 
@@ -341,7 +352,7 @@ class TritonATR(torch.autograd.Function):
                                             H, HAS_MASK=m is not None, **opts)
                     g = addmm(carry, dq[t], weight)
             dw, db = weight_grads(dq[:T], states[1:], states[0])
-        return dp, None, g, dw, db
+        return dp, None, g, dw, db, None
 
 
 KERNELS = (atr_step_forward, atr_step_backward, atr_rows_forward, atr_rows_backward)
