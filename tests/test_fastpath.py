@@ -55,7 +55,9 @@ def test_the_candidate_with_the_lowest_median_time_wins_and_is_kept_for_the_mach
     assert not [r for r in caplog.records if r.name == "rnmt.machine.fastpath" and r.levelno >= logging.INFO]
     assert calls == ["a", "b", "c"] * 4          # a warm-up run each, then three interleaved rounds
     kept = json.loads(measuring.read_text())
-    assert kept == {fastpath.machine(CPU): {"k": "b"}}
+    # the choice, and beside it the candidates' median times that decided it, for a person reading the file
+    machine = fastpath.machine(CPU)
+    assert kept == {machine: {"k": "b"}, "medians_ms": {machine: {"k": {"a": 3.0, "b": 1.0, "c": 2.0}}}}
     assert any(k.endswith("| k") and v == "b" for k, v in fastpath.chosen().items())
     fastpath.forget()                              # a new process: the file answers, nothing runs
     calls.clear()
@@ -80,7 +82,8 @@ def test_cpus_of_one_name_but_another_generation_measure_apart(
             calls.clear()
             assert fastpath.choose("k", {n: candidate(n) for n in "ab"}, "a", CPU, reps=3, timer=timer) == "b"
             assert calls, f"{family} measured for itself"
-        assert len(json.loads(measuring.read_text())) == 2
+        kept = json.loads(measuring.read_text())
+        assert len(kept) == 3 and len(kept["medians_ms"]) == 2, kept
     finally:
         fastpath._processor.cache_clear()
 
@@ -102,7 +105,8 @@ def test_a_switch_that_changes_the_candidates_keeps_its_choices_apart(
         monkeypatch.delenv(env)
     monkeypatch.setenv("RNMT_ATR_PERSISTENT", "auto")                # the default, said aloud
     assert fastpath.machine(CPU) == plain
-    assert len(json.loads(measuring.read_text())) == 3
+    kept = json.loads(measuring.read_text())
+    assert len(kept) == 4 and len(kept["medians_ms"]) == 3, kept
 
 
 def test_without_measuring_the_default_is_taken(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

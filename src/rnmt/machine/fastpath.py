@@ -9,7 +9,8 @@ the candidates interleaved, and the lowest median time wins if it beats the defa
 than MARGIN (closer than that, the default stays: a choice made once should not follow the noise).
 
 Choices are kept for the process and in a JSON file (`RNMT_FASTPATH_CACHE`, default
-~/.cache/rnmt/fastpath.json) under the machine's name (CPU model with its x86 family and model numbers, or
+~/.cache/rnmt/fastpath.json), with the candidates' median times that decided them (its `medians_ms`, by
+machine and key), under the machine's name (CPU model with its x86 family and model numbers, or
 GPU name; torch and rnmt versions; threads; the RNMT_MATMUL, RNMT_TRITON and RNMT_ATR_PERSISTENT switches),
 so a machine measures each key once: nodes of a cluster that share a home folder but not a CPU generation
 measure apart. The first choice written for a key stands: a job that measured the same key meanwhile takes
@@ -54,6 +55,7 @@ from rnmt.machine.switches import Switches, switch, variable
 log = logging.getLogger(__name__)
 MODES = Switches.__dataclass_fields__["fastpath"].metadata["choices"]
 MARGIN = 0.05
+MEDIANS = "medians_ms"        # the machine file's section of each measured key's candidates' median milliseconds
 CANDIDATE_SWITCHES = ("matmul", "triton", "atr_persistent")     # the switches that change what a choice weighs
 _CHOSEN: dict[str, str] = {}
 _LOCK = threading.Lock()
@@ -131,7 +133,11 @@ def _first_written(path: Path, section: str, key: str, winner: str, extra: Mappi
             kept = section_data.setdefault(key, winner) if isinstance(section_data, dict) else winner
             if kept == winner:
                 for name, value in extra.items():
-                    data.setdefault(name, {})[key] = value
+                    if name == MEDIANS:           # by machine, then key, as the choices
+                        for machine_name, medians in value.items():
+                            data.setdefault(name, {}).setdefault(machine_name, {})[key] = medians
+                    else:
+                        data.setdefault(name, {})[key] = value
                 write_json(path, data)
             return kept
     except OSError as e:
@@ -229,7 +235,8 @@ def _machine_choice(section: str, key: str, candidates: Mapping[str, Callable[[]
     winner = best if times[best] < (1 - MARGIN) * times[default] else default
     log.debug("fast path for %s: %s (%s)", key, winner,
              ", ".join(f"{name} {t * 1e3:.2f} ms" for name, t in times.items()))
-    kept = _first_written(cache_path(), section, key, winner)
+    medians = {section: {name: round(t * 1e3, 4) for name, t in times.items()}}
+    kept = _first_written(cache_path(), section, key, winner, {MEDIANS: medians})
     if kept != winner and kept in candidates:
         log.debug("fast path for %s: %s, as another job measured first", key, kept)
         winner = kept
