@@ -133,8 +133,9 @@ def check_gaps(name: str) -> None:
 
 
 def check_persistent_tiles() -> None:
-    """ATR's persistent kernels over 2 x 3 tiles of 16 rows and 16 units (20 rows, 40 units, products in
-    blocks of 16), launched one step at a time, against ATRSequence: states and every gradient."""
+    """ATR's persistent kernels over tiles of several shapes (20 rows, 40 units: 2 x 3 tiles of 16 rows and 16
+    units, 2 x 2 of 16 x 32, 1 x 3 of 32 x 16, 2 x 1 of 16 x 64, the squarer tiles `fewer_reads_tile` offers;
+    products in blocks of 16), launched one step at a time, against ATRSequence: states and every gradient."""
     from rnmt.cells.atr import ATRSequence
 
     atr = triton_cells.load("atr")
@@ -150,21 +151,24 @@ def check_persistent_tiles() -> None:
     weights = torch.randn(T, B, H)
     expected = [hs, *torch.autograd.grad((hs * weights).sum(), [p, h0, w, b])]
 
-    opts = {"BLOCK_B": 16, "BLOCK_N": 16, "BLOCK_K": 16, "HAS_MASK": True, "SYNC": False}
-    grid, sync = (2 * 3,), torch.zeros(2, dtype=torch.int32)
-    states = torch.empty(T + 1, B, H)
-    states[0] = h0.detach()
-    i_all, f_all = torch.empty(T, B, H), torch.empty(T, B, H)
-    for t in range(T):
-        atr.atr_persistent_forward[grid](p.detach(), m, w.detach(), b.detach(), states, i_all, f_all, sync, t, t + 1,
-                                         B, H, **opts)
-    dp, dq, carry = torch.empty(T, B, H), torch.zeros(T + 1, B, H), torch.zeros(B, H)
-    for t in range(T - 1, -1, -1):
-        atr.atr_persistent_backward[grid](weights, m, p.detach(), states, i_all, f_all, w.detach(), dp, dq, carry,
-                                          sync, t, t + 1, B, H, **opts)
-    g = carry + dq[0] @ w.detach()
-    dw, db = atr.weight_grads(dq[:T], states[1:], states[0])
-    assert_all_close([states[1:], dp, g, dw, db], expected, "ATRSequence", torch.float64)
+    for block_b, block_n in ((16, 16), (16, 32), (32, 16), (16, 64)):
+        opts = {"BLOCK_B": block_b, "BLOCK_N": block_n, "BLOCK_K": 16, "HAS_MASK": True, "SYNC": False}
+        row_blocks = -(-B // block_b)
+        grid, sync = (row_blocks * -(-H // block_n),), torch.zeros(row_blocks, dtype=torch.int32)
+        states = torch.empty(T + 1, B, H)
+        states[0] = h0.detach()
+        i_all, f_all = torch.empty(T, B, H), torch.empty(T, B, H)
+        for t in range(T):
+            atr.atr_persistent_forward[grid](p.detach(), m, w.detach(), b.detach(), states, i_all, f_all, sync, t,
+                                             t + 1, B, H, **opts)
+        dp, dq, carry = torch.empty(T, B, H), torch.zeros(T + 1, B, H), torch.zeros(B, H)
+        for t in range(T - 1, -1, -1):
+            atr.atr_persistent_backward[grid](weights, m, p.detach(), states, i_all, f_all, w.detach(), dp, dq,
+                                              carry, sync, t, t + 1, B, H, **opts)
+        g = carry + dq[0] @ w.detach()
+        dw, db = atr.weight_grads(dq[:T], states[1:], states[0])
+        assert_all_close([states[1:], dp, g, dw, db], expected, f"ATRSequence ({block_b} x {block_n} tiles)",
+                         torch.float64)
 
 
 def narrow_atr_reference(p: torch.Tensor, m: torch.Tensor, h0: torch.Tensor, w: torch.Tensor, b: torch.Tensor,
@@ -300,7 +304,11 @@ def check_persistent_chosen() -> None:
         assert torch.equal(torch.rand(3), drawn), "measuring moved the random stream"
         keys = [k for k in chosen if "ATR recurrence, hidden 40, batch < 32, masked, forward+backward" in k]
         assert len(keys) == 1, chosen
-        assert kind == {"persistent": "Triton, persistent", "per step": "Triton"}[chosen[keys[0]]], (kind, chosen)
+        way = chosen[keys[0]]
+        assert way in ("per step", "persistent", "persistent, 32 x 64 tiles"), chosen
+        assert kind == ("Triton, persistent" if way.startswith("persistent") else "Triton"), (kind, chosen)
+        times = json.loads(Path(cache).read_text())["medians_ms"]                   # every way was timed
+        assert {len(t.get(keys[0].split(" | ")[-1], {})) for t in times.values()} >= {3}, times
         assert json.loads(Path(cache).read_text()), "the choice was not kept for the machine"
         assert_all_close(found, expected, "the CPU loop", torch.float32)
         for setting, taken in (("1", "Triton, persistent"), ("0", "Triton")):
@@ -308,6 +316,25 @@ def check_persistent_chosen() -> None:
                                                    RNMT_ATR_PERSISTENT=setting)
             assert kind == taken and not [k for k in chosen if "ATR recurrence" in k], (setting, kind, chosen)
             assert_all_close(found, expected, "the CPU loop", torch.float32)
+    # each way the choice weighed, run directly: 20 rows of 40 units fit one program in 128 x 64 tiles (the
+    # most programs') and in 32 x 64 ones (the fewest bytes read a step), the interpreter's one slot
+    atr = triton_cells.load("atr")
+    assert atr.fewer_reads_tile(20, 40, torch.device("cpu"), 4) == (32, 64)
+    from rnmt.cells.atr import ATRSequence
+    from rnmt.cells.kernel import time_major
+
+    t_major, m = time_major(cell.project_inputs(x).detach(), mask)
+
+    def direct(way: bool | tuple[int, int] | None) -> list[torch.Tensor]:
+        inputs = [t.clone().requires_grad_() for t in (t_major, h0, cell.weight_hh.detach(), cell.bias_hh.detach())]
+        with triton_cells.force_on_cpu():
+            states = (ATRSequence.apply(*inputs[:1], m, *inputs[1:]) if way is None
+                      else atr.TritonATR.apply(inputs[0], m, *inputs[1:], way))
+        assert way is None or states.grad_fn.persistent == (way is not False)
+        return [states, *torch.autograd.grad((states * grad.transpose(0, 1)).sum(), inputs)]
+
+    for way in (False, True, (32, 64)):
+        assert_all_close(direct(way), direct(None), f"ATRSequence (way {way})", torch.float32)
     found, kind, chosen = states_and_grads(RNMT_FASTPATH="default")
     assert kind == "Triton" and not chosen, (kind, chosen)
     assert_all_close(found, expected, "the CPU loop", torch.float32)
@@ -529,8 +556,9 @@ def test_kernels_compile_for_cuda(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
 @needs_triton
 @pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") == "1", reason="compiles the kernels, not interpreted ones")
 def test_atrs_persistent_kernels_compile_with_their_barrier(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """ATR's persistent kernels compile for sm_90 in float32 at the tile a launch picks at the ATR paper's
-    sizes on an H100 (batch 80, hidden 1000: 64 rows x 16 units), and keep the barrier between their steps:
+    """ATR's persistent kernels compile for sm_90 in float32 at the tiles a launch picks at the ATR paper's
+    sizes on an H100 (batch 80, hidden 1000: 64 rows x 16 units, and the squarer tiles that read fewer bytes a
+    step, 16 x 64 with W_h in bfloat16, 32 x 32 in float32), and keep the barrier between their steps:
     a releasing add and acquiring reads of the counter at GPU scope (a barrier compiled away would let a
     program read states the others have not written yet). With W_h in bfloat16 (their form under bfloat16
     autocast) the products are tensor-core instructions on bfloat16 operands; in float32, IEEE float32 (no
@@ -544,7 +572,9 @@ def test_atrs_persistent_kernels_compile_with_their_barrier(monkeypatch: pytest.
     atr = triton_cells.load("atr")
     for fn in atr.PERSISTENT:
         for dtype, weight, has_mask, (block_b, block_n) in (("fp32", "fp32", True, (64, 16)),
-                                                            ("fp32", "bf16", True, (64, 16))):
+                                                            ("fp32", "bf16", True, (64, 16)),
+                                                            ("fp32", "bf16", True, (16, 64)),      # fewer reads,
+                                                            ("fp32", "fp32", True, (32, 32))):     # the squarer tiles
             constants = {"HAS_MASK": has_mask, "SYNC": True, "BLOCK_B": block_b, "BLOCK_N": block_n, "BLOCK_K": 32}
             pointers = {"sync_ptr": "*i32", "w_ptr": f"*{weight}"}
             signature = {arg: pointers.get(arg, f"*{dtype}") if arg.endswith("_ptr")

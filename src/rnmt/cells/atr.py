@@ -111,16 +111,19 @@ class ATR(RecurrentCell):
         return self.bias_hh if self.bias_hh is not None else self.no_bias
 
 
-_PERSISTENT: dict[tuple[Any, ...], bool] = fastpath.lookup({})
+_PERSISTENT: dict[tuple[Any, ...], bool | tuple[int, int]] = fastpath.lookup({})
 
 
-def persistent_chosen(kernels: Any, p: Tensor, masked: bool, weight: Tensor, bias: Tensor) -> bool:
-    """Whether ATR's Triton recurrence over p [T, B, H] runs as its persistent kernels (cells/triton/atr.py):
-    as RNMT_ATR_PERSISTENT forces, else whichever of the two ways was faster, timed once a run like every
+def persistent_chosen(kernels: Any, p: Tensor, masked: bool, weight: Tensor, bias: Tensor) -> bool | tuple[int, int]:
+    """Whether ATR's Triton recurrence over p [T, B, H] runs as its persistent kernels (cells/triton/atr.py), and
+    in which tiles: as RNMT_ATR_PERSISTENT forces, else whichever way was fastest, timed once a run like every
     fast path (rnmt.machine.fastpath: replays where the work runs in a CUDA graph) over MEASURE_STEPS steps at
     p's batch (to a power of two) and width, with the backward where autograd records and in the products'
-    dtype; per step where nothing is timed (RNMT_FASTPATH=default), where the persistent kernels' programs
-    do not fit the GPU at once, and in work a CUDA graph will hold where no graph can hold them."""
+    dtype: the per-step kernels, the persistent ones in their most programs' tiles, and in the tiles that read
+    the fewest bytes a step where those differ (`fewer_reads_tile`). Per step where nothing is timed
+    (RNMT_FASTPATH=default), where the persistent kernels' programs do not fit the GPU at once, and in work a
+    CUDA graph will hold where no graph can hold them. → False, True or a (rows, units) tile, as
+    `TritonATR` takes them."""
     T, B, H = p.shape
     forced = kernels.forced_persistent()
     if forced is not None:
@@ -139,19 +142,23 @@ def persistent_chosen(kernels: Any, p: Tensor, masked: bool, weight: Tensor, bia
         m = x.new_ones(MEASURE_STEPS, B, 1) if masked else None
         h0, params = x.new_zeros(B, H), [w for w in (weight, bias) if w.requires_grad]
 
-        def timed(persistent: bool) -> Any:
+        def timed(way: bool | tuple[int, int]) -> Any:
             def fn() -> None:
-                out = kernels.TritonATR.apply(x, m, h0, weight, bias, persistent)
+                out = kernels.TritonATR.apply(x, m, h0, weight, bias, way)
                 if grad:
                     torch.autograd.grad(out.sum(), [x, *params], allow_unused=True)
             return fn
 
-        runs = {"per step": timed(False), "persistent": timed(True)}
+        ways: dict[str, bool | tuple[int, int]] = {"per step": False, "persistent": True}
+        tile = kernels.fewer_reads_tile(B, H, p.device, products.itemsize)
+        if tile is not None:
+            ways[f"persistent, {tile[0]} x {tile[1]} tiles"] = tile
+        runs = {name: timed(way) for name, way in ways.items()}
         persistent = runs["persistent"]
         if key[-1] and fastpath.as_replay("ATR's persistent kernels", persistent, p.device) is persistent:
             _PERSISTENT[key] = False        # no graph holds them here: a step holding them would run eagerly
         else:
-            _PERSISTENT[key] = fastpath.choose(what, runs, "per step", p.device, graphed=key[-1]) == "persistent"
+            _PERSISTENT[key] = ways[fastpath.choose(what, runs, "per step", p.device, graphed=key[-1])]
     return _PERSISTENT[key]
 
 

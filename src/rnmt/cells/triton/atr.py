@@ -10,8 +10,12 @@ how the kernels work):
   same way. The programs must all run at once, so there are at most as many as the GPU has
   multiprocessors, and they are launched as a cooperative grid: the driver makes them all resident at
   once or refuses the launch with an error, where programs of an ordinary launch that found no room
-  (a GPU shared under MPS, other work holding multiprocessors) could leave the barrier waiting. Which of
-  the two ways runs is the cell's choice (cells/atr.py: timed as a fast path, or RNMT_ATR_PERSISTENT).
+  (a GPU shared under MPS, other work holding multiprocessors) could leave the barrier waiting. The
+  smallest tiles give the most programs (`persistent_launch`), but each program reads its rows of the state
+  once a step for every block of units: at batch 80, hidden 1000 on 132 multiprocessors, 126 programs of
+  64 x 16 read some 36 MB a step where 80 of 16 x 64 read 15 MB (`fewer_reads_tile`, with W_h in
+  bfloat16). Which way runs, in which tiles, is the cell's choice (cells/atr.py: timed as a fast path, or
+  RNMT_ATR_PERSISTENT).
   Under autocast (`products_dtype`, rnmt.machine.matmul) their products take h_{t-1} and W_h (and backward's ∂q)
   in the autocast dtype and accumulate in float32, on the tensor cores, as autocast's own products do;
   the state, the gates and everything else stay in float32. Without autocast the products are in full
@@ -267,19 +271,49 @@ def atr_persistent_backward(grad_ptr, m_ptr, p_ptr, s_ptr, i_ptr, f_ptr, w_ptr, 
 
 
 PERSISTENT_TILES = ((16, 16), (32, 16), (64, 16), (128, 16), (128, 32), (128, 64))   # (rows, hidden units)
+SQUARER_TILES = ((16, 32), (32, 32), (16, 64), (32, 64), (64, 32), (64, 64))
 
 
-def persistent_launch(B: int, H: int, device: torch.device) -> tuple[int, dict[str, Any]] | None:
-    """(row blocks, kernel options) of the persistent kernels for B rows of H units on `device`: the
-    smallest tiles whose programs all fit at once (one per multiprocessor; one in triton's interpreter),
-    launched as a cooperative grid on a GPU; None where no tile fits."""
-    slots = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 1
-    for block_b, block_n in PERSISTENT_TILES:
-        row_blocks = triton.cdiv(B, block_b)
-        if row_blocks * triton.cdiv(H, block_n) <= slots:
-            return row_blocks, {"BLOCK_B": block_b, "BLOCK_N": block_n, "BLOCK_K": 32, "num_warps": 4,
-                                "launch_cooperative_grid": device.type == "cuda"}
+def _slots(device: torch.device) -> int:
+    """Programs that run at once: one per multiprocessor (one in triton's interpreter)."""
+    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 1
+
+
+def _plan(B: int, H: int, device: torch.device, tile: tuple[int, int]) -> tuple[int, dict[str, Any]]:
+    block_b, block_n = tile
+    return triton.cdiv(B, block_b), {"BLOCK_B": block_b, "BLOCK_N": block_n, "BLOCK_K": 32, "num_warps": 4,
+                                     "launch_cooperative_grid": device.type == "cuda"}
+
+
+def _programs(B: int, H: int, tile: tuple[int, int]) -> int:
+    return triton.cdiv(B, tile[0]) * triton.cdiv(H, tile[1])
+
+
+def persistent_launch(B: int, H: int, device: torch.device,
+                      tile: tuple[int, int] | None = None) -> tuple[int, dict[str, Any]] | None:
+    """(row blocks, kernel options) of the persistent kernels for B rows of H units on `device`, launched as a
+    cooperative grid on a GPU: with `tile` (rows, units) where its programs all fit at once, else with the
+    smallest tiles that do (the most programs); None where none fits."""
+    slots = _slots(device)
+    for t in (tile,) if tile is not None else PERSISTENT_TILES:
+        if _programs(B, H, t) <= slots:
+            return _plan(B, H, device, t)
     return None
+
+
+def fewer_reads_tile(B: int, H: int, device: torch.device, weight_bytes: int) -> tuple[int, int] | None:
+    """A second tiling worth timing against `persistent_launch`'s: of the tiles whose programs fit at once and
+    keep at least half the multiprocessors busy, the one whose programs read the fewest bytes a step (each
+    reads its rows of the previous state, float32, and its units' rows of W_h, `weight_bytes` an element: the
+    smallest tiles read the state once for every block of units, 126 times 64 rows at batch 80, hidden 1000
+    on 132 multiprocessors); None where it is the same tiling or none fits."""
+    slots = _slots(device)
+    fits = [t for t in (*PERSISTENT_TILES, *SQUARER_TILES) if slots // 2 <= _programs(B, H, t) <= slots]
+    if not fits:
+        return None
+    best = min(fits, key=lambda t: (_programs(B, H, t) * H * (4 * t[0] + weight_bytes * t[1]), t))
+    default = persistent_launch(B, H, device)
+    return None if default is not None and (default[1]["BLOCK_B"], default[1]["BLOCK_N"]) == best else best
 
 
 def forced_persistent() -> bool | None:
@@ -292,16 +326,18 @@ class TritonATR(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, p: Tensor, m: Tensor | None, h0: Tensor, weight: Tensor, bias: Tensor,
-                persistent: bool | None = None) -> Tensor:
-        """`persistent`: the persistent kernels where they fit (True) or the per-step ones (False); None:
-        as RNMT_ATR_PERSISTENT forces, per step where it does not (the cell's `sequence` decides)."""
+                persistent: bool | tuple[int, int] | None = None) -> Tensor:
+        """`persistent`: the persistent kernels where they fit (True: `persistent_launch`'s tiles; a (rows,
+        units) tile: those) or the per-step ones (False); None: as RNMT_ATR_PERSISTENT forces, per step where
+        it does not (the cell's `sequence` decides)."""
         T, B, H = p.shape
         states = p.new_empty(T + 1, B, H)                  # h0, then every step's state
         states[0] = h0
         i_all, f_all = torch.empty_like(p), torch.empty_like(p)
         mm = p if m is None else m
         persistent = forced_persistent() if persistent is None else persistent
-        launch = persistent_launch(B, H, p.device) if persistent else None
+        tile = persistent if isinstance(persistent, tuple) else None
+        launch = persistent_launch(B, H, p.device, tile) if persistent else None
         products = products_dtype(p)
         with on_device(p):
             if launch is not None:
