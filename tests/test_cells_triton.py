@@ -350,6 +350,57 @@ def check_persistent_chosen() -> None:
         os.environ["RNMT_FASTPATH"] = mode
     assert triton_cells.kind(out) == "Triton" and not [k for k in fastpath.chosen() if "ATR recurrence" in k]
 
+    # measured through `run`: the cell's path choice probes whether a whole-sequence path exists on one
+    # sentence of two steps, which times nothing of ATR's ways (only the work's own batch is timed); a second
+    # ATR layer forced per step over the first's persistent states records its own kind, not the first's;
+    # a persistent launch that fails (as a cooperative grid the driver refuses would) leaves that way out of
+    # the timing with a warning, and the recurrence runs per step
+    from rnmt.cells.base import chosen_path
+
+    upper = build_cell("atr", 40, 40)
+    atr = triton_cells.load("atr")
+    with tempfile.TemporaryDirectory() as folder:
+        saved = {k: os.environ.get(k) for k in ("RNMT_FASTPATH", "RNMT_FASTPATH_CACHE")}
+        os.environ.update(RNMT_FASTPATH="measure", RNMT_FASTPATH_CACHE=str(Path(folder) / "fastpath.json"))
+        fastpath.forget()
+        try:
+            with triton_cells.force_on_cpu():
+                chosen_path(cell, x.requires_grad_())        # times the loop against the whole-sequence path
+            ways = {k.split(" | ")[-1] for k in fastpath.chosen() if "ATR recurrence" in k}
+            assert ways and all("batch < 32," in k for k in ways), ways
+            with triton_cells.force_on_cpu(), use_path("sequence"):
+                os.environ["RNMT_ATR_PERSISTENT"] = "1"
+                lower_out, _ = run(cell, x, mask)
+                os.environ["RNMT_ATR_PERSISTENT"] = "0"
+                upper_out, _ = run(upper, lower_out, mask)
+                del os.environ["RNMT_ATR_PERSISTENT"]
+            assert triton_cells.kind(upper_out) == "Triton, persistent"      # the walk reaches the lower layer
+            assert triton_cells.kind(upper_out, (lower_out,)) == "Triton"
+            fastpath.forget()
+            forward = atr.atr_persistent_forward
+
+            class Refused:
+                def __getitem__(self, grid: object) -> object:
+                    def launch(*args: object, **kwargs: object) -> None:
+                        raise RuntimeError("Triton Error [CUDA]: too many blocks in cooperative launch")
+                    return launch
+
+            atr.atr_persistent_forward = Refused()
+            try:
+                with triton_cells.force_on_cpu():
+                    out = cell.sequence(cell.project_inputs(x.detach()).requires_grad_(), mask, h0)
+            finally:
+                atr.atr_persistent_forward = forward
+            assert triton_cells.kind(out) == "Triton"
+            assert not [k for k in fastpath.chosen() if "ATR recurrence" in k], fastpath.chosen()
+        finally:
+            os.environ.pop("RNMT_ATR_PERSISTENT", None)
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
 
 def check_rows(case: str) -> None:
     """A chained loop of step kernels through the row kernels (the context-aware encoder's backward pass, two
@@ -452,17 +503,23 @@ def check_dispatch() -> None:
     `path` column says which."""
     from rnmt.bench.cells import sequence_path
 
-    cpu = torch.device("cpu")
     for name in NAMES:
         cell = build_cell(name, 6, 6)
+        x = torch.zeros(2, 3, cell.input_size)
         with triton_cells.force_on_cpu():
-            assert sequence_path(cell, cpu) == "triton", name
+            assert sequence_path(cell, x) == "triton", name
+            if name == "atr":
+                os.environ["RNMT_ATR_PERSISTENT"] = "1"
+                try:
+                    assert sequence_path(cell, x) == "triton, persistent", name
+                finally:
+                    del os.environ["RNMT_ATR_PERSISTENT"]
             os.environ["RNMT_TRITON"] = "0"
             try:
-                assert sequence_path(cell, cpu) == "sequence", name
+                assert sequence_path(cell, x) == "sequence", name
             finally:
                 del os.environ["RNMT_TRITON"]
-        assert sequence_path(cell, cpu) == "sequence", name
+        assert sequence_path(cell, x) == "sequence", name
 
 
 def main() -> None:

@@ -3,6 +3,7 @@ kept per machine; torch's own GRU and LSTM layers are a path of rnmt's GRU and L
 loop's numbers. Timings here come from a given clock, never the machine's."""
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -251,6 +252,28 @@ def test_the_first_choice_written_stands_and_a_resumed_run_adopts_its_own(measur
     fastpath.forget()
     fastpath.adopt({f"{section} | k": "b"})
     assert fastpath.choose("k", {"a": candidate("a"), "b": candidate("b")}, "a", CPU, timer=timer) == "b"
+
+
+def test_a_choice_measured_inside_anothers_candidate_is_counted_once(measuring: Path) -> None:
+    """Measuring time is left out of timed regions (training and decoding speed): a choice made inside another's
+    candidate (ATR's ways inside a cell's paths) is within the outer measurement's time, so the seconds spent
+    measuring are no more than the outer choice's own wall time, not that plus the inner's again."""
+    import time
+
+    def inner(delay: float) -> Callable[[], None]:
+        return lambda: time.sleep(delay)
+
+    def outer() -> Callable[[], None]:
+        def run() -> None:
+            fastpath.choose("inner", {"x": inner(0.01), "y": inner(0.002)}, "x", CPU)
+        return run
+
+    before = fastpath.measuring_seconds()
+    start = time.perf_counter()
+    fastpath.choose("outer", {"a": outer(), "b": outer()}, "a", CPU)
+    wall = time.perf_counter() - start
+    spent = fastpath.measuring_seconds() - before
+    assert 0.04 < spent <= wall, (spent, wall)        # the inner candidates alone slept 4 x (10 + 2) ms
 
 
 def test_a_runs_choices_are_fixed_for_the_run_on_any_machine(measuring: Path, tmp_path: Path,

@@ -25,8 +25,8 @@ from torch import Tensor, nn
 
 from rnmt.bench.timing import Peak, environment, measure
 from rnmt.cells import CELLS, build_cell, run
-from rnmt.cells.base import RecurrentCell, chosen_path, cudnn_in_float32, use_path
-from rnmt.cells.triton import uses_triton
+from rnmt.cells.base import RecurrentCell, chosen_path, cudnn_in_float32, use_path, whole_sequence
+from rnmt.cells.triton import kind
 from rnmt.io import InputError
 
 log = logging.getLogger(__name__)
@@ -47,21 +47,26 @@ def input_size(name: str, hidden: int) -> int:
 
 def taken_path(cell: RecurrentCell, x: Tensor, autocast: bool = False) -> str:
     """The path `run` takes for the cell on x (measured fastest here, rnmt.machine.fastpath), under bfloat16
-    autocast where `autocast`: "torch layer" (torch's own GRU or LSTM), "triton", "sequence" (scan or loop
-    with its own backward) or "step loop"."""
+    autocast where `autocast`: "torch layer" (torch's own GRU or LSTM), "triton", "triton, persistent" (ATR's
+    persistent kernels), "sequence" (scan or loop with its own backward) or "step loop"."""
     with torch.autocast(x.device.type, torch.bfloat16, enabled=autocast):
         chosen = chosen_path(cell, x)
     if chosen == "sequence":
-        return sequence_path(cell, x.device) or "step loop"
+        return sequence_path(cell, x, autocast) or "step loop"
     return "torch layer" if chosen == "torch" else "step loop"
 
 
-def sequence_path(cell: RecurrentCell, device: torch.device) -> str | None:
-    """The whole-sequence path `run` takes for the cell: "triton" (CUDA kernels, cells/triton), "sequence"
+def sequence_path(cell: RecurrentCell, x: Tensor, autocast: bool = False) -> str | None:
+    """The whole-sequence path `run` takes for the cell over x [B, T, input] (its batch and length, with the
+    backward, as a benchmark times it): "triton" (CUDA kernels, cells/triton), "triton, persistent", "sequence"
     (a scan or a loop with its own backward), or None (the step loop)."""
-    p = torch.zeros(1, 1, cell.projection_size, device=device, requires_grad=True)
-    states = cell.sequence(p, None, cell.initial_state(1, p))
-    return None if states is None else "triton" if uses_triton(states) else "sequence"
+    with torch.autocast(x.device.type, torch.bfloat16, enabled=autocast):
+        p = cell.project_inputs(x.detach()).detach().requires_grad_()
+        states = whole_sequence(cell, p, cell.initial_state(x.size(0), p))
+    if states is None:
+        return None
+    taken = kind(states)
+    return taken.lower() if taken else "sequence"
 
 
 def _layer(name: str, hidden: int, device: torch.device, use_sequence: bool,

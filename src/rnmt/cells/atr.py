@@ -29,19 +29,22 @@ keeps its own loop, which measured faster at hidden 256 (benchmarks/README.md, "
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
-from rnmt.cells.base import MEASURE_STEPS, RecurrentCell, graphed
+from rnmt.cells.base import MEASURE_STEPS, RecurrentCell, graphed, probing
 from rnmt.cells.kernel import StepKernel, product_grad, row_sum, sigmoid_grad, time_major, weight_grads
 from rnmt.cells.registry import register_cell
 from rnmt.cells.triton import triton_path
 from rnmt.io import InputError
 from rnmt.machine import fastpath
 from rnmt.machine.matmul import addmm, linear, mm, narrow, products_dtype
+
+log = logging.getLogger(__name__)
 
 
 @register_cell("atr")
@@ -128,7 +131,7 @@ def persistent_chosen(kernels: Any, p: Tensor, masked: bool, weight: Tensor, bia
     forced = kernels.forced_persistent()
     if forced is not None:
         return forced
-    if fastpath.mode() == "default" or kernels.persistent_launch(B, H, p.device) is None:
+    if fastpath.mode() == "default" or probing() or kernels.persistent_launch(B, H, p.device) is None:
         return False
     grad = torch.is_grad_enabled() and (p.requires_grad or weight.requires_grad or bias.requires_grad)
     products = products_dtype(p)
@@ -153,13 +156,28 @@ def persistent_chosen(kernels: Any, p: Tensor, masked: bool, weight: Tensor, bia
         tile = kernels.fewer_reads_tile(B, H, p.device, products.itemsize)
         if tile is not None:
             ways[f"persistent, {tile[0]} x {tile[1]} tiles"] = tile
-        runs = {name: timed(way) for name, way in ways.items()}
-        persistent = runs["persistent"]
-        if key[-1] and fastpath.as_replay("ATR's persistent kernels", persistent, p.device) is persistent:
+        runs = {name: timed(way) for name, way in ways.items() if name == "per step" or _runs(name, timed(way))}
+        persistent = runs.get("persistent")
+        if persistent is None:
+            _PERSISTENT[key] = False
+        elif key[-1] and fastpath.as_replay("ATR's persistent kernels", persistent, p.device) is persistent:
             _PERSISTENT[key] = False        # no graph holds them here: a step holding them would run eagerly
         else:
             _PERSISTENT[key] = ways[fastpath.choose(what, runs, "per step", p.device, graphed=key[-1])]
     return _PERSISTENT[key]
+
+
+def _runs(name: str, fn: Any) -> bool:
+    """Whether a way ATR's recurrence could take runs here (once, eagerly: its kernels compile): a launch the
+    driver refuses (a cooperative grid larger than the GPU holds at once, under MPS) or a kernel that does not
+    compile leaves it out of the timing, with a warning, rather than ending the run."""
+    try:
+        fn()
+        return True
+    except Exception as e:          # noqa: BLE001 - any failure: the way is not offered, the others still are
+        log.warning("ATR's recurrence could not run as '%s' here, so that way is not timed (%s)", name,
+                    f"{type(e).__name__}: {e}".splitlines()[0][:200])
+        return False
 
 
 class ATRKernel(StepKernel):

@@ -164,6 +164,13 @@ def _whole(cell: RecurrentCell, projected: Tensor, mask: Tensor | None, full: bo
     return cell.output(states), torch.where((last > 0).unsqueeze(1), gathered, state)
 
 
+def whole_sequence(cell: RecurrentCell, projected: Tensor, state: Tensor) -> Tensor | None:
+    """The cell's outputs over all of `projected` [B, T, P] by its whole-sequence path, as `run` takes it (under
+    autocast in float32, its products narrow); None where it has none for its options."""
+    got = _whole(cell, projected, None, True, state)
+    return None if got is None else got[0]
+
+
 def _torch(cell: RecurrentCell, x: Tensor, lengths: Tensor | None, full: bool,
            state: Tensor) -> tuple[Tensor, Tensor] | None:
     """(outputs, final state) from torch's own layer (in float32 under autocast, as `_whole`)."""
@@ -234,13 +241,15 @@ def taken_paths() -> dict[str, str]:
     return dict(_TAKEN)
 
 
-def _label(path: str, out: Tensor) -> str:
+def _label(path: str, out: Tensor, inputs: tuple[Tensor | None, ...] = ()) -> str:
+    """What kind of path made `out` from `inputs` (the cell's input and initial state: the work before them,
+    another cell's, is not this one's)."""
     if path == "torch":
         return f"torch layer ({'cuDNN' if out.is_cuda else 'oneDNN'})"
     if path == "sequence":
         from rnmt.cells.triton import kind
 
-        triton = kind(out) if out.is_cuda else None
+        triton = kind(out, inputs) if out.is_cuda else None
         return f"rnmt kernel ({triton})" if triton else "rnmt kernel"
     return "step loop"
 
@@ -281,7 +290,7 @@ def _candidates(cell: RecurrentCell, x: Tensor, grad: bool, params: list[Tensor]
     xm = torch.randn(B, MEASURE_STEPS, x.size(-1), device=x.device, dtype=x.dtype, requires_grad=grad)
     ones = torch.ones(B, MEASURE_STEPS, dtype=torch.bool, device=x.device)
     lengths = ones.sum(1)
-    with torch.no_grad():
+    with torch.no_grad(), probe():
         small = x.new_zeros(1, 2, x.size(-1))
         state0 = cell.initial_state(1, small)
         has = {"loop": True,
@@ -351,6 +360,23 @@ def torch_recurrence(kind: str, x: Tensor, lengths: Tensor | None, h0: Tensor, c
 
 
 _GRAPH_SAFE: ContextVar[bool] = ContextVar("rnmt_graph_safe", default=False)
+_PROBING: ContextVar[bool] = ContextVar("rnmt_probing", default=False)
+
+
+@contextmanager
+def probe() -> Iterator[None]:
+    """Within the block, paths run only to show whether they exist (on a tiny input): choices inside them
+    (ATR's per-step or persistent kernels) take their defaults unmeasured, since the probe's sizes are not the
+    work's."""
+    token = _PROBING.set(True)
+    try:
+        yield
+    finally:
+        _PROBING.reset(token)
+
+
+def probing() -> bool:
+    return _PROBING.get()
 
 
 @contextmanager
@@ -404,7 +430,7 @@ def run(cell: RecurrentCell, x: Tensor, mask: Tensor | None, state: Tensor | Non
     full = mask is None or (not capturing() and bool(mask.all()))
     out, state, taken = _through(chosen_path(cell, x), cell, x, mask, lengths, full, state)
     if torch.is_grad_enabled() and unrecorded(cell):
-        record_path(cell.path_key(), _label(taken, out), cell)
+        record_path(cell.path_key(), _label(taken, out, (x, state)), cell)
     if not full:
         out = out * mask.unsqueeze(-1).to(out.dtype)
     if reverse:

@@ -60,6 +60,8 @@ CANDIDATE_SWITCHES = ("matmul", "triton", "atr_persistent")     # the switches t
 _CHOSEN: dict[str, str] = {}
 _LOCK = threading.Lock()
 _SPENT = [0.0]                                  # seconds spent measuring in this process
+_DEPTH = threading.local()                      # measurements under way in this thread (one inside another's
+                                                # candidate: ATR's ways inside a cell's paths)
 _CACHES: list[dict[Any, Any]] = []              # callers' own lookups of choices, cleared by `forget`
 
 
@@ -228,9 +230,13 @@ def _machine_choice(section: str, key: str, candidates: Mapping[str, Callable[[]
     kept = _read_cache().get(section, {}).get(key)
     if kept in candidates:
         return kept
-    start = time.perf_counter()
-    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):   # training's RNG untouched
-        times = timings(candidates, device, reps, timer, graphed)
+    start, depth = time.perf_counter(), getattr(_DEPTH, "n", 0)
+    _DEPTH.n = depth + 1
+    try:
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):   # training's RNG untouched
+            times = timings(candidates, device, reps, timer, graphed)
+    finally:
+        _DEPTH.n = depth
     best = min(times, key=lambda name: times[name])
     winner = best if times[best] < (1 - MARGIN) * times[default] else default
     log.debug("fast path for %s: %s (%s)", key, winner,
@@ -240,7 +246,8 @@ def _machine_choice(section: str, key: str, candidates: Mapping[str, Callable[[]
     if kept != winner and kept in candidates:
         log.debug("fast path for %s: %s, as another job measured first", key, kept)
         winner = kept
-    _SPENT[0] += time.perf_counter() - start
+    if depth == 0:                    # a measurement inside another's is in the outer one's time already
+        _SPENT[0] += time.perf_counter() - start
     return winner
 
 

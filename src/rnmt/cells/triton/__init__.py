@@ -80,10 +80,12 @@ def uses_triton(t: Tensor) -> bool:
     return kind(t) is not None
 
 
-def kind(t: Tensor) -> str | None:
+def kind(t: Tensor, inputs: tuple[Tensor | None, ...] = ()) -> str | None:
     """"Triton" where the autograd graph behind `t` contains one of the Triton functions, "Triton, persistent"
-    where one of them ran persistent kernels (ATR's), None where none: what a run records of its path."""
-    seen, todo, found = set(), [t.grad_fn], None
+    where one of them ran persistent kernels (ATR's), None where none: what a run records of its path. The walk
+    stops at `inputs` (a cell's input and initial state), so work before them (another cell's) does not count."""
+    seen = {x.grad_fn for x in inputs if x is not None and x.grad_fn is not None}
+    todo, found = [t.grad_fn], None
     while todo:
         node = todo.pop()
         if node is None or node in seen:

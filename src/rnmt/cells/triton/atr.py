@@ -279,10 +279,25 @@ def _slots(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 1
 
 
+def _cooperative() -> bool:
+    """Whether this triton launches a grid as cooperative (`launch_cooperative_grid`, triton-lang/triton pull
+    request 5381, December 2024): without it the persistent kernels are not offered on a GPU."""
+    try:
+        from triton.backends.nvidia.compiler import CUDAOptions
+    except ImportError:
+        return False
+    return "launch_cooperative_grid" in getattr(CUDAOptions, "__dataclass_fields__", {})
+
+
+COOPERATIVE = _cooperative()
+
+
 def _plan(B: int, H: int, device: torch.device, tile: tuple[int, int]) -> tuple[int, dict[str, Any]]:
     block_b, block_n = tile
-    return triton.cdiv(B, block_b), {"BLOCK_B": block_b, "BLOCK_N": block_n, "BLOCK_K": 32, "num_warps": 4,
-                                     "launch_cooperative_grid": device.type == "cuda"}
+    opts: dict[str, Any] = {"BLOCK_B": block_b, "BLOCK_N": block_n, "BLOCK_K": 32, "num_warps": 4}
+    if device.type == "cuda":
+        opts["launch_cooperative_grid"] = True
+    return triton.cdiv(B, block_b), opts
 
 
 def _programs(B: int, H: int, tile: tuple[int, int]) -> int:
@@ -293,7 +308,10 @@ def persistent_launch(B: int, H: int, device: torch.device,
                       tile: tuple[int, int] | None = None) -> tuple[int, dict[str, Any]] | None:
     """(row blocks, kernel options) of the persistent kernels for B rows of H units on `device`, launched as a
     cooperative grid on a GPU: with `tile` (rows, units) where its programs all fit at once, else with the
-    smallest tiles that do (the most programs); None where none fits."""
+    smallest tiles that do (the most programs); None where none fits, and on a GPU where triton cannot launch
+    a cooperative grid."""
+    if device.type == "cuda" and not COOPERATIVE:
+        return None
     slots = _slots(device)
     for t in (tile,) if tile is not None else PERSISTENT_TILES:
         if _programs(B, H, t) <= slots:
