@@ -93,7 +93,7 @@ if __name__ == "__main__":
         print(r["system"], "eager", round(r["tgt_words_per_s"]), "replayed", r.get("graph_tgt_words_per_s"),
               r.get("graph_failed", ""), "|", r.get("graph_paths"), "|", r.get("graph_heaviest_kernels"), flush=True)
 EOF
-RNMT_FASTPATH_CACHE=bench-cuda/fast-paths-atr.json timeout "$(within 120)" python3 bench-cuda/train-atr.py \
+RNMT_FASTPATH_CACHE=bench-cuda/fast-paths-atr.json timeout "$(within 150)" python3 bench-cuda/train-atr.py \
     > bench-cuda/train-atr.log 2>&1
 echo "exit $?"; quiet bench-cuda/train-atr.log 6
 pack
