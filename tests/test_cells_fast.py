@@ -135,10 +135,11 @@ def test_every_registered_cells_default_fast_path_equals_its_step_loop(name: str
 def test_run_records_the_kind_of_path_each_training_recurrence_took(monkeypatch: pytest.MonkeyPatch) -> None:
     """train.json's `paths` (and the tables' note on speeds) come from here: what `run` actually took, once
     per cell, when gradients are on; forward-only runs (validation, decoding) are not training's."""
-    from rnmt.cells import base
-    from rnmt.cells.base import taken_paths, use_path
+    from rnmt.cells import taken
+    from rnmt.cells.base import use_path
+    from rnmt.cells.taken import taken_paths
 
-    monkeypatch.setattr(base, "_TAKEN", {})
+    monkeypatch.setattr(taken, "_TAKEN", {})
     x, mask = torch.randn(2, 3, 4, requires_grad=True), torch.ones(2, 3, dtype=torch.bool)
     atr, lstm, ran_cell = build_cell("atr", 4, 4), build_cell("lstm", 4, 4), build_cell("ran", 4, 4)
     with torch.no_grad():

@@ -173,13 +173,13 @@ def test_the_attention_kernels_compile_for_cuda(monkeypatch: pytest.MonkeyPatch,
 
 
 def test_training_records_which_path_the_decoder_took(monkeypatch: pytest.MonkeyPatch) -> None:
-    from rnmt.cells import base
+    from rnmt.cells import taken
 
-    monkeypatch.setattr(base, "_TAKEN", {})
+    monkeypatch.setattr(taken, "_TAKEN", {})
     model = make("atr")
     logits_and_grads(model, "sequence")
-    decoder = [label for what, label in base.taken_paths().items() if what.startswith("RNNSearch decoder")]
+    decoder = [label for what, label in taken.taken_paths().items() if what.startswith("RNNSearch decoder")]
     assert decoder == ["rnmt kernel"]
-    monkeypatch.setattr(base, "_TAKEN", {})
+    monkeypatch.setattr(taken, "_TAKEN", {})
     logits_and_grads(make("atr"), "loop")                 # each model's first training pass is recorded
-    assert "step loop" in base.taken_paths().values()
+    assert "step loop" in taken.taken_paths().values()

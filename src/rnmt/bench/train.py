@@ -45,7 +45,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from rnmt.bench.profile import StepProfile, busy_fraction, step_profile, trace
 from rnmt.bench.timing import Peak, environment, matmul_peak, measure
-from rnmt.cells.base import forget_taken, taken_paths, use_path
+from rnmt.cells.base import use_path
+from rnmt.cells.taken import forget_taken, taken_paths
 from rnmt.config import ConfigError, load_yaml
 from rnmt.data.batching import Batch, pad
 from rnmt.machine import allocator, hardware, matmul

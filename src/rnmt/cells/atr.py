@@ -131,12 +131,16 @@ def persistent_chosen(kernels: Any, p: Tensor, masked: bool, weight: Tensor, bia
     forced = kernels.forced_persistent()
     if forced is not None:
         return forced
-    if fastpath.mode() == "default" or probing() or kernels.persistent_launch(B, H, p.device) is None:
+    if fastpath.mode() == "default" or probing():
         return False
     grad = torch.is_grad_enabled() and (p.requires_grad or weight.requires_grad or bias.requires_grad)
     products = products_dtype(p)
     key = (H, B.bit_length(), masked, grad, p.device, p.dtype, products, graphed(p.device))
-    if key not in _PERSISTENT:
+    if key in _PERSISTENT:
+        return _PERSISTENT[key]
+    if kernels.persistent_launch(B, H, p.device) is None:
+        _PERSISTENT[key] = False
+    else:
         what = (f"ATR recurrence, hidden {H}, batch < {2 ** key[1]}{', masked' if masked else ''}, "
                 f"{'forward+backward' if grad else 'forward'}, {p.device.type} {str(p.dtype).removeprefix('torch.')}"
                 f", products in {str(products).removeprefix('torch.')}: per step or persistent kernels")
@@ -156,7 +160,8 @@ def persistent_chosen(kernels: Any, p: Tensor, masked: bool, weight: Tensor, bia
         tile = kernels.fewer_reads_tile(B, H, p.device, products.itemsize)
         if tile is not None:
             ways[f"persistent, {tile[0]} x {tile[1]} tiles"] = tile
-        runs = {name: timed(way) for name, way in ways.items() if name == "per step" or _runs(name, timed(way))}
+        runs = {name: timed(way) for name, way in ways.items()}
+        runs = {name: fn for name, fn in runs.items() if name == "per step" or _runs(name, fn)}
         persistent = runs.get("persistent")
         if persistent is None:
             _PERSISTENT[key] = False

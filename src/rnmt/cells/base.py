@@ -27,6 +27,7 @@ import torch
 from torch import Tensor, nn
 
 from rnmt.cells.kernel import StepKernel, kernel_sequence
+from rnmt.cells.taken import path_label, record_path, unrecorded
 from rnmt.machine import fastpath
 from rnmt.machine.matmul import products_in
 
@@ -209,51 +210,6 @@ def _through(path: str, cell: RecurrentCell, x: Tensor, mask: Tensor | None, len
     return *_loop(cell, projected, mask, full, state), "loop"
 
 
-_TAKEN: dict[str, str] = {}
-_ROUND = [0]            # `forget_taken` starts a new round, in which every module records its path again
-
-
-def unrecorded(module: nn.Module) -> bool:
-    """Whether `module` has not yet recorded its path in this round (its key is not free at every call)."""
-    return getattr(module, "_path_round", -1) != _ROUND[0]
-
-
-def record_path(what: str, label: str, module: nn.Module | None = None) -> None:
-    """Keep the kind of path a training computation took (the first time it runs in this process, or since
-    `forget_taken`); `module`: the cell or model it ran, marked as recorded for the round."""
-    _TAKEN.setdefault(what, label)
-    if module is not None:
-        module._path_round = _ROUND[0]
-
-
-def forget_taken() -> None:
-    """Forget the paths taken, so that the next computations record theirs (a benchmark times one model's
-    step eagerly, then as a replayed CUDA graph, where other paths can be chosen)."""
-    _TAKEN.clear()
-    _ROUND[0] += 1
-
-
-def taken_paths() -> dict[str, str]:
-    """What kind of path each recurrence this process trained took: "step loop" (autograd through the
-    step), "rnmt kernel" (a whole-sequence path of rnmt's: a loop with a hand-written backward, a scan, or
-    Triton on CUDA) or "torch layer" (cuDNN, oneDNN); a train.json records it, so tables can say whether
-    their speed ratios compare cells on the same kind of path."""
-    return dict(_TAKEN)
-
-
-def _label(path: str, out: Tensor, inputs: tuple[Tensor | None, ...] = ()) -> str:
-    """What kind of path made `out` from `inputs` (the cell's input and initial state: the work before them,
-    another cell's, is not this one's)."""
-    if path == "torch":
-        return f"torch layer ({'cuDNN' if out.is_cuda else 'oneDNN'})"
-    if path == "sequence":
-        from rnmt.cells.triton import kind
-
-        triton = kind(out, inputs) if out.is_cuda else None
-        return f"rnmt kernel ({triton})" if triton else "rnmt kernel"
-    return "step loop"
-
-
 MEASURE_STEPS = 24          # the length a path choice is measured at (a typical sentence in subwords)
 _CHOICES: dict[tuple[Any, ...], str] = fastpath.lookup({})
 
@@ -430,7 +386,7 @@ def run(cell: RecurrentCell, x: Tensor, mask: Tensor | None, state: Tensor | Non
     full = mask is None or (not capturing() and bool(mask.all()))
     out, state, taken = _through(chosen_path(cell, x), cell, x, mask, lengths, full, state)
     if torch.is_grad_enabled() and unrecorded(cell):
-        record_path(cell.path_key(), _label(taken, out, (x, state)), cell)
+        record_path(cell.path_key(), path_label(taken, out, (x, state)), cell)
     if not full:
         out = out * mask.unsqueeze(-1).to(out.dtype)
     if reverse:

@@ -119,10 +119,11 @@ def _run_choices() -> dict[str, str]:
     return paths if isinstance(paths, dict) else {}
 
 
-def _first_written(path: Path, section: str, key: str, winner: str, extra: Mapping[str, Any] = {}) -> str:
+def _first_written(path: Path, section: str, key: str, winner: str,
+                   extra: Mapping[tuple[str, ...], Any] = {}) -> str:
     """Set data[section][key] = winner in the JSON file `path`, under a lock, unless another job wrote
-    that key first: then the file's choice is returned (every job takes the same path). `extra`: other
-    sections' entries written beside a new choice (where it was measured)."""
+    that key first: then the file's choice is returned (every job takes the same path). `extra`: entries
+    written beside a new choice, each at data[*where][key] (where it was measured; the candidates' times)."""
     from filelock import FileLock
 
     from rnmt.io import write_json
@@ -134,12 +135,11 @@ def _first_written(path: Path, section: str, key: str, winner: str, extra: Mappi
             section_data = data.setdefault(section, {})
             kept = section_data.setdefault(key, winner) if isinstance(section_data, dict) else winner
             if kept == winner:
-                for name, value in extra.items():
-                    if name == MEDIANS:           # by machine, then key, as the choices
-                        for machine_name, medians in value.items():
-                            data.setdefault(name, {}).setdefault(machine_name, {})[key] = medians
-                    else:
-                        data.setdefault(name, {})[key] = value
+                for where, value in extra.items():
+                    node = data
+                    for name in where:
+                        node = node.setdefault(name, {})
+                    node[key] = value
                 write_json(path, data)
             return kept
     except OSError as e:
@@ -215,7 +215,7 @@ def choose(key: str, candidates: Mapping[str, Callable[[], Any]], default: str, 
         winner = _machine_choice(section, key, candidates, default, device, reps, timer, graphed)
         path = run_path()
         if path is not None:
-            kept = _first_written(path, "paths", key, winner, {"measured_on": section})
+            kept = _first_written(path, "paths", key, winner, {("measured_on",): section})
             if kept != winner and kept in candidates:
                 log.debug("fast path for %s: %s, as the run had taken it", key, kept)
                 winner = kept
@@ -241,8 +241,8 @@ def _machine_choice(section: str, key: str, candidates: Mapping[str, Callable[[]
     winner = best if times[best] < (1 - MARGIN) * times[default] else default
     log.debug("fast path for %s: %s (%s)", key, winner,
              ", ".join(f"{name} {t * 1e3:.2f} ms" for name, t in times.items()))
-    medians = {section: {name: round(t * 1e3, 4) for name, t in times.items()}}
-    kept = _first_written(cache_path(), section, key, winner, {MEDIANS: medians})
+    medians = {name: round(t * 1e3, 4) for name, t in times.items()}
+    kept = _first_written(cache_path(), section, key, winner, {(MEDIANS, section): medians})
     if kept != winner and kept in candidates:
         log.debug("fast path for %s: %s, as another job measured first", key, kept)
         winner = kept

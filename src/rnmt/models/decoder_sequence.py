@@ -53,8 +53,9 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from rnmt.cells import triton as cell_kernels
-from rnmt.cells.base import autocast_device, forced_path, graphed, record_path, unrecorded
+from rnmt.cells.base import autocast_device, forced_path, graphed
 from rnmt.cells.kernel import StepKernel, product_grad, row_sum
+from rnmt.cells.taken import record_path, unrecorded
 from rnmt.machine import fastpath
 from rnmt.machine.matmul import addmm, mm, narrow, products_dtype, products_in
 
@@ -201,7 +202,7 @@ def decode(model: Any, p_lower: Tensor, state: dict[str, Tensor]) -> tuple[Tenso
 
 
 def record(model: Any, label: str) -> None:
-    """Keep the kind of path the model's decoder trained on, the first time (rnmt.cells.base.taken_paths)."""
+    """Keep the kind of path the model's decoder trained on, the first time (rnmt.cells.taken)."""
     if unrecorded(model):
         what = "RNNSearch decoder" if model.dec_higher is not None else "GNMT decoder's first layer"
         record_path(f"{what} ({model.dec_lower.path_key()})", label, model)

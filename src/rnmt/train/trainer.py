@@ -34,7 +34,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from rnmt.cells.base import taken_paths
+from rnmt.cells.taken import taken_paths
 from rnmt.data.batching import Batch, epoch_batches, load_parallel, make_batch
 from rnmt.data.vocab import Vocab
 from rnmt.io import InputError, write_json
