@@ -32,7 +32,7 @@ class Case:
     path_inputs: tuple[int, ...] = (5,)                  # input sizes the whole-sequence path is checked at
     dropout: bool = False                                # takes candidate_dropout: its noise is checked too
     autocast: bool = False                               # its whole-sequence path under autocast is checked
-    triton: bool = False                                 # its whole-sequence path on CUDA is a Triton kernel
+    triton: bool = False                                 # its whole-sequence path on CUDA runs Triton kernels
 
     def build(self, input_size: int, hidden: int = HIDDEN, **extra: Any) -> torch.nn.Module:
         return build_cell(self.kind, input_size, hidden, **self.options, **extra)

@@ -47,8 +47,8 @@ CASES = {
     "gru": Case("gru", reference=ref_gru_dtmt_eq7, gradcheck=True, path_inputs=(5, 6), dropout=True,
                 autocast=True, triton=True),
     "gru-reset-before": Case("gru", {"reset": "before"}, ref_gru_atr_eq4, gradcheck=True, path_inputs=(5, 6),
-                             autocast=True),
-    "gru-gate-norm": Case("gru", {"gate_norm": True}, ref_gru_ln, dropout=True),
+                             autocast=True, triton=True),
+    "gru-gate-norm": Case("gru", {"gate_norm": True}, ref_gru_ln, dropout=True, triton=True),
 }
 
 

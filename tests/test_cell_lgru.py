@@ -33,10 +33,10 @@ def ref_lau(c, x, h):
 
 
 CASES = {
-    "lgru": Case("lgru", reference=ref_lgru, gradcheck=True, dropout=True),
-    "lgru-no-gate-norm": Case("lgru", {"gate_norm": False}, dropout=True),
-    "lau": Case("lau", reference=ref_lau, gradcheck=True, dropout=True),
-    "lau-no-gate-norm": Case("lau", {"gate_norm": False}, dropout=True),
+    "lgru": Case("lgru", reference=ref_lgru, gradcheck=True, dropout=True, triton=True),
+    "lgru-no-gate-norm": Case("lgru", {"gate_norm": False}, dropout=True, triton=True),
+    "lau": Case("lau", reference=ref_lau, gradcheck=True, dropout=True, triton=True),
+    "lau-no-gate-norm": Case("lau", {"gate_norm": False}, dropout=True, triton=True),
 }
 
 

@@ -23,8 +23,9 @@ def ref_tgru(c, h):             # DTMT eqs. 10-13
 
 
 CASES = {
-    "tgru": Case("tgru", reference=lambda c, x, h: ref_tgru(c, h), eq_input=0, path_inputs=(0,), dropout=True),
-    "tgru-no-gate-norm": Case("tgru", {"gate_norm": False}, path_inputs=(0,), dropout=True),
+    "tgru": Case("tgru", reference=lambda c, x, h: ref_tgru(c, h), eq_input=0, path_inputs=(0,), dropout=True,
+                 triton=True),
+    "tgru-no-gate-norm": Case("tgru", {"gate_norm": False}, path_inputs=(0,), dropout=True, triton=True),
 }
 
 

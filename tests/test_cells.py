@@ -18,10 +18,11 @@ from test_cell_tgru import ref_tgru
 def test_every_registered_cell_has_its_test_file_with_cases() -> None:
     """A new cell's file (src/rnmt/cells) needs its tests/test_cell_<cell>.py with `CASES`: the shared checks
     here, in tests/test_cells_fast.py, tests/test_cells_triton.py and tests/test_cuda.py take them from there;
-    and every cell with a Triton file has a case that runs it."""
+    and every cell with a Triton file, or whose step kernels run on the gated cells' row kernels
+    (cells/triton/gated.py), has a case that runs them."""
     cases = all_cases()
     assert {c.kind for c in cases.values()} == set(CELLS)
-    assert {c.kind for c in cases.values() if c.triton} == set(triton_cells.CELLS)
+    assert {c.kind for c in cases.values() if c.triton} == set(triton_cells.CELLS) | {"lgru", "lau", "tgru"}
 
 
 @pytest.mark.parametrize("name", names(lambda c: c.reference is not None))

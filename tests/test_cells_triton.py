@@ -9,6 +9,7 @@ script, once for the whole module) and cannot leak into other tests; each case c
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -46,6 +47,9 @@ CASES += ["atr-persistent-chosen"]
 CASES += ["atr-two-input-rows", "gru-reset-before-rows"]
 # under autocast (`products_in`) the cuBLAS products those kernels keep a step take bfloat16 operands
 CASES += ["narrow-products"]
+# the row kernels of DTMT's gated cells (cells/triton/gated.py): L-GRU, LAU, T-GRU and the gate-normalised GRU,
+# with layer-normalised gates or gate biases and candidate dropout, alone and chained in transition blocks
+CASES += ["gated-float64", "gated-float32"]
 TOLERANCE = {torch.float64: {"rtol": 1e-10, "atol": 1e-12}, torch.float32: {"rtol": 1e-4, "atol": 1e-5}}
 
 needs_triton = pytest.mark.skipif(importlib.util.find_spec("triton") is None,
@@ -438,6 +442,57 @@ def check_rows(case: str) -> None:
     assert_all_close(kernels, seq, "the CPU kernels", torch.float64)
 
 
+def check_gated(dtype: torch.dtype) -> None:
+    """DTMT's gated cells on their row kernels (one launch a cell a step each way) equal the step loop and the
+    CPU step kernels: states and every gradient (the layer norms' γ and β included), padded, reversed, with
+    candidate dropout drawing the same noise as the step loop's under one seed; the path is labelled Triton."""
+    from rnmt.cells.composite import TransitionCell
+
+    torch.set_default_dtype(dtype)
+    torch.manual_seed(0)
+    hidden = 40 if dtype == torch.float32 else 6          # float32: a row of 40 in a block of 64
+
+    def block(bottom: str, depth: int, norm: bool, rate: float) -> torch.nn.Module:
+        cells = [build_cell("tgru", 0, hidden, gate_norm=norm, candidate_dropout=rate) for _ in range(depth)]
+        return TransitionCell(build_cell(bottom, 5, hidden, gate_norm=norm, candidate_dropout=rate), cells)
+
+    cells = {"l-gru + 2 t-gru, norm, dropout": (block("lgru", 2, True, 0.3), 3),
+             "lau + t-gru, gate biases": (block("lau", 1, False, 0.0), 2),
+             "gru, norm, dropout": (build_cell("gru", 5, hidden, gate_norm=True, candidate_dropout=0.2), 1),
+             "l-gru, gate biases, dropout": (build_cell("lgru", 5, hidden, gate_norm=False, candidate_dropout=0.1), 1),
+             "lau, norm": (build_cell("lau", 5, hidden), 1)}
+    if dtype == torch.float32:                             # the transition block: the L-GRU and T-GRU kinds
+        cells = {k: v for k, v in cells.items() if k.startswith("l-gru + 2")}
+    module = triton_cells.load("gated")
+    x = torch.randn(4, 7, 5, requires_grad=True)
+    h0 = torch.randn(4, hidden, requires_grad=True)
+    mask = torch.ones(4, 7, dtype=torch.bool)
+    mask[1, 3:] = False
+    mask[2, 1:] = False
+    for name, (cell, per_step) in cells.items():
+        cell.train()
+        for p in cell.parameters():                        # layer norms away from their initial γ = 1, β = 0
+            p.data.add_(0.1 * torch.randn_like(p))
+        launches = []
+        forward = module.rows_forward
+        module.rows_forward = lambda *args, seen=launches, real=forward: seen.append(1) or real(*args)
+        results = {}
+        try:
+            for path in ("loop", "sequence", "triton"):
+                torch.manual_seed(1)
+                with use_path("loop" if path == "loop" else "sequence"), \
+                        (triton_cells.force_on_cpu() if path == "triton" else contextlib.nullcontext()):
+                    results[path] = outputs_and_grads(cell, x, mask, h0, reverse=True)
+        finally:
+            module.rows_forward = forward
+        assert len(launches) == per_step * 7, (name, len(launches))
+        with triton_cells.force_on_cpu():
+            states = cell.sequence(cell.project_inputs(x), mask, h0)
+        assert triton_cells.kind(states) == "Triton", name
+        assert_all_close(results["triton"], results["loop"], f"the step loop ({name})", dtype)
+        assert_all_close(results["triton"], results["sequence"], f"the CPU kernels ({name})", dtype)
+
+
 def sequence_under(cell: torch.nn.Module, p: torch.Tensor, mask: torch.Tensor, h0: torch.Tensor,
                    low: torch.dtype | None) -> tuple[list[torch.Tensor], list[bool], bool]:
     """The cell's whole-sequence path on the Triton kernels inside `products_in(low)`: its states and the
@@ -455,14 +510,15 @@ def sequence_under(cell: torch.nn.Module, p: torch.Tensor, mask: torch.Tensor, h
 def check_narrow_products() -> None:
     """Under `products_in(bfloat16)`, as cells/base.py runs a recurrence under autocast, the Triton paths whose
     recurrent products stay torch products a step (ATR's and the GRU's per-step kernels; the row kernels in the
-    chained loop: two ATR cells a step, the reset-before GRU) multiply bfloat16 values only, forward and
-    backward, and stay within bfloat16's tolerance of their float32 results."""
-    from rnmt.cells.composite import TwoInputCell
+    chained loop: two ATR cells a step, the reset-before GRU, DTMT's L-GRU and T-GRU) multiply bfloat16 values
+    only, forward and backward, and stay within bfloat16's tolerance of their float32 results."""
+    from rnmt.cells.composite import TransitionCell, TwoInputCell
 
     torch.manual_seed(0)
     cells = {"atr": build_cell("atr", 5, 16), "gru": build_cell("gru", 5, 16),
              "gru-reset-before": build_cell("gru", 5, 16, reset="before"),
-             "atr-two-input": TwoInputCell(build_cell("atr", 5, 16), build_cell("atr", 6, 16))}
+             "atr-two-input": TwoInputCell(build_cell("atr", 5, 16), build_cell("atr", 6, 16)),
+             "dtmt-block": TransitionCell(build_cell("lgru", 5, 16), [build_cell("tgru", 0, 16)])}
     mask = torch.ones(4, 7, dtype=torch.bool)
     mask[1, 3:] = False
     h0 = torch.randn(4, 16)
@@ -470,7 +526,7 @@ def check_narrow_products() -> None:
         p = cell.project_inputs(torch.randn(4, 7, cell.input_size)).detach().requires_grad_()
         (narrow, seen, triton), (full, seen_full, _) = (sequence_under(cell, p, mask, h0, low)
                                                         for low in (torch.bfloat16, None))
-        assert triton == (name in ("atr", "gru")), name        # the others: the chained loop, on row kernels
+        assert triton, name               # a Triton function, or the chained loop on its row kernels
         assert len(seen) >= 14 and all(seen), (name, seen)
         assert not any(seen_full), name
         errors = [float((a - b).norm() / b.norm()) for a, b in zip(narrow, full, strict=True)]
@@ -543,6 +599,8 @@ def main() -> None:
                 check_persistent_narrow_products()
             elif case == "narrow-products":
                 check_narrow_products()
+            elif case.startswith("gated-"):
+                check_gated(torch.float32 if case.endswith("32") else torch.float64)
             elif case.endswith("-rows"):
                 check_rows(case)
             elif "-persistent-" in case:
@@ -645,6 +703,35 @@ def test_atrs_persistent_kernels_compile_with_their_barrier(monkeypatch: pytest.
             assert bool(tensor_cores) == (weight == "bf16"), (fn.__name__, weight, tensor_cores[:2])
 
 
+@needs_triton
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") == "1", reason="compiles the kernels, not interpreted ones")
+def test_gated_row_kernels_compile_for_cuda(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """DTMT's gated cells' row kernels compile for sm_90 for each cell they serve (the T-GRU without an input,
+    the GRU, L-GRU and LAU with one), with layer-normalised gates or gate biases, with and without dropout, at
+    DTMT's hidden 1024 (one block of 1024 units a row) in float32, and the L-GRU in float64: the variants
+    launches produce, which the interpreter, running Python, does not compile."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")
+    gated = triton_cells.load("gated")
+    for kind, k, has_p, norm, noise, dtype in (("tgru", 2, False, True, True, "fp32"),
+                                               ("gru", 2, True, True, False, "fp32"),
+                                               ("lgru", 3, True, True, True, "fp32"),
+                                               ("lau", 3, True, False, False, "fp32"),
+                                               ("lgru", 3, True, True, True, "fp64")):
+        constants = {"KIND": gated.KINDS[kind], "K": k, "HAS_P": has_p, "NORM": norm, "HAS_NOISE": noise,
+                     "BLOCK": 1024}
+        for fn in gated.KERNELS:
+            signature = {arg: f"*{dtype}" if arg.endswith("_ptr") else "constexpr" if arg in constants
+                         else "fp32" if arg == "eps" else "i32" for arg in fn.arg_names}
+            compiled = triton.compile(ASTSource(fn, signature, constants), target=GPUTarget("cuda", 90, 32),
+                                      options={"num_warps": 4})
+            assert compiled.asm["cubin"], (fn.__name__, kind, dtype)
+
+
 def takes_triton(cell: torch.nn.Module) -> bool:
     """Whether the cell's whole-sequence path (on a small CPU input) went through the Triton kernels."""
     x = torch.randn(2, 3, 6)
@@ -664,14 +751,14 @@ def test_cpu_tensors_and_rnmt_triton_0_take_todays_path(name: str, monkeypatch: 
 
 def test_without_triton_the_kernels_report_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "triton", None)                   # `import triton` raises ImportError
-    for module in ("common", *NAMES):
-        monkeypatch.delitem(sys.modules, f"rnmt.cells.triton.{module}", raising=False)
+    for module in [m for m in sys.modules if m.startswith("rnmt.cells.triton.")]:     # every kernel file
+        monkeypatch.delitem(sys.modules, module)
     triton_cells.load.cache_clear()                                    # load() imports once; again here
     try:
         assert not triton_cells.available()
         with triton_cells.force_on_cpu():
-            assert all(triton_cells.triton_path(torch.zeros(1), name) is None for name in NAMES)
-            for name in NAMES:
+            assert all(triton_cells.triton_path(torch.zeros(1), name) is None for name in (*NAMES, "gated"))
+            for name in (*NAMES, "lgru"):
                 assert not takes_triton(build_cell(name, 6, 6)), name
     finally:
         triton_cells.load.cache_clear()                                # later tests import the real one

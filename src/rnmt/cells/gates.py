@@ -10,7 +10,8 @@ Backward from ∂s: ∂y = ∂s ⊙ s ⊙ (1 − s) (y: the sigmoid's input), �
 ∂a = ρ (∂â − mean(∂â) − â ⊙ mean(∂â ⊙ â)), layer norm's backward, which `native_layer_norm_backward`
 (the kernel the step loop's autograd runs) computes from the kept â given μ = 0 and ρ = 1, before the
 product with ρ. ∂γ_j = Σ ∂y_j ⊙ â_j and ∂β_j = Σ ∂y_j (∂b = Σ ∂y) are summed over the batch at each
-step, while ∂y and â are in cache (as sums over all steps after the loop they cost more; benchmarks/README.md).
+step, while ∂y and â are in cache (as sums over all steps after the loop they cost more; benchmarks/README.md),
+but on CUDA, where the row kernels of cells/triton/gated.py keep ∂y of every step for one sum after the loop.
 """
 
 from __future__ import annotations
@@ -79,6 +80,12 @@ class SigmoidGates:
         d = torch.ops.aten.native_layer_norm_backward(dy.mul_(self.gamma), xhat, [H], self.zero, self.one, None, None,
                                                       [True, False, False])[0]
         torch.mul(d, self.rstd[t], out=out.view(B, k, H))
+
+    def steps_summed(self, dy: Tensor) -> None:
+        """∂γ and ∂β from ∂y of every step at once, dy [T, B, k, H] (kept by the row kernels of
+        cells/triton/gated.py, which leave the sums to one reduction each after the loop on the GPU)."""
+        self.dbeta = dy.sum((0, 1))
+        self.dgamma = (dy * self.xhat).sum((0, 1))
 
     def grads(self, da: Tensor) -> list[Tensor]:
         """Gradients of `params` for all steps, from ∂L/∂a of all steps [B, T, k·H] (used without norms)."""

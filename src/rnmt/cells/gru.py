@@ -213,7 +213,8 @@ class GatedKernel(StepKernel):
     Backward at step t: the chain rule through these lines, δ = [∂(p_j + q_j)…, ∂u] for the recurrent
     product, ∂h = (direct terms) + δ U; after the loop ∂U = Σ_t δ_tᵀ h_{t−1} and ∂b = Σ_t ∂u_t.
     Dropout draws its noise per step as the step loop does (gates.py `dropout_noise`), so a seeded run matches the
-    step loop on the CPU and CUDA, under autocast too.
+    step loop on the CPU and CUDA, under autocast too. On CUDA a step's elementwise work, the gates' layer norms
+    included, is one Triton kernel each way around the product U h (cells/triton/gated.py, `rows`).
 
     What both kernels hold: U [G·H, H], the candidate's bias b [H], the gates and the dropout rate.
     """
@@ -222,6 +223,8 @@ class GatedKernel(StepKernel):
         super().__init__([weight, bias, *gates.params], projection_size)
         self.weight, self.bias, self.gates, self.dropout = weight, bias, gates, dropout
         self.H = weight.size(1)
+
+    kind = ""            # the cell, as the row kernels name it (cells/triton/gated.py `KINDS`)
 
     def begin(self, p: Tensor, h0: Tensor) -> None:
         B, T, k, H = h0.size(0), p.size(1), self.gates.k, self.H
@@ -233,6 +236,26 @@ class GatedKernel(StepKernel):
         self.diff = h0.new_empty(B, T, H)                       # ñ − h
         self.noise = h0.new_empty(B, T, H) if self.dropout else None
         self.delta = h0.new_empty(B, T, (k + 1) * H)            # ∂L/∂(U h + [0, b])
+        self.rest: Tensor | None = None
+        rows = triton_path(h0, "gated")             # on CUDA a step's elementwise work is one Triton kernel
+        self.rows = rows if rows is not None and rows.fits(H) else None
+        # ∂y of the layer-normalised gates at every step, for ∂γ and ∂β summed once after the loop
+        self.dy = h0.new_empty(T, B, k, H) if self.rows is not None and self.gates.norms is not None else None
+
+    def _rows_forward(self, t: int, p: Tensor, h: Tensor, out: Tensor) -> None:
+        """The step on the row kernels, its dropout noise drawn first as `_drop` draws it."""
+        noise = None if self.noise is None else self.noise[:, t].copy_(dropout_noise(self.n[:, t], self.dropout))
+        self.rows.rows_forward(self.kind, p if p.size(1) else None, mm(h, self.wt), self.bias, self.gates, t, h,
+                               noise, self.s[:, t], self.u[:, t], self.n[:, t], self.diff[:, t],
+                               None if self.rest is None else self.rest[:, t], out)
+
+    def _rows_backward(self, t: int, p: Tensor, g: Tensor, dp: Tensor) -> Tensor:
+        direct = self.rows.rows_backward(
+            self.kind, g, p if p.size(1) else None, self.gates, t, self.s[:, t], self.u[:, t], self.n[:, t],
+            self.diff[:, t], None if self.noise is None else self.noise[:, t],
+            None if self.rest is None else self.rest[:, t], self.delta[:, t], dp if dp.size(1) else None,
+            None if self.dy is None else self.dy[t])
+        return addmm(direct, self.delta[:, t], self.weight)
 
     def _gate_values(self, t: int, p: Tensor | None, q: Tensor) -> Tensor:
         kH = self.gates.k * self.H
@@ -272,6 +295,8 @@ class GatedKernel(StepKernel):
 
     def grads(self, ins: Tensor, dp: Tensor) -> list[Tensor]:
         kH = self.gates.k * self.H
+        if self.dy is not None:
+            self.gates.steps_summed(self.dy)
         return [product_grad(self.delta, ins), row_sum(self.delta[..., kH:]), *self.gates.grads(self.delta[..., :kH])]
 
 
@@ -281,8 +306,12 @@ class GRUKernel(GatedKernel):
     def __init__(self, weight: Tensor, bias: Tensor, gates: SigmoidGates, dropout: float, transition: bool) -> None:
         super().__init__(weight, bias, gates, dropout, 0 if transition else 3 * weight.size(1))
         self.transition = transition
+        self.kind = "tgru" if transition else "gru"
 
     def forward(self, t: int, p: Tensor, h: Tensor, out: Tensor) -> None:
+        if self.rows is not None:
+            self._rows_forward(t, p, h, out)
+            return
         H = self.H
         q = mm(h, self.wt)
         r, z = self._gate_values(t, None if self.transition else p, q).split(H, 1)
@@ -295,6 +324,8 @@ class GRUKernel(GatedKernel):
             torch.addcmul(nd, z, diff, value=-1, out=out)
 
     def backward(self, t: int, p: Tensor, h: Tensor, g: Tensor, dp: Tensor) -> Tensor:
+        if self.rows is not None:
+            return self._rows_backward(t, p, g, dp)
         H = self.H
         z = self.s[:, t][:, H:]
         ds = torch.empty_like(self.s[:, t])

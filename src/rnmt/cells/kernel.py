@@ -38,7 +38,10 @@ from rnmt.machine.matmul import addmm, mm, narrow, products_dtype
 
 
 class StepKernel(ABC):
-    """One cell's step with a hand-written backward; `params` are the tensors `grads` differentiates."""
+    """One cell's step with a hand-written backward; `params` are the tensors `grads` differentiates. `rows`:
+    the module of the Triton row kernels a pass's steps run on (set by `begin` on CUDA), else None."""
+
+    rows: Any = None
 
     def __init__(self, params: Sequence[Tensor], projection_size: int) -> None:
         self.params = list(params)
@@ -118,6 +121,7 @@ class StepSequence(torch.autograd.Function):
                 if m is not None:
                     torch.lerp(hs[:, t], h, m[:, t], out=hs[:, t + 1])
         ctx.kernels, ctx.sizes, ctx.low, ctx.params = kernels, sizes, low, params
+        ctx.triton = any(k.rows is not None for k in kernels)          # what `path_label` says of the path
         ctx.save_for_backward(p, m, hs, *mids)
         return hs
 

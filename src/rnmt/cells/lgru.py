@@ -87,12 +87,16 @@ class GatedLinearKernel(GatedKernel):
     def __init__(self, weight: Tensor, bias: Tensor, gates: SigmoidGates, dropout: float, lau: bool) -> None:
         super().__init__(weight, bias, gates, dropout, 5 * weight.size(1))
         self.lau = lau
+        self.kind = "lau" if lau else "lgru"
 
     def begin(self, p: Tensor, h0: Tensor) -> None:
         super().begin(p, h0)
         self.rest = torch.empty_like(self.diff) if self.lau else None      # LAU: Hx − v
 
     def forward(self, t: int, p: Tensor, h: Tensor, out: Tensor) -> None:
+        if self.rows is not None:
+            self._rows_forward(t, p, h, out)
+            return
         H = self.H
         q = mm(h, self.wt)
         r, z, lin = self._gate_values(t, p, q).split(H, 1)
@@ -106,6 +110,8 @@ class GatedLinearKernel(GatedKernel):
             torch.addcmul(h, z, diff, out=out)
 
     def backward(self, t: int, p: Tensor, h: Tensor, g: Tensor, dp: Tensor) -> Tensor:
+        if self.rows is not None:
+            return self._rows_backward(t, p, g, dp)
         H = self.H
         _, z, lin = self.s[:, t].split(H, 1)
         ds = torch.empty_like(self.s[:, t])

@@ -1,6 +1,7 @@
 """Triton kernels for the recurrences of cells on CUDA (ATR, GRU, SRU, SR-NMT), one file a cell named after
 it (`<cell>.py`: its kernels, its autograd function or `sequence`, its `KERNELS` and launch `BLOCK`) beside
-what they share (`common.py`), and when the cells use them.
+what they share (`common.py`) and the row kernels of DTMT's gated cells (`gated.py`: the L-GRU, LAU, T-GRU
+and gate-normalised GRU, whose step kernels share cells/gru.py's `GatedKernel`), and when the cells use them.
 
 A cell's `sequence` asks `triton_path(tensor, cell)`: it returns the cell's module when the tensor is on
 CUDA, is float32 or float64, the environment does not say `RNMT_TRITON=0`, and triton imports (CUDA builds
@@ -30,7 +31,9 @@ from rnmt.machine.switches import switch
 
 _FORCE: ContextVar[bool] = ContextVar("rnmt_triton_on_cpu", default=False)
 DTYPES = (torch.float32, torch.float64)
-CELLS = tuple(m.name for m in pkgutil.iter_modules(__path__) if m.name != "common")   # cells with kernels
+# cells with kernels; `common` is what they share and `gated` the row kernels of DTMT's gated cells' step
+# kernels (the L-GRU, LAU, T-GRU and the gate-normalised GRU: cells/gru.py `GatedKernel`)
+CELLS = tuple(m.name for m in pkgutil.iter_modules(__path__) if m.name not in ("common", "gated"))
 
 
 @functools.cache
@@ -44,7 +47,7 @@ def load(cell: str) -> ModuleType | None:
 
 def available() -> bool:
     """Whether triton imports here."""
-    return all(load(cell) is not None for cell in CELLS)
+    return all(load(cell) is not None for cell in (*CELLS, "gated"))
 
 
 def enabled() -> bool:
@@ -81,7 +84,8 @@ def uses_triton(t: Tensor) -> bool:
 
 
 def kind(t: Tensor, inputs: tuple[Tensor | None, ...] = ()) -> str | None:
-    """"Triton" where the autograd graph behind `t` contains one of the Triton functions, "Triton, persistent"
+    """"Triton" where the autograd graph behind `t` contains one of the Triton functions or a chained loop of step
+    kernels that ran on their row kernels (cells/kernel.py `StepSequence`), "Triton, persistent"
     where one of them ran persistent kernels (ATR's), None where none: what a run records of its path. The walk
     stops at `inputs` (a cell's input and initial state), so work before them (another cell's) does not count."""
     seen = {x.grad_fn for x in inputs if x is not None and x.grad_fn is not None}
@@ -91,7 +95,7 @@ def kind(t: Tensor, inputs: tuple[Tensor | None, ...] = ()) -> str | None:
         if node is None or node in seen:
             continue
         seen.add(node)
-        if type(node).__name__.startswith("Triton"):
+        if type(node).__name__.startswith("Triton") or getattr(node, "triton", False):
             if getattr(node, "persistent", False):
                 return "Triton, persistent"
             found = "Triton"
