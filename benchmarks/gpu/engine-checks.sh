@@ -17,7 +17,8 @@
 #     per-step kernels and again with its persistent kernels (RNMT_ATR_PERSISTENT=1), all in float32; then in
 #     bfloat16 (`--precision bfloat16`: cuDNN's layers in bfloat16, the cells under bfloat16 autocast, ATR's
 #     persistent kernels with their products on the tensor cores), and ATR alone again taking the fastest of its
-#     ways (RNMT_ATR_PERSISTENT=auto: per step, persistent in two tilings), their times in fast-paths-cells.json
+#     ways (RNMT_ATR_PERSISTENT=auto: per step, persistent in two tilings), their times in fast-paths-cells.json;
+#     last, DTMT's L-GRU and T-GRU on their row kernels (cells/triton/gated.py) beside their step loops, float32
 #  3. rnmt bench decode --size paper --graphs --profile: beam 1 and 10 at ATR Table 4's sizes, batched and one
 #     at a time with eager steps, and batched again with the search steps replayed as CUDA graphs, each batched
 #     decode profiled once (kernels per sentence, GPU-busy fraction, the kinds of work that took the time);
@@ -111,7 +112,8 @@ from rnmt.bench.table import format_table, write_csv
 for persistent, cells, precision, name in (("0", ["atr", "gru", "sru", "srnmt"], "float32", "cells-1000"),
                                            ("1", ["atr"], "float32", "cells-1000-persistent"),
                                            ("1", ["atr", "gru"], "bfloat16", "cells-1000-persistent-bf16"),
-                                           ("auto", ["atr"], "bfloat16", "cells-1000-auto-bf16")):
+                                           ("auto", ["atr"], "bfloat16", "cells-1000-auto-bf16"),
+                                           ("0", ["lgru", "tgru"], "float32", "cells-1000-gated")):
     os.environ["RNMT_ATR_PERSISTENT"] = persistent
     rows = bench(torch.device("cuda"), hidden=(1000,), cells=cells, precision=precision)
     write_csv([{**r, "atr_persistent": persistent} for r in rows], f"bench-cuda/{name}.csv")
