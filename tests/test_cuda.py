@@ -1,7 +1,9 @@
 """The CUDA paths on a real GPU (`pytest -m cuda`; skipped, with the reason, where torch sees no GPU).
 
 - Every cell's paths on CUDA, for every case its test file declares (tests/test_cell_<cell>.py): the step
-  loop, the whole-sequence path (Triton kernels for ATR, GRU, SRU and SR-NMT) and cuDNN for GRU and LSTM
+  loop, the whole-sequence path (Triton kernels for ATR, GRU, SRU and SR-NMT; the chained loop of step kernels
+  on Triton row kernels for the L-GRU, LAU, T-GRU and the GRU with gate norm or the reset gate inside the
+  product) and cuDNN for GRU and LSTM
   agree in float32 to 1e-4 relative, 1e-5 absolute, outputs, final states and every gradient, with
   padding, reversal and an initial state.
 - Under bfloat16 autocast (training's default on a GPU) each path stays within 2% (norm of the difference
