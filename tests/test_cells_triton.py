@@ -555,11 +555,11 @@ def check_srnmt_units() -> None:
 
 
 def check_dispatch() -> None:
-    """Forced: the Triton path for every cell; RNMT_TRITON=0 or not forced: today's path; the benchmark's
-    `path` column says which."""
+    """Forced: the Triton path for every cell (the L-GRU: its chained loop on the gated cells' row kernels);
+    RNMT_TRITON=0 or not forced: today's path; the benchmark's `path` column says which."""
     from rnmt.bench.cells import sequence_path
 
-    for name in NAMES:
+    for name in (*NAMES, "lgru"):
         cell = build_cell(name, 6, 6)
         x = torch.zeros(2, 3, cell.input_size)
         with triton_cells.force_on_cpu():
