@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -406,6 +407,19 @@ def check_persistent_chosen() -> None:
                     os.environ[k] = v
 
 
+@contextlib.contextmanager
+def counted(module: object, entry: str) -> Iterator[list[int]]:
+    """Within the block, every call of `module.entry` (a row kernels' launch function) is counted in the list
+    yielded."""
+    calls: list[int] = []
+    real = getattr(module, entry)
+    setattr(module, entry, lambda *args: calls.append(1) or real(*args))
+    try:
+        yield calls
+    finally:
+        setattr(module, entry, real)
+
+
 def check_rows(case: str) -> None:
     """A chained loop of step kernels through the row kernels (the context-aware encoder's backward pass, two
     ATR cells a timestep; the GRU with the reset gate inside the product) equals the step loop and the CPU
@@ -424,19 +438,13 @@ def check_rows(case: str) -> None:
     mask = torch.ones(4, 7, dtype=torch.bool)
     mask[1, 3:] = False
     mask[2, 1:] = False
-    module = triton_cells.load(name)
-    steps = []
-    forward = getattr(module, entry)
-    setattr(module, entry, lambda *args: steps.append(1) or forward(*args))
-    try:
+    with counted(triton_cells.load(name), entry) as steps:
         with use_path("loop"):
             loop = outputs_and_grads(cell, x, mask, h0, reverse=True)
         with use_path("sequence"):
             seq = outputs_and_grads(cell, x, mask, h0, reverse=True)
             with triton_cells.force_on_cpu():
                 kernels = outputs_and_grads(cell, x, mask, h0, reverse=True)
-    finally:
-        setattr(module, entry, forward)
     assert len(steps) == (2 if isinstance(cell, TwoInputCell) else 1) * 7, "the forced path took no row kernels"
     assert_all_close(kernels, loop, "the step loop", torch.float64)
     assert_all_close(kernels, seq, "the CPU kernels", torch.float64)
@@ -473,18 +481,13 @@ def check_gated(dtype: torch.dtype) -> None:
         cell.train()
         for p in cell.parameters():                        # layer norms away from their initial γ = 1, β = 0
             p.data.add_(0.1 * torch.randn_like(p))
-        launches = []
-        forward = module.rows_forward
-        module.rows_forward = lambda *args, seen=launches, real=forward: seen.append(1) or real(*args)
         results = {}
-        try:
+        with counted(module, "rows_forward") as launches:
             for path in ("loop", "sequence", "triton"):
                 torch.manual_seed(1)
                 with use_path("loop" if path == "loop" else "sequence"), \
                         (triton_cells.force_on_cpu() if path == "triton" else contextlib.nullcontext()):
                     results[path] = outputs_and_grads(cell, x, mask, h0, reverse=True)
-        finally:
-            module.rows_forward = forward
         assert len(launches) == per_step * 7, (name, len(launches))
         with triton_cells.force_on_cpu():
             states = cell.sequence(cell.project_inputs(x), mask, h0)

@@ -213,12 +213,10 @@ def rows_forward(kind: str, p: Tensor | None, q: Tensor, bias: Tensor, gates: Si
                  out: Tensor) -> None:
     """One step of a `kind` cell (KINDS) on rows: p [B, P] (None: the T-GRU's), q = U h [B, (k + 1) H] dense, the
     candidate's bias [H], the gates (their x̂ and ρ kept at step t) and h → the new state into out; s, u, n, diff
-    (ñ − h) and rest (Hx − v, LAU) into rows of the kernel's [B, T, ·] buffers; noise: step t's dropout noise."""
+    (ñ − h) and rest (Hx − v, LAU) into rows of the kernel's [B, T, H] buffers (all a row of u apart, as
+    `GatedKernel.begin` allocates them alike); noise: step t's dropout noise, a row of such a buffer too."""
     B, H = h.shape
-    rows = [x for x in (p, h, s, u, n, diff, rest, out, noise) if x is not None]
-    check_rows(*rows)
-    if len({x.stride(0) for x in (u, n, diff, *(x for x in (rest, noise) if x is not None))}) != 1:
-        raise ValueError("u, n, diff, rest and noise must be rows of buffers of one shape")
+    check_rows(*(x for x in (p, h, s, u, n, diff, rest, out, noise) if x is not None))
     w, beta = _gate_weights(gates)
     xhat, rstd = (gates.xhat[t], gates.rstd[t]) if gates.norms is not None else (q, q)
     with on_device(h):
