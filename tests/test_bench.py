@@ -114,7 +114,9 @@ def test_bfloat16_rows_run_torchs_layers_in_bfloat16_and_the_cells_under_autocas
 def test_decoder_rows_give_both_paths_of_each_cell_with_the_loop_as_reference() -> None:
     rows = decoder.bench(CPU, quick=True, hidden=(8,), batch=3, source=4)
     assert [(r["decoder"], r["path"]) for r in rows] == [("rnnsearch-gru", "step loop"), ("rnnsearch-gru", "fused"),
-                                                        ("rnnsearch-atr", "step loop"), ("rnnsearch-atr", "fused")]
+                                                        ("rnnsearch-atr", "step loop"), ("rnnsearch-atr", "fused"),
+                                                        ("dtmt-1", "step loop"), ("dtmt-1", "fused")]
+    assert [r["heads"] for r in rows] == [1, 1, 1, 1, 8, 8]          # DTMT's 16 heads do not divide 8
     for r in rows:
         assert r["tokens_per_s"] == pytest.approx(3 * decoder.LENGTH / r["seconds"])
         loop = next(x for x in rows if x["decoder"] == r["decoder"] and x["path"] == "step loop")

@@ -1,6 +1,6 @@
-"""RNNSearch's fused decoder (models/decoder_sequence.py) against its step loop: logits and the gradient of
-every parameter, with padded sources, for each cell it serves, and for a GNMT decoder's first layer; the
-cells it does not serve keep the loop."""
+"""The fused decoder (models/decoder_sequence.py) against its step loop: logits and the gradient of every
+parameter, with padded sources, for each RNNSearch cell it serves, for a GNMT decoder's first layer and for
+DTMT's multi-head decoder between its transition blocks; the cells it does not serve keep the loop."""
 
 from __future__ import annotations
 
@@ -32,16 +32,39 @@ MODELS = {
     # a GNMT decoder's first layer and its attention, without a higher cell; the layers above run after it
     "deep-rnnsearch": ("deep-rnnsearch", {"cell": "gru", "init": "bridge", "layers": 3}),
     "gnmt-atr": ("gnmt", {"cell": "atr", "layers": 2}),
+    # DTMT's transition blocks (query: L-GRU + T-GRUs; decoder: the same over W_o's map of the heads' contexts),
+    # with candidate dropout, without gate norm, with another module's cell, and ShallowRNMT's GRUs
+    "dtmt-1": ("dtmt", {"depth": 1, "heads": 2, "rnn_dropout": 0.3}),
+    "dtmt-2-no-gate-norm": ("dtmt", {"depth": 2, "heads": 4, "rnn_dropout": 0.0, "gate_norm": False}),
+    "dtmt-lau-query-gru": ("dtmt", {"cell": "lau", "depth": 1, "heads": 2, "modules": {"query": {"cell": "gru",
+                                                                                                  "depth": 0}}}),
+    "shallow-rnmt": ("shallow-rnmt", {"heads": 2}),
+    # heads 16 and 32 wide: on CUDA the heads' attention is the Triton kernels' (blocks of 16 within a head)
+    "dtmt-wide-heads": ("dtmt", {"depth": 1, "heads": 2, "hidden": 32}),
 }
 
 
 def make(key: str, dtype: torch.dtype = torch.float64):
     arch, settings = MODELS[key]
     torch.manual_seed(0)
-    model = build_model(arch, 20, 20, emb=6, hidden=8, dropout=0.0, **settings).to(dtype)
+    model = build_model(arch, 20, 20, **{"emb": 6, "hidden": 8, "dropout": 0.0, **settings}).to(dtype)
     for p in model.parameters():                  # away from the init's small values, so errors show
         torch.nn.init.uniform_(p, -0.5, 0.5)
     return model
+
+
+def fused(t: torch.Tensor) -> bool:
+    """Whether the autograd graph behind t holds the fused decoder."""
+    seen, todo = set(), [t.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        if type(node).__name__ == "DecoderSequenceBackward":
+            return True
+        todo += [n for n, _ in node.next_functions]
+    return False
 
 
 def logits_and_grads(model, path: str, autocast: bool = False) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -52,6 +75,7 @@ def logits_and_grads(model, path: str, autocast: bool = False) -> tuple[torch.Te
     torch.manual_seed(1)
     with use_path(path), torch.autocast(device.type, torch.bfloat16, enabled=autocast):
         logits = model(src, mask, tgt_in)
+    assert fused(logits) == (path == "sequence"), path
     weights = torch.linspace(-1, 1, logits.numel(), dtype=logits.dtype, device=device).view_as(logits)
     (logits.float() * weights.float()).sum().backward()
     return logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
@@ -71,7 +95,7 @@ def test_the_fused_decoder_equals_the_step_loop_in_float64(key: str) -> None:
         torch.testing.assert_close(fused_grads[name], g, rtol=1e-9, atol=1e-11, msg=name)
 
 
-@pytest.mark.parametrize("key", ["gru-reset-before", "gru", "atr", "deep-rnnsearch"])
+@pytest.mark.parametrize("key", ["gru-reset-before", "gru", "atr", "deep-rnnsearch", "dtmt-2-no-gate-norm"])
 def test_the_fused_decoder_under_bf16_autocast_is_no_further_from_float32_than_the_loop(key: str) -> None:
     """Under autocast the fused loop runs in float32 (as the cells' whole-sequence paths do) and the products
     around it in bfloat16: its logits and its worst parameter gradient are no further from float32's than the
@@ -103,29 +127,51 @@ def test_a_decoder_whose_cells_have_no_kernel_or_another_output_keeps_the_loop()
 INTERPRETED = '''
 import json, torch
 from rnmt.cells import triton as cell_kernels
+from rnmt.cells.triton import gated
 from rnmt.cells.base import use_path
 from rnmt.data.batching import pad
 from rnmt.models import build_model, decoder_sequence
 errors = {}
+# DTMT: 4 heads over attention width 64 and memory 128 (blocks of 16 within a head), its cells' dropout on
 for arch, cell, options in (("rnnsearch", "atr", {}), ("rnnsearch", "gru", {"reset": "before"}),
-                            ("deep-rnnsearch", "gru", {})):
+                            ("deep-rnnsearch", "gru", {}), ("dtmt", "lgru", {})):
     for dtype in (torch.float64, torch.float32):
         torch.manual_seed(0)
-        model = build_model(arch, 20, 20, emb=6, hidden=40, dropout=0.0, cell=cell,
-                            cell_options=options, **({"layers": 2} if arch != "rnnsearch" else {})).to(dtype)
+        sizes = {"hidden": 64, "heads": 4, "depth": 1, "rnn_dropout": 0.3} if arch == "dtmt" else {"hidden": 40}
+        model = build_model(arch, 20, 20, emb=6, dropout=0.0, cell=cell, cell_options=options, **sizes,
+                            **({"layers": 2} if arch == "deep-rnnsearch" else {})).to(dtype)
         src, mask = pad([[5, 6, 7, 8, 9, 10], [11, 12], [13, 5, 6, 7]], eos=True)
         tgt, _ = pad([[7, 6, 5, 9], [11, 10], [6, 5, 8, 8, 9]], bos=True)
         runs = []
         for forced in (False, True):
             model.zero_grad()
+            torch.manual_seed(1)
             with use_path("sequence"):
                 if forced:
                     with cell_kernels.force_on_cpu():
-                        assert decoder_sequence.attention_kernels(torch.zeros(1, dtype=dtype), 7) is not None
+                        heads, widths = sizes.get("heads", 1), model.attention.query_proj.weight.size(0)
+                        attention = decoder_sequence.attention_kernels(
+                            torch.zeros(1, dtype=dtype), 7, heads, widths,
+                            model.attention.out.weight.size(0) if heads > 1 else widths)
+                        calls, entries = [], [(attention, "forward"), (attention, "backward"), (gated, "rows_forward"),
+                                              (gated, "rows_backward")]
+                        reals = [getattr(module, entry) for module, entry in entries]
+                        for (module, entry), real in zip(entries, reals):
+                            setattr(module, entry, lambda *a, real=real, entry=entry: calls.append(entry) or real(*a))
                         logits = model(src, mask, tgt)
+                        (logits * torch.linspace(-1, 1, logits.numel(), dtype=dtype).view_as(logits)).sum().backward()
+                        for (module, entry), real in zip(entries, reals):
+                            setattr(module, entry, real)
+                        T, S = tgt.size(1), src.size(1)
+                        # the attention two kernels each way a step; a gated cell one row kernel each way a step:
+                        # DTMT's 2 in each encoder direction and in each decoder block, DeepRNNSearch's first
+                        # decoder layer (a GRU with the reset gate after its product)
+                        assert calls.count("forward") == calls.count("backward") == T, calls
+                        rows = {"dtmt": 2 * 2 * S + 4 * T, "deep-rnnsearch": T}.get(arch, 0)
+                        assert calls.count("rows_forward") == calls.count("rows_backward") == rows, calls
                 else:
                     logits = model(src, mask, tgt)
-            (logits * torch.linspace(-1, 1, logits.numel(), dtype=dtype).view_as(logits)).sum().backward()
+                    (logits * torch.linspace(-1, 1, logits.numel(), dtype=dtype).view_as(logits)).sum().backward()
             runs.append([logits.detach()] + [p.grad.clone() for p in model.parameters()])
         errors[f"{arch} {cell} {dtype}"] = max(float(((a - b).abs() / (b.abs() + 1e-3)).max()) for a, b in zip(*runs))
 print(json.dumps(errors))
@@ -136,8 +182,9 @@ print(json.dumps(errors))
                     "`pip install -e .[dev]` on Linux); the CUDA kernels are tested through its interpreter")
 def test_the_attention_kernels_equal_the_torch_steps_through_tritons_interpreter() -> None:
     """models/triton/attention.py's step kernels (attention widths 80, over the kernels' 64-wide blocks, and a
-    padded source) give the torch path's logits and every gradient, in RNNSearch and in a GNMT decoder's
-    first layer: float64 to 1e-9, float32 to 3e-4 (measured: 6e-14 and 7e-5)."""
+    padded source) give the torch path's logits and every gradient, in RNNSearch, in a GNMT decoder's first
+    layer and in DTMT's decoder (4 heads, 16-wide blocks, with its cells' row kernels and dropout): float64
+    to 1e-9, float32 to 3e-4 (measured: 9e-14 to 5e-13 and 5e-5 to 1.2e-4)."""
     src = str(Path(rnmt.__file__).resolve().parents[1])
     path = os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": path}
@@ -146,7 +193,8 @@ def test_the_attention_kernels_equal_the_torch_steps_through_tritons_interpreter
     assert proc.returncode == 0, proc.stderr[-4000:]
     errors = json.loads(proc.stdout.strip().splitlines()[-1])
     assert set(errors) == {f"{a} {c} torch.float{b}" for a, c in (("rnnsearch", "atr"), ("rnnsearch", "gru"),
-                                                                   ("deep-rnnsearch", "gru")) for b in (64, 32)}
+                                                                   ("deep-rnnsearch", "gru"), ("dtmt", "lgru"))
+                      for b in (64, 32)}
     for case, error in errors.items():
         assert error <= (1e-9 if "float64" in case else 3e-4), (case, error)
 

@@ -89,7 +89,7 @@ class RecurrentCell(nn.Module, ABC):
         mask [batch, time] (None: no padding); padded steps carry the state. None: use the step loop.
         By default the loop of `step_kernel`."""
         kernel = self.step_kernel()
-        return None if kernel is None else kernel_sequence([kernel], projected, mask, state)
+        return None if kernel is None else kernel_sequence(kernel, projected, mask, state)
 
     def torch_layer(self, x: Tensor, lengths: Tensor | None, state: Tensor) -> tuple[Tensor, Tensor] | None:
         """The recurrence as torch's own fused layer, from the raw inputs x [batch, time, input] (the layer

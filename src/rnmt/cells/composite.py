@@ -7,8 +7,10 @@
   (the backward pass of the context-aware encoder, Zhang et al. 2017; ATR paper Table 2 "CA").
   Its input is the concatenation [a_t; b_t].
 
-Both run over a whole sequence in one loop when all their cells have step kernels: the kernels are
-chained per timestep (cells/kernel.py), and the step loop is the fallback otherwise.
+Both run over a whole sequence in one loop when all their cells have step kernels: their `step_kernel` is the
+cells' kernels chained within a timestep (cells/kernel.py `ChainKernel`), and the step loop is the fallback
+otherwise. A transition block whose cells pass their state and whose bottom projects its input affinely also
+serves DTMT's fused decoder (models/decoder_sequence.py).
 """
 
 from __future__ import annotations
@@ -19,16 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from rnmt.cells.base import RecurrentCell
-from rnmt.cells.kernel import kernel_sequence
-
-
-def chained(cells: Sequence[RecurrentCell], projected: Tensor, mask: Tensor | None, state: Tensor) -> Tensor | None:
-    """The states of `cells` applied in turn at every timestep, from their kernels chained in one loop
-    (None where one of them has no kernel for its options)."""
-    kernels = [cell.step_kernel() for cell in cells]
-    if any(k is None for k in kernels):
-        return None
-    return kernel_sequence(kernels, projected, mask, state)
+from rnmt.cells.kernel import StepKernel, chain
 
 
 class TransitionCell(RecurrentCell):
@@ -57,10 +50,19 @@ class TransitionCell(RecurrentCell):
     def output(self, state: Tensor) -> Tensor:
         return self.bottom.output(state)
 
+    def passes_state(self) -> bool:
+        return self.bottom.passes_state() and all(cell.passes_state() for cell in self.transitions)
+
+    def input_weights(self) -> tuple[Tensor, Tensor | None] | None:
+        return self.bottom.input_weights()
+
+    def step_kernel(self) -> StepKernel | None:
+        return chain([cell.step_kernel() for cell in (self.bottom, *self.transitions)])
+
     def sequence(self, projected: Tensor, mask: Tensor | None, state: Tensor) -> Tensor | None:
         if not self.transitions:                # DTMT's ShallowRNMT: the bottom cell alone
             return self.bottom.sequence(projected, mask, state)
-        return chained([self.bottom, *self.transitions], projected, mask, state)
+        return super().sequence(projected, mask, state)
 
 
 class TwoInputCell(RecurrentCell):
@@ -87,5 +89,5 @@ class TwoInputCell(RecurrentCell):
     def output(self, state: Tensor) -> Tensor:
         return self.higher.output(state)
 
-    def sequence(self, projected: Tensor, mask: Tensor | None, state: Tensor) -> Tensor | None:
-        return chained([self.lower, self.higher], projected, mask, state)
+    def step_kernel(self) -> StepKernel | None:
+        return chain([self.lower.step_kernel(), self.higher.step_kernel()])

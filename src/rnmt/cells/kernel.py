@@ -11,10 +11,11 @@ A kernel is one cell's step split for a backward through time without an autogra
 - `grads(ins, dp)`: the parameter gradients of all steps at once, ∂L/∂W = Σ_t δ_tᵀ r_t = Δᵀ R as ONE
   product over [B·T] rows (r_t: what the product read at step t, from `ins`, the states the kernel read).
 
-`StepSequence` runs K kernels per timestep, s⁰ = h_{t−1}, s^k = kernel_k(p^k_t, s^{k−1}), and carries the
-state over padding, h_t = m_t ⊙ s^K + (1 − m_t) ⊙ h_{t−1}: one cell (K = 1), DTMT's deep transition block
-(an L-GRU and T-GRUs, whose projections have width 0) and the context-aware encoder's two cells per step.
-Its backward runs the chain in reverse, g ← ∂L/∂h_t + (kernels' ∂L/∂h_{t−1} for step t + 1).
+`StepSequence` runs a kernel over the timesteps and carries the state over padding, h_t = m_t ⊙ s_t +
+(1 − m_t) ⊙ h_{t−1}; its backward runs the steps in reverse, g ← ∂L/∂h_t + (the kernel's ∂L/∂h_{t−1} for step
+t + 1). `ChainKernel` is K kernels within one timestep, s⁰ = h_{t−1}, s^k = kernel_k(p^k_t, s^{k−1}), as one
+kernel: DTMT's deep transition block (an L-GRU and T-GRUs, whose projections have width 0) and the
+context-aware encoder's two cells per step, in that loop and in the fused decoder (models/decoder_sequence.py).
 Under autocast (cells/base.py `_whole` says its dtype, rnmt.machine.matmul `products_in`) the kernels'
 products, forward and backward, take their operands in that dtype and give float32 (matmul `narrow`): the
 products autocast's step loop would have taken in bfloat16, where the states and gates stay float32.
@@ -96,63 +97,91 @@ def tanh_grad(y: Tensor) -> Tensor:
     return 1 - y * y
 
 
+class ChainKernel(StepKernel):
+    """K kernels applied in turn within one timestep, s⁰ = h, s^k = kernel_k(p^k, s^{k−1}), as one kernel: DTMT's
+    transition blocks (a bottom cell and its T-GRUs, whose projections have width 0) and the context-aware
+    encoder's two cells a step. p = [p¹; …; p^K]; the states between the kernels are kept for the backward,
+    which runs the chain in reverse."""
+
+    def __init__(self, kernels: Sequence[StepKernel]) -> None:
+        super().__init__([q for kernel in kernels for q in kernel.params], sum(k.projection_size for k in kernels))
+        self.kernels, self.sizes = list(kernels), [k.projection_size for k in kernels]
+
+    def begin(self, p: Tensor, h0: Tensor) -> None:
+        for kernel, pk in zip(self.kernels, p.split(self.sizes, 2), strict=True):
+            kernel.begin(pk, h0)
+        B, T = p.size(0), p.size(1)
+        self.mids = [h0.new_empty(B, T, h0.size(1)) for _ in self.kernels[1:]]     # s¹ … s^{K−1} at every step
+        self.rows = next((k.rows for k in self.kernels if k.rows is not None), None)
+
+    def forward(self, t: int, p: Tensor, h: Tensor, out: Tensor) -> None:
+        last = len(self.kernels) - 1
+        for k, (kernel, pk) in enumerate(zip(self.kernels, p.split(self.sizes, 1), strict=True)):
+            s = out if k == last else self.mids[k][:, t]
+            kernel.forward(t, pk, h, s)
+            h = s
+
+    def backward(self, t: int, p: Tensor, h: Tensor, g: Tensor, dp: Tensor) -> Tensor:
+        ins = [h, *(mid[:, t] for mid in self.mids)]
+        pt, dpt = p.split(self.sizes, 1), dp.split(self.sizes, 1)
+        for k in range(len(self.kernels) - 1, -1, -1):
+            g = self.kernels[k].backward(t, pt[k], ins[k], g, dpt[k])
+        return g
+
+    def grads(self, ins: Tensor, dp: Tensor) -> list[Tensor]:
+        return [gr for kernel, ink, dpk in zip(self.kernels, [ins, *self.mids], dp.split(self.sizes, 2), strict=True)
+                for gr in kernel.grads(ink, dpk)]
+
+
+def chain(kernels: Sequence[StepKernel | None]) -> StepKernel | None:
+    """The kernels in turn within a step as one kernel (a single one as itself); None where one is None."""
+    if any(k is None for k in kernels):
+        return None
+    return kernels[0] if len(kernels) == 1 else ChainKernel(kernels)   # type: ignore[arg-type]
+
+
 class StepSequence(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, kernels: Sequence[StepKernel], p: Tensor, m: Tensor | None, h0: Tensor,
-                *params: Tensor) -> Tensor:
-        """p [B, T, ΣP], m [B, T, 1] (1.0 at real tokens) or None, h0 [B, S] → hs [B, T + 1, S], hs[:, 0] = h0."""
-        B, T, K = p.size(0), p.size(1), len(kernels)
-        sizes = [k.projection_size for k in kernels]
+    def forward(ctx: Any, kernel: StepKernel, p: Tensor, m: Tensor | None, h0: Tensor, *params: Tensor) -> Tensor:
+        """p [B, T, P], m [B, T, 1] (1.0 at real tokens) or None, h0 [B, S] → hs [B, T + 1, S], hs[:, 0] = h0."""
+        B, T = p.size(0), p.size(1)
         hs = p.new_empty(B, T + 1, h0.size(1))
         hs[:, 0] = h0
-        mids = [p.new_empty(B, T, h0.size(1)) for _ in range(K - 1)]      # the states between the kernels
         new = None if m is None else torch.empty_like(h0)
-        for kernel, pk in zip(kernels, p.split(sizes, 2), strict=True):
-            kernel.begin(pk, h0)
+        kernel.begin(p, h0)
         low = products_dtype(p)
         with narrow(low, params):
             for t in range(T):
-                pt = p[:, t].split(sizes, 1)
-                h = hs[:, t]
-                for k, kernel in enumerate(kernels):
-                    out = mids[k][:, t] if k < K - 1 else hs[:, t + 1] if new is None else new
-                    kernel.forward(t, pt[k], h, out)
-                    h = out
+                kernel.forward(t, p[:, t], hs[:, t], hs[:, t + 1] if new is None else new)
                 if m is not None:
-                    torch.lerp(hs[:, t], h, m[:, t], out=hs[:, t + 1])
-        ctx.kernels, ctx.sizes, ctx.low, ctx.params = kernels, sizes, low, params
-        ctx.triton = any(k.rows is not None for k in kernels)          # what `path_label` says of the path
-        ctx.save_for_backward(p, m, hs, *mids)
+                    torch.lerp(hs[:, t], new, m[:, t], out=hs[:, t + 1])
+        ctx.kernel, ctx.low, ctx.params = kernel, low, params
+        ctx.triton = kernel.rows is not None                    # what `path_label` says of the path
+        ctx.save_for_backward(p, m, hs)
         return hs
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
-        p, m, hs, *mids = ctx.saved_tensors
-        kernels, sizes = ctx.kernels, ctx.sizes
+        p, m, hs = ctx.saved_tensors
+        kernel = ctx.kernel
         T = p.size(1)
         dp = torch.empty_like(p)
-        ins = [hs[:, :-1], *mids]
         g = torch.zeros_like(hs[:, 0])
         with narrow(ctx.low, ctx.params):
             for t in range(T - 1, -1, -1):
                 g = g + grad[:, t + 1]
-                gk = g if m is None else g * m[:, t]
-                pt, dpt = p[:, t].split(sizes, 1), dp[:, t].split(sizes, 1)
-                for k in range(len(kernels) - 1, -1, -1):
-                    gk = kernels[k].backward(t, pt[k], ins[k][:, t], gk, dpt[k])
+                gk = kernel.backward(t, p[:, t], hs[:, t], g if m is None else g * m[:, t], dp[:, t])
                 g = gk if m is None else torch.addcmul(gk, g, 1 - m[:, t])
-            grads = [gr for kernel, ink, dpk in zip(kernels, ins, dp.split(sizes, 2), strict=True)
-                     for gr in kernel.grads(ink, dpk)]
+            grads = kernel.grads(hs[:, :-1], dp)
         return None, dp, None, g + grad[:, 0], *grads
 
 
-def kernel_sequence(kernels: Sequence[StepKernel], projected: Tensor, mask: Tensor | None, state: Tensor) -> Tensor:
-    """All states [B, T, S] of the chained kernels from projected [B, T, ΣP], mask [B, T] (None: no padding)
-    and the initial state [B, S] (a cell's `sequence`)."""
+def kernel_sequence(kernel: StepKernel, projected: Tensor, mask: Tensor | None, state: Tensor) -> Tensor:
+    """All states [B, T, S] of the kernel's loop from projected [B, T, P], mask [B, T] (None: no padding) and
+    the initial state [B, S] (a cell's `sequence`)."""
     m = None if mask is None else mask.unsqueeze(-1).to(projected.dtype)
-    params = [q for kernel in kernels for q in kernel.params]
-    return StepSequence.apply(kernels, projected.contiguous(), m, state.contiguous(), *params)[:, 1:]
+    return StepSequence.apply(kernel, projected.contiguous(), m, state.contiguous(), *kernel.params)[:, 1:]
 
 
 def weight_grads(delta: Tensor, hs: Tensor, h0: Tensor) -> tuple[Tensor, Tensor]:

@@ -46,6 +46,9 @@ class GatedLinearBase(RecurrentCell):
     def project_inputs(self, x: Tensor) -> Tensor:
         return linear(x, self.weight_ih)
 
+    def input_weights(self) -> tuple[Tensor, Tensor | None]:
+        return self.weight_ih, None
+
     def parts(self, p: Tensor, state: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
         """→ (gate 1, gate 2, gate 3, candidate pre-activation, H x) for one step."""
         H = self.hidden_size

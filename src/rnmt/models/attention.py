@@ -17,6 +17,9 @@ from rnmt.machine.matmul import Linear
 
 
 class AdditiveAttention(nn.Module):
+    heads = 1
+    out: nn.Module | None = None            # no map of the context (MultiHeadAdditiveAttention's W_o)
+
     def __init__(self, query_size: int, memory_size: int, hidden_size: int) -> None:
         super().__init__()
         self.query_proj = Linear(query_size, hidden_size, bias=False)

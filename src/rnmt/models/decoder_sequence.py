@@ -1,6 +1,6 @@
 """RNNSearch's teacher-forced decoder loop (ATR paper appendix A.1, eq. 13) as one autograd function with
 a hand-written backward: the fast path of `RNNSearch.forward` (models/rnnsearch.py), which must equal its
-step loop.
+step loop; also GNMT's first decoder layer and DTMT's decoder (below).
 
 At target step j, with K = W_m m (the attention keys) and p_j the lower cell's projection of E y_{j−1}:
 
@@ -34,7 +34,16 @@ addend, the addend's own add (`narrow`), but for the cells' recurrent biases, wh
 13 and 17 with ATR, 19 and 23 with that GRU; W_c's product goes straight into its step's slice (`out`).
 
 A GNMT decoder (models/gnmt.py) has no higher cell: its first layer is the lower one, s_j = s̃_j, and the
-layers above it run after this loop. It serves the cells with a step kernel whose output is the state
+layers above it run after this loop. DTMT's decoder (models/dtmt.py) is the same loop with transition blocks
+for cells (the query block lower, the decoder block higher: each a bottom cell and its T-GRUs chained within
+the step, cells/kernel.py `ChainKernel`) and a multi-head attention: q_j, K and u split into h heads of A/h,
+one v of A/h shared by them, α_j one softmax a head over the real positions, each head's context from its M/h
+of the memory, and c_j = W_o [c_j¹; …; c_jʰ] + b_o; backward per head likewise, ∂[c¹; …] = ∂c_j W_o, and
+∂W_o = Σ_j ∂c_jᵀ [c_j¹; …] after the loop. On CUDA its heads' attention takes the Triton kernels where a power
+of two of at least 16 divides a head's widths (DTMT's 16 heads of 64 at width 1024); its cells' steps take
+their row kernels (cells/triton/gated.py): read from the code, a DTMT#1 decoder step (two blocks of two cells)
+is then some 20 kernels forward and 16 backward, with each cell's dropout noise drawn by torch, where the step
+loop launches about 100 and 190. It serves the cells with a step kernel whose output is the state
 itself and whose input projection is affine (GRU and ATR with their papers' options); under autocast it
 runs in float32 with autocast off, as the cells' whole-sequence paths do (cells/base.py `_whole`), its
 products (the cells', W_q's and W_c's, each step's and the weight gradients after the loop) with operands in
@@ -62,39 +71,45 @@ from rnmt.machine.matmul import addmm, mm, narrow, products_dtype, products_in
 
 class DecoderSequence(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, lower: StepKernel, higher: StepKernel | None, kernels: Any, p: Tensor, s0: Tensor,
-                memory: Tensor, keys: Tensor, mask: Tensor, w_q: Tensor, v: Tensor, w_c: Tensor | None,
-                b_c: Tensor | None, *params: Tensor) -> tuple[Tensor, Tensor]:
+    def forward(ctx: Any, lower: StepKernel, higher: StepKernel | None, kernels: Any, heads: int, p: Tensor,
+                s0: Tensor, memory: Tensor, keys: Tensor, mask: Tensor, w_q: Tensor, v: Tensor, w_o: Tensor | None,
+                b_o: Tensor | None, w_c: Tensor | None, b_c: Tensor | None, *params: Tensor) -> tuple[Tensor, Tensor]:
         """p [B, T, P] (the lower cell's projected inputs), s0 [B, H], memory [B, S, M], keys [B, S, A],
         mask [B, S] (True at real source tokens) → (states s_j [B, T, H], contexts c_j [B, T, M]);
         `kernels`: the attention's Triton kernels (`attention_kernels`), or None for torch's operations.
-        Without a `higher` cell (and `w_c`), s_j = s̃_j: a GNMT decoder's first layer and its attention."""
+        Without a `higher` cell (and `w_c`), s_j = s̃_j: a GNMT decoder's first layer and its attention.
+        With `w_o`, c_j = W_o [c_j¹; …; c_jʰ] + b_o (DTMT's output map of its heads)."""
         B, T = p.shape[:2]
         H, S, M, A = s0.size(1), memory.size(1), memory.size(2), keys.size(2)
         hs = p.new_empty(B, T + 1, H)                  # s_0 .. s_T
         hs[:, 0] = s0
         tilde = p.new_empty(B, T, H) if higher else hs[:, 1:]
         u = p.new_empty(T, B, S, A)                    # u_j = σ(2q_j + 2K), as autograd keeps it
-        alpha, contexts = p.new_empty(B, T, S), p.new_empty(B, T, M)
+        alpha, contexts = p.new_empty(B, T, heads, S), p.new_empty(B, T, M)
+        raw = p.new_empty(B, T, M) if w_o is not None else contexts      # the heads' contexts before W_o
         p2 = p.new_empty(B, T, w_c.size(0)) if higher else None     # the higher cell's projected inputs
         lower.begin(p, s0)
         if higher:
             higher.begin(p2, s0)
-        keys2, v2, w_q_t, outside = keys * 2, v.reshape(-1) * 2, w_q.t(), ~mask
+        keys2, v2, w_q_t, outside = keys * 2, v.reshape(-1) * 2, w_q.t(), ~mask[:, None]
+        by_head = memory.view(B, S, heads, M // heads).transpose(1, 2)              # [B, h, S, M/h]
         w_c_t = w_c.t() if higher else None
         keep = mask.to(torch.int8) if kernels else None
-        low, weights = products_dtype(p), [w_q, *([w_c] if w_c is not None else []), *params]
+        low = products_dtype(p)
+        weights = [w_q, *(w for w in (w_o, w_c) if w is not None), *params]
         with narrow(low, weights):                   # the weights every step's products read, rounded once
             for t in range(T):
                 lower.forward(t, p[:, t], hs[:, t], tilde[:, t])
                 q = mm(tilde[:, t], w_q_t)
                 if kernels:
-                    kernels.forward(q, keys2, v2, keep, memory, u[t], alpha[:, t], contexts[:, t])
+                    kernels.forward(q, keys2, v2, keep, memory, u[t], alpha[:, t], raw[:, t])
                 else:
                     u_t = torch.add(keys2, q[:, None], alpha=2, out=u[t]).sigmoid_()
-                    scores = torch.matmul(u_t, v2).masked_fill_(outside, float("-inf"))
-                    torch.softmax(scores, -1, out=alpha[:, t])
-                    contexts[:, t] = torch.bmm(alpha[:, t, None], memory).squeeze(1)
+                    scores = torch.matmul(u_t.view(B, S, heads, -1), v2).transpose(1, 2)       # [B, h, S]
+                    torch.softmax(scores.masked_fill_(outside, float("-inf")), -1, out=alpha[:, t])
+                    raw[:, t] = torch.matmul(alpha[:, t, :, None], by_head).view(B, M)
+                if w_o is not None:
+                    addmm(b_o, raw[:, t], w_o.t(), out=contexts[:, t])
                 if higher:
                     if b_c is None:
                         mm(contexts[:, t], w_c_t, out=p2[:, t])
@@ -103,7 +118,7 @@ class DecoderSequence(torch.autograd.Function):
                     higher.forward(t, p2[:, t], tilde[:, t], hs[:, t + 1])
         ctx.kernels, ctx.has_bias, ctx.attention, ctx.low, ctx.weights = (lower, higher), b_c is not None, kernels, \
             low, weights
-        ctx.save_for_backward(p, hs, tilde, u, alpha, contexts, p2, memory, v2, w_q, w_c)
+        ctx.save_for_backward(p, hs, tilde, u, alpha, contexts, raw, p2, memory, v2, w_q, w_o, w_c)
         return hs[:, 1:], contexts
 
     @staticmethod
@@ -114,14 +129,17 @@ class DecoderSequence(torch.autograd.Function):
 
     @staticmethod
     def _backward(ctx: Any, d_states: Tensor, d_contexts: Tensor) -> tuple[Tensor | None, ...]:
-        p, hs, tilde, u, alpha, contexts, p2, memory, v2, w_q, w_c = ctx.saved_tensors
+        p, hs, tilde, u, alpha, contexts, raw, p2, memory, v2, w_q, w_o, w_c = ctx.saved_tensors
         lower, higher = ctx.kernels
-        T = p.size(1)
+        (B, T), (S, M), heads = p.shape[:2], memory.shape[1:], alpha.size(2)
+        d = v2.size(0)                                  # the width of a head's keys
         dp, dc = torch.empty_like(p), torch.empty_like(contexts)
+        d_raw = torch.empty_like(raw) if w_o is not None else dc
         dp2 = torch.empty_like(p2) if higher else None
-        dq = p.new_empty(p.size(0), T, w_q.size(0))
-        dv, d_keys = v2.new_zeros(1, v2.size(0)), torch.zeros_like(u[0])       # ∂K = 2v ⊙ d_keys
+        dq = p.new_empty(B, T, w_q.size(0))
+        dv, d_keys = v2.new_zeros(1, d), torch.zeros_like(u[0])       # ∂K = 2v ⊙ d_keys
         v4 = v2 * 2
+        by_head = memory.view(B, S, heads, M // heads).transpose(1, 2)              # [B, h, S, M/h]
         g = torch.zeros_like(hs[:, 0])
         kernels = ctx.attention
         dv_rows = torch.zeros_like(u[0, :, 0]) if kernels else None      # [B, A]: ∂v by sentence
@@ -133,39 +151,46 @@ class DecoderSequence(torch.autograd.Function):
             else:                                       # s_j is s̃_j: its gradient goes to the lower cell whole
                 g_tilde = g
                 dc[:, t] = d_contexts[:, t]
+            if w_o is not None:
+                mm(dc[:, t], w_o, out=d_raw[:, t])
             if kernels:
-                kernels.backward(dc[:, t], memory, alpha[:, t], u[t], v4, dq[:, t], d_keys, dv_rows)
+                kernels.backward(d_raw[:, t], memory, alpha[:, t], u[t], v4, dq[:, t], d_keys, dv_rows)
                 g = lower.backward(t, p[:, t], hs[:, t], addmm(g_tilde, dq[:, t], w_q), dp[:, t])
                 continue
-            a = alpha[:, t]
-            d_alpha = torch.bmm(memory, dc[:, t, :, None]).squeeze(-1)
-            d_e_t = a * (d_alpha - (a * d_alpha).sum(-1, keepdim=True))
+            a = alpha[:, t]                                                               # [B, h, S]
+            d_alpha = torch.matmul(by_head, d_raw[:, t].view(B, heads, -1, 1)).squeeze(-1)
+            d_e_t = (a * (d_alpha - (a * d_alpha).sum(-1, keepdim=True))).transpose(1, 2)  # [B, S, h]
             u_t = u[t]
-            dv += torch.mv(u_t.reshape(-1, u_t.size(-1)).t(), d_e_t.reshape(-1))
-            w_t = torch.addcmul(u_t, u_t, u_t, value=-1, out=u_t)          # σ' = u(1 − u), u is not read again
-            torch.mul(torch.bmm(d_e_t[:, None], w_t).squeeze(1), v4, out=dq[:, t])   # 2 Σ_k ∂a_k
-            d_keys.addcmul_(d_e_t[..., None], w_t)
+            dv += torch.mv(u_t.view(-1, d).t(), d_e_t.reshape(-1))
+            w_t = torch.addcmul(u_t, u_t, u_t, value=-1, out=u_t).view(B, S, heads, d)   # σ' = u(1 − u), u is not
+            sums = torch.matmul(d_e_t.transpose(1, 2)[:, :, None], w_t.transpose(1, 2))  # read again; 2 Σ_k ∂a_k
+            torch.mul(sums.view(B, heads, d), v4, out=dq[:, t].view(B, heads, d))
+            d_keys.view(B, S, heads, d).addcmul_(d_e_t[..., None], w_t)
             g = lower.backward(t, p[:, t], hs[:, t], addmm(g_tilde, dq[:, t], w_q), dp[:, t])
         if kernels:
-            dv = dv_rows.sum(0, keepdim=True)
-        d_keys.mul_(v4)                                                               # 2 Σ_j ∂a_j
-        d_memory = torch.bmm(alpha.transpose(1, 2), dc)
+            dv = dv_rows.view(B, heads, d).sum((0, 1)).unsqueeze(0)
+        d_keys.view(B, S, heads, d).mul_(v4)                                          # 2 Σ_j ∂a_j
+        d_memory = torch.matmul(alpha.permute(0, 2, 3, 1), d_raw.view(B, T, heads, -1).transpose(1, 2))
+        d_memory = d_memory.transpose(1, 2).reshape(B, S, M)
+        d_w_o, d_b_o = (product_grad(dc, raw), row_sum(dc)) if w_o is not None else (None, None)
         d_w_c = product_grad(dp2, contexts) if higher else None
         grads = [*lower.grads(hs[:, :-1], dp), *(higher.grads(tilde, dp2) if higher else ())]
-        return (None, None, None, dp, g, d_memory, d_keys, None, product_grad(dq, tilde), dv * 2, d_w_c,
-                row_sum(dp2) if ctx.has_bias else None, *grads)
+        return (None, None, None, None, dp, g, d_memory, d_keys, None, product_grad(dq, tilde), dv * 2, d_w_o, d_b_o,
+                d_w_c, row_sum(dp2) if ctx.has_bias else None, *grads)
 
 
-def attention_kernels(x: Tensor, source: int) -> Any:
+def attention_kernels(x: Tensor, source: int, heads: int = 1, attention: int = 1, memory: int = 1) -> Any:
     """models/triton/attention.py where the steps' attention on `x` runs as Triton kernels (CUDA, float32 or
-    float64, triton importable, RNMT_TRITON not 0, a source that fits one block), else None."""
+    float64, triton importable, RNMT_TRITON not 0, a source that fits one block, heads whose widths its
+    programs can split), else None."""
     if not cell_kernels.wanted(x):
         return None
     try:
         from rnmt.models.triton import attention as triton_attention
     except ImportError:                                       # no triton here
         return None
-    return triton_attention if source <= triton_attention.MAX_SOURCE else None
+    fits = source <= triton_attention.MAX_SOURCE and triton_attention.width(heads, attention, memory) is not None
+    return triton_attention if fits else None
 
 
 def _parts(model: Any) -> tuple[StepKernel, StepKernel | None] | None:
@@ -193,19 +218,21 @@ def decode(model: Any, p_lower: Tensor, state: dict[str, Tensor]) -> tuple[Tenso
                                                    for k, v in state.items()})
     w_c, b_c = model.dec_higher.input_weights() if model.dec_higher is not None else (None, None)
     params = [t for k in kernels if k is not None for t in k.params]
-    attention = attention_kernels(p_lower, state["memory"].size(1))
+    att = model.attention
+    attention = attention_kernels(p_lower, state["memory"].size(1), att.heads, state["keys"].size(2),
+                                  state["memory"].size(2))
     if torch.is_grad_enabled():
         record(model, "rnmt kernel (Triton attention)" if attention else "rnmt kernel")
-    return DecoderSequence.apply(*kernels, attention, p_lower.contiguous(), state["state"].contiguous(),
+    w_o, b_o = (att.out.weight, att.out.bias) if att.out is not None else (None, None)
+    return DecoderSequence.apply(*kernels, attention, att.heads, p_lower.contiguous(), state["state"].contiguous(),
                                  state["memory"].contiguous(), state["keys"].contiguous(), state["mask"],
-                                 model.attention.query_proj.weight, model.attention.v.weight, w_c, b_c, *params)
+                                 att.query_proj.weight, att.v.weight, w_o, b_o, w_c, b_c, *params)
 
 
 def record(model: Any, label: str) -> None:
     """Keep the kind of path the model's decoder trained on, the first time (rnmt.cells.taken)."""
     if unrecorded(model):
-        what = "RNNSearch decoder" if model.dec_higher is not None else "GNMT decoder's first layer"
-        record_path(f"{what} ({model.dec_lower.path_key()})", label, model)
+        record_path(f"{model.decoder_name} ({model.dec_lower.path_key()})", label, model)
 
 
 MEASURE_STEPS = 24           # the target length a choice is measured at
@@ -225,16 +252,19 @@ def chosen(model: Any, p_lower: Tensor, memory: Tensor) -> str:
     amp = autocast_device()
     B, S = p_lower.size(0), memory.size(1)
     higher = model.dec_higher.path_key() if model.dec_higher is not None else "none"
+    heads = model.attention.heads
     key = (model.dec_lower.path_key(), higher, tuple(memory.shape[2:]), B.bit_length(),
-           S.bit_length(), grad, p_lower.device, p_lower.dtype, amp, torch.get_num_threads(), graphed(p_lower.device))
+           S.bit_length(), grad, p_lower.device, p_lower.dtype, amp, torch.get_num_threads(), graphed(p_lower.device),
+           *((heads,) if heads > 1 else ()))
     if key not in _CHOICES:
-        name = f"rnnsearch decoder {key[0]} / {key[1]}" if model.dec_higher is not None else f"gnmt layer 1 {key[0]}"
-        what = (f"{name}, memory {key[2][0]}, batch < {2 ** key[3]}, "
+        name = f"{model.decoder_name.lower()} {key[0]} / {key[1]}" if model.dec_higher is not None else \
+            f"gnmt layer 1 {key[0]}"
+        what = (f"{name}, memory {key[2][0]}{f', {heads} heads' if heads > 1 else ''}, batch < {2 ** key[3]}, "
                 f"source < {2 ** key[4]}, {'forward+backward' if grad else 'forward'}, {p_lower.device.type} "
                 f"{str(p_lower.dtype).removeprefix('torch.')}{', autocast' if amp else ''}")
         with torch.random.fork_rng(devices=[p_lower.device] if p_lower.device.type == "cuda" else []):
             runs = candidates(model, p_lower, memory, grad, params)
-        _CHOICES[key] = fastpath.choose(what, runs, "loop", p_lower.device, graphed=key[-1])
+        _CHOICES[key] = fastpath.choose(what, runs, "loop", p_lower.device, graphed=key[10])
     return _CHOICES[key]
 
 

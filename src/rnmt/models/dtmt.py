@@ -15,6 +15,9 @@ prediction and on candidate activations. N = 0 is ShallowRNMT.
 Table 4's ablation replaces one transition module with "the corresponding part of the conventional
 shallow RNMT" (a GRU, no T-GRUs). `gate_norm=False` drops the per-gate layer normalisation of every
 cell, T-GRUs included (Table 5's "− Advanced Techniques").
+
+Training runs the decoder's teacher-forced loop as one function with a hand-written backward where measured
+faster (models/decoder_sequence.py, the fast path RNNSearch's decoder has), else step by step (`decoder_loop`).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from rnmt.cells.composite import TransitionCell
 from rnmt.data.vocab import PAD_ID
 from rnmt.io import InputError
 from rnmt.machine.matmul import Linear
+from rnmt.models import decoder_sequence
 from rnmt.models.attention import MultiHeadAdditiveAttention
 from rnmt.models.base import DecoderState, Seq2Seq
 from rnmt.models.embedding import FactoredEmbedding
@@ -120,13 +124,34 @@ class DTMT(Seq2Seq):
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
         st = self.start(src, src_mask)
         y = self._embed_tgt(tgt_in, torch.arange(tgt_in.size(1), device=tgt_in.device).expand_as(tgt_in))
-        pq = self.query.project_inputs(y)
+        pq = self.query.project_inputs(y)                 # all target steps in one product
+        fused = decoder_sequence.chosen(self, pq, st["memory"]) == "sequence"
+        states, contexts = decoder_sequence.decode(self, pq, st) if fused else self.decoder_loop(pq, st)
+        if torch.is_grad_enabled() and not fused:
+            decoder_sequence.record(self, "step loop")
+        return self._logits(states, contexts, y)
+
+    def decoder_loop(self, pq: Tensor, st: DecoderState) -> tuple[Tensor, Tensor]:
+        """The decoder step by step over the query block's projected inputs [B, T, P] → (states [B, T, H],
+        contexts [B, T, 2H]); models/decoder_sequence.py is the same as one function."""
         states, contexts = [], []
         for p_t in pq.unbind(1):                          # one gradient copy, not one per step
             st["state"], context = self._decode(p_t, st)
             states.append(st["state"])
             contexts.append(context)
-        return self._logits(torch.stack(states, 1), torch.stack(contexts, 1), y)
+        return torch.stack(states, 1), torch.stack(contexts, 1)
+
+    decoder_name = "DTMT decoder"                 # what the paths a run took call its decoder (rnmt.cells.taken)
+
+    @property
+    def dec_lower(self) -> TransitionCell:
+        """The query transition block (the lower cell of models/decoder_sequence.py)."""
+        return self.query
+
+    @property
+    def dec_higher(self) -> TransitionCell:
+        """The decoder transition block, reading the attention's context (the higher cell there)."""
+        return self.decoder
 
     def step(self, prev: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
         y = self._embed_tgt(prev.unsqueeze(1), state["position"].unsqueeze(1)).squeeze(1)

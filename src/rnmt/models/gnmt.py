@@ -119,6 +119,7 @@ class GNMT(Seq2Seq):
         return self.dec[0]
 
     dec_higher = None                                     # no cell between the attention and the layers above
+    decoder_name = "GNMT decoder's first layer"
 
     def decoder_loop(self, p0: Tensor, st: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
         """Decoder layer 1 and its attention step by step over its projected inputs [B, T, P], from st["state"]

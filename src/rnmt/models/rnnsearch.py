@@ -41,6 +41,8 @@ def last_real(outputs: Tensor, mask: Tensor) -> Tensor:
 
 @register_model("rnnsearch")
 class RNNSearch(Seq2Seq):
+    decoder_name = "RNNSearch decoder"          # what the paths a run took call its decoder (rnmt.cells.taken)
+
     def __init__(self, src_vocab_size: int, tgt_vocab_size: int, cell: str = "gru", emb: int = 620,
                  hidden: int = 1000, dropout: float = 0.2, tie_output: bool = True, encoder: str = "birnn",
                  cell_options: dict[str, Any] | None = None, factors: dict[str, Any] | None = None) -> None:

@@ -1,6 +1,8 @@
-"""The additive attention of one decoder step as Triton kernels, for the fused RNNSearch decoder on CUDA
-(models/decoder_sequence.py holds the equations): two kernels forward and two backward, where the torch
-path launches about seven and ten kernels. Arithmetic is in the tensors' dtype (float32 or float64).
+"""The additive attention of one decoder step as Triton kernels, for the fused decoders on CUDA (RNNSearch's
+and DTMT's multi-head one; models/decoder_sequence.py holds the equations): two kernels forward and two
+backward, where the torch path launches about seven and ten kernels. Arithmetic is in the tensors' dtype
+(float32 or float64). With several heads every width block lies in one head, whose energies, softmax and
+∂α sum that head's blocks only; v, a head wide, is shared by the heads.
 
 Forward, sentence b: u = σ(2K_b + 2q_b) (kept for the backward), e = u · 2v, α = softmax over the real
 positions, c = Σ_k α_k m_k. Backward, from ∂c: ∂α_k = m_k · ∂c, ∂e = α ⊙ (∂α − Σ α ∂α), and with
@@ -27,12 +29,14 @@ from rnmt.cells.triton.common import on_device
 
 MAX_SOURCE = 256       # longer sources take the torch path: a [source, BLOCK_W] tile a program stays in registers
 BLOCK_W = 64           # attention and memory width of one program
+MIN_W = 16             # the narrowest a program takes where heads split the widths
 
 
 @triton.jit
-def attention_step_energies(q_ptr, keys2_ptr, v2_ptr, u_ptr, part_ptr, S, A, BLOCK_S: tl.constexpr,
+def attention_step_energies(q_ptr, keys2_ptr, v2_ptr, u_ptr, part_ptr, S, A, D, BLOCK_S: tl.constexpr,
                             BLOCK_W: tl.constexpr):
-    """Program (b, j): u = σ(2K_b + 2q_b) over widths block j, and that block's part of e = u · 2v."""
+    """Program (b, j): u = σ(2K_b + 2q_b) over widths block j, and that block's part of e = u · 2v (v, of a
+    head's width D, repeats for every head)."""
     b, j = tl.program_id(0).to(tl.int64), tl.program_id(1)
     s = tl.arange(0, BLOCK_S)
     a = j * BLOCK_W + tl.arange(0, BLOCK_W)
@@ -42,27 +46,29 @@ def attention_step_energies(q_ptr, keys2_ptr, v2_ptr, u_ptr, part_ptr, S, A, BLO
     q = tl.load(q_ptr + b * A + a, mask=wide, other=0.0)
     u = 1.0 / (1.0 + tl.exp(-(tl.load(keys2_ptr + at, mask=ok, other=0.0) + 2.0 * q[None, :])))
     tl.store(u_ptr + at, u, mask=ok)
-    v = tl.load(v2_ptr + a, mask=wide, other=0.0)
+    v = tl.load(v2_ptr + a % D, mask=wide, other=0.0)
     tl.store(part_ptr + (b * tl.num_programs(1) + j) * BLOCK_S + s, tl.sum(tl.where(ok, u * v[None, :], 0.0), axis=1))
 
 
 @triton.jit
-def attention_step_forward(part_ptr, mask_ptr, mem_ptr, alpha_ptr, ctx_ptr, S, M, PARTS, alpha_stride, ctx_stride,
-                           BLOCK_S: tl.constexpr, BLOCK_W: tl.constexpr):
-    """Program (b, i): e from the energies' PARTS blocks, α = masked softmax (written by block 0), and the
-    context's memory widths block i."""
+def attention_step_forward(part_ptr, mask_ptr, mem_ptr, alpha_ptr, ctx_ptr, S, M, E, PARTS, HEAD_PARTS,
+                           alpha_stride, head_stride, ctx_stride, BLOCK_S: tl.constexpr, BLOCK_W: tl.constexpr):
+    """Program (b, i): memory widths block i, of head h = i·BLOCK_W / E (E: a head's memory width): e of head h
+    from its HEAD_PARTS blocks of the PARTS energies' blocks, α = masked softmax (written by the head's first
+    block), and the block's widths of the context."""
     b, i = tl.program_id(0).to(tl.int64), tl.program_id(1)
+    h = (i * BLOCK_W) // E
     s = tl.arange(0, BLOCK_S)
     real = s < S
     e = tl.zeros([BLOCK_S], dtype=part_ptr.dtype.element_ty)
-    for j in range(0, PARTS):
-        e += tl.load(part_ptr + (b * PARTS + j) * BLOCK_S + s)
+    for j in range(0, HEAD_PARTS):
+        e += tl.load(part_ptr + (b * PARTS + h * HEAD_PARTS + j) * BLOCK_S + s)
     keep = tl.load(mask_ptr + b * S + s, mask=real, other=0) != 0
     e = tl.where(keep, e, float("-inf"))
     p = tl.exp(e - tl.max(e, axis=0))
     alpha = p / tl.sum(p, axis=0)
-    if i == 0:
-        tl.store(alpha_ptr + b * alpha_stride + s, alpha, mask=real)
+    if (i * BLOCK_W) % E == 0:
+        tl.store(alpha_ptr + b * alpha_stride + h * head_stride + s, alpha, mask=real)
     m = i * BLOCK_W + tl.arange(0, BLOCK_W)
     ok = real[:, None] & (m < M)[None, :]
     mem = tl.load(mem_ptr + b * S * M + s[:, None] * M + m[None, :], mask=ok, other=0.0)
@@ -72,7 +78,7 @@ def attention_step_forward(part_ptr, mask_ptr, mem_ptr, alpha_ptr, ctx_ptr, S, M
 @triton.jit
 def attention_step_scores_backward(dc_ptr, mem_ptr, part_ptr, S, M, dc_stride, BLOCK_S: tl.constexpr,
                                    BLOCK_W: tl.constexpr):
-    """Program (b, i): memory widths block i's part of ∂α_k = m_k · ∂c."""
+    """Program (b, i): memory widths block i's part of ∂α_k = m_k · ∂c (of the block's head)."""
     b, i = tl.program_id(0).to(tl.int64), tl.program_id(1)
     s = tl.arange(0, BLOCK_S)
     m = i * BLOCK_W + tl.arange(0, BLOCK_W)
@@ -83,16 +89,19 @@ def attention_step_scores_backward(dc_ptr, mem_ptr, part_ptr, S, M, dc_stride, B
 
 
 @triton.jit
-def attention_step_backward(part_ptr, alpha_ptr, u_ptr, v4_ptr, dq_ptr, d_keys_ptr, dv_ptr, S, A, PARTS,
-                            alpha_stride, dq_stride, BLOCK_S: tl.constexpr, BLOCK_W: tl.constexpr):
-    """Program (b, j): ∂α from its PARTS blocks, ∂e, then over widths block j: ∂q, the keys' and v's sums."""
+def attention_step_backward(part_ptr, alpha_ptr, u_ptr, v4_ptr, dq_ptr, d_keys_ptr, dv_ptr, S, A, D, PARTS,
+                            HEAD_PARTS, alpha_stride, head_stride, dq_stride, BLOCK_S: tl.constexpr,
+                            BLOCK_W: tl.constexpr):
+    """Program (b, j): widths block j, of head h = j·BLOCK_W / D: ∂α of head h from its HEAD_PARTS blocks of the
+    PARTS blocks, ∂e, then over the block's widths: ∂q, the keys' and v's sums."""
     b, j = tl.program_id(0).to(tl.int64), tl.program_id(1)
+    h = (j * BLOCK_W) // D
     s = tl.arange(0, BLOCK_S)
     real = s < S
-    alpha = tl.load(alpha_ptr + b * alpha_stride + s, mask=real, other=0.0)
+    alpha = tl.load(alpha_ptr + b * alpha_stride + h * head_stride + s, mask=real, other=0.0)
     d_alpha = tl.zeros_like(alpha)
-    for i in range(0, PARTS):
-        d_alpha += tl.load(part_ptr + (b * PARTS + i) * BLOCK_S + s)
+    for i in range(0, HEAD_PARTS):
+        d_alpha += tl.load(part_ptr + (b * PARTS + h * HEAD_PARTS + i) * BLOCK_S + s)
     d_e = alpha * (d_alpha - tl.sum(alpha * d_alpha, axis=0))
     a = j * BLOCK_W + tl.arange(0, BLOCK_W)
     wide = a < A
@@ -100,7 +109,7 @@ def attention_step_backward(part_ptr, alpha_ptr, u_ptr, v4_ptr, dq_ptr, d_keys_p
     at = b * S * A + s[:, None] * A + a[None, :]
     u = tl.load(u_ptr + at, mask=ok, other=0.0)
     w = u - u * u
-    v = tl.load(v4_ptr + a, mask=wide, other=0.0)
+    v = tl.load(v4_ptr + a % D, mask=wide, other=0.0)
     tl.store(dq_ptr + b * dq_stride + a, v * tl.sum(d_e[:, None] * w, axis=0), mask=wide)
     tl.store(d_keys_ptr + at, tl.load(d_keys_ptr + at, mask=ok, other=0.0) + d_e[:, None] * w, mask=ok)
     dv = tl.load(dv_ptr + b * A + a, mask=wide, other=0.0)
@@ -111,34 +120,51 @@ def block(source: int) -> int:
     return max(16, triton.next_power_of_2(source))
 
 
+def width(heads: int, attention: int, memory: int) -> int | None:
+    """The widths a program takes (BLOCK_W) for `heads` heads over attention and memory widths, or None where
+    these kernels do not serve them: with one head BLOCK_W, blocks past the end masked; with several, a power
+    of two of at least MIN_W that divides a head's widths (its attention and memory parts), so that no block
+    spans two heads (DTMT: 16 heads of 64 at width 1024, of 16 and 32 at `mini`'s 256)."""
+    if heads == 1:
+        return BLOCK_W
+    d, e = attention // heads, memory // heads
+    w = BLOCK_W
+    while w >= MIN_W and (d % w or e % w):
+        w //= 2
+    return w if w >= MIN_W else None
+
+
 def forward(q: Tensor, keys2: Tensor, v2: Tensor, mask: Tensor, memory: Tensor, u: Tensor, alpha: Tensor,
             context: Tensor) -> None:
-    """One step: q [B, A], keys2 = 2K [B, S, A], v2 = 2v [A], mask [B, S] (int8), memory [B, S, M] →
-    u [B, S, A], alpha [B, S] and context [B, M] (rows of wider tensors: their batch stride is taken)."""
+    """One step: q [B, A], keys2 = 2K [B, S, A], v2 = 2v [A / heads], mask [B, S] (int8), memory [B, S, M] →
+    u [B, S, A], alpha [B, heads, S] and context [B, M] (rows of wider tensors: their batch strides are taken).
+    The heads split A and M evenly (`width` says whether these kernels serve them)."""
     B, S, A = keys2.shape
-    M, bs = memory.size(2), block(S)
-    parts = triton.cdiv(A, BLOCK_W)
+    heads, M, bs = alpha.size(1), memory.size(2), block(S)
+    bw = width(heads, A, M)
+    parts = triton.cdiv(A, bw)
     energies = q.new_empty(B, parts, bs)
     with on_device(q):
-        attention_step_energies[(B, parts)](q, keys2, v2, u, energies, S, A, BLOCK_S=bs, BLOCK_W=BLOCK_W)
-        attention_step_forward[(B, triton.cdiv(M, BLOCK_W))](energies, mask, memory, alpha, context, S, M, parts,
-                                                             alpha.stride(0), context.stride(0), BLOCK_S=bs,
-                                                             BLOCK_W=BLOCK_W)
+        attention_step_energies[(B, parts)](q, keys2, v2, u, energies, S, A, v2.numel(), BLOCK_S=bs, BLOCK_W=bw)
+        attention_step_forward[(B, triton.cdiv(M, bw))](energies, mask, memory, alpha, context, S, M, M // heads,
+                                                        parts, parts // heads, alpha.stride(0), alpha.stride(1),
+                                                        context.stride(0), BLOCK_S=bs, BLOCK_W=bw)
 
 
 def backward(dc: Tensor, memory: Tensor, alpha: Tensor, u: Tensor, v4: Tensor, dq: Tensor, d_keys: Tensor,
              dv: Tensor) -> None:
-    """One step backwards from dc [B, M]: writes dq [B, A], adds to d_keys [B, S, A] and dv [B, A]."""
+    """One step backwards from dc [B, M] (the heads' contexts): writes dq [B, A], adds to d_keys [B, S, A] and
+    dv [B, A] (v's sums by sentence and width, each head's at its own widths)."""
     B, S, A = u.shape
-    M, bs = memory.size(2), block(S)
-    parts = triton.cdiv(M, BLOCK_W)
+    heads, M, bs = alpha.size(1), memory.size(2), block(S)
+    bw = width(heads, A, M)
+    parts = triton.cdiv(M, bw)
     scores = dc.new_empty(B, parts, bs)
     with on_device(dc):
-        attention_step_scores_backward[(B, parts)](dc, memory, scores, S, M, dc.stride(0), BLOCK_S=bs,
-                                                   BLOCK_W=BLOCK_W)
-        attention_step_backward[(B, triton.cdiv(A, BLOCK_W))](scores, alpha, u, v4, dq, d_keys, dv, S, A, parts,
-                                                              alpha.stride(0), dq.stride(0), BLOCK_S=bs,
-                                                              BLOCK_W=BLOCK_W)
+        attention_step_scores_backward[(B, parts)](dc, memory, scores, S, M, dc.stride(0), BLOCK_S=bs, BLOCK_W=bw)
+        attention_step_backward[(B, triton.cdiv(A, bw))](scores, alpha, u, v4, dq, d_keys, dv, S, A, v4.numel(),
+                                                         parts, parts // heads, alpha.stride(0), alpha.stride(1),
+                                                         dq.stride(0), BLOCK_S=bs, BLOCK_W=bw)
 
 
 KERNELS = (attention_step_energies, attention_step_forward, attention_step_scores_backward, attention_step_backward)
