@@ -22,7 +22,8 @@
 #  3. rnmt bench decode --size paper --graphs --profile: beam 1 and 10 at ATR Table 4's sizes, batched and one
 #     at a time with eager steps, and batched again with the search steps replayed as CUDA graphs, each batched
 #     decode profiled once (kernels per sentence, GPU-busy fraction, the kinds of work that took the time);
-#     rnmt bench decoder: RNNSearch's decoder, step loop against the fused function, hidden 256/512/1000
+#     rnmt bench decoder: RNNSearch's and DTMT#1's decoders, step loop against the fused function, hidden
+#     256/512/1000
 # Each check runs within its own limit and what is left of BUDGET (below), in this order, and bench.tgz is
 # rewritten after each, so a call cut short brings back every check that finished.
 #  4. TABLES (default "atr-table4 srnmt-table4"; "none": no table, `pytest -m cuda` alone; "skip": neither)
@@ -131,7 +132,7 @@ timeout "$(within 150)" python3 -m rnmt bench decode --size paper --graphs --pro
     > bench-cuda/decode-paper.log 2>&1
 echo "exit $?"; tail -n 12 bench-cuda/decode-paper.log
 pack
-timeout "$(within 40)" python3 -m rnmt bench decoder --device cuda --out bench-cuda > bench-cuda/decoder.log 2>&1
+timeout "$(within 60)" python3 -m rnmt bench decoder --device cuda --out bench-cuda > bench-cuda/decoder.log 2>&1
 echo "exit $?"; tail -n 8 bench-cuda/decoder.log
 pack
 fi

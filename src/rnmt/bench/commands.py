@@ -25,8 +25,8 @@ def add_parsers(sub: Any) -> None:
     s = sub.add_parser("bench", help="speed benchmarks: cells, decoder, train, decode, data (tables + CSVs)")
     s.add_argument("names", nargs="+", choices=BENCHMARKS, metavar="{" + ",".join(BENCHMARKS) + "}",
                    help="which benchmarks: cells (one step and a sequence per cell), decoder (RNNSearch's "
-                        "decoder, step loop and fused), train (steps per second per row), decode (sentences per "
-                        "second by beam), data (preparing and BPE)")
+                        "and DTMT's decoders, step loop and fused), train (steps per second per row), decode "
+                        "(sentences per second by beam), data (preparing and BPE)")
     s.add_argument("--quick", action="store_true", help="small sizes, under a minute each")
     s.add_argument("--size", choices=("default", "paper"), default="default",
                    help="train, decode: paper = each row at its paper's sizes (ATR Table 4: emb 620, hidden "
