@@ -234,7 +234,7 @@ class GatedKernel(StepKernel):
         self.u = h0.new_empty(B, T, H)                          # q_h + b
         self.n = h0.new_empty(B, T, H)                          # tanh(…), before dropout
         self.diff = h0.new_empty(B, T, H)                       # ñ − h
-        self.noise = h0.new_empty(B, T, H) if self.dropout else None
+        self.noise: list[Tensor] | None = [] if self.dropout else None     # each step's, dense [B, H]
         self.delta = h0.new_empty(B, T, (k + 1) * H)            # ∂L/∂(U h + [0, b])
         self.rest: Tensor | None = None
         rows = triton_path(h0, "gated")             # on CUDA a step's elementwise work is one Triton kernel
@@ -244,7 +244,7 @@ class GatedKernel(StepKernel):
 
     def _rows_forward(self, t: int, p: Tensor, h: Tensor, out: Tensor) -> None:
         """The step on the row kernels, its dropout noise drawn first as `_drop` draws it."""
-        noise = None if self.noise is None else self.noise[:, t].copy_(dropout_noise(self.n[:, t], self.dropout))
+        noise = None if self.noise is None else self._noise(t, self.n[:, t])
         self.rows.rows_forward(self.kind, p if p.size(1) else None, mm(h, self.wt), self.bias, self.gates, t, h,
                                noise, self.s[:, t], self.u[:, t], self.n[:, t], self.diff[:, t],
                                None if self.rest is None else self.rest[:, t], out)
@@ -252,7 +252,7 @@ class GatedKernel(StepKernel):
     def _rows_backward(self, t: int, p: Tensor, g: Tensor, dp: Tensor) -> Tensor:
         direct = self.rows.rows_backward(
             self.kind, g, p if p.size(1) else None, self.gates, t, self.s[:, t], self.u[:, t], self.n[:, t],
-            self.diff[:, t], None if self.noise is None else self.noise[:, t],
+            self.diff[:, t], None if self.noise is None else self.noise[t],
             None if self.rest is None else self.rest[:, t], self.delta[:, t], dp if dp.size(1) else None,
             None if self.dy is None else self.dy[t])
         return addmm(direct, self.delta[:, t], self.weight)
@@ -274,7 +274,12 @@ class GatedKernel(StepKernel):
         it (cells/gates.py `dropout_noise`), on the CPU and on CUDA, under autocast too."""
         if self.noise is None:
             return x
-        return x * self.noise[:, t].copy_(dropout_noise(x, self.dropout))
+        return x * self._noise(t, x)
+
+    def _noise(self, t: int, x: Tensor) -> Tensor:
+        """Step t's noise for x, drawn and kept as noise[t] (a pass runs its steps forward in order, once each)."""
+        self.noise.append(dropout_noise(x, self.dropout))
+        return self.noise[t]
 
     def _candidate_backward(self, t: int, dn: Tensor, dpn: Tensor | None, dr: Tensor) -> None:
         """From ∂L/∂n (before dropout; overwritten): ∂L/∂p_n into dpn, ∂L/∂u into δ, ∂L/∂r into dr."""
@@ -338,6 +343,6 @@ class GRUKernel(GatedKernel):
             dz.neg_()
             dn, direct = g - gz, gz
         if self.noise is not None:
-            dn.mul_(self.noise[:, t])
+            dn.mul_(self.noise[t])
         self._candidate_backward(t, dn, None if self.transition else dp[:, 2 * H:], dr)
         return self._backward_through(t, ds, direct, dp)

@@ -127,7 +127,7 @@ class GatedLinearKernel(GatedKernel):
         torch.mul(dv, self.diff[:, t], out=dz)
         dn = dv * z                                             # ∂L/∂ñ, then ∂L/∂(ñ before dropout)
         if self.noise is not None:
-            dn.mul_(self.noise[:, t])
+            dn.mul_(self.noise[t])
         if not self.lau:                                        # ñ = n + l ⊙ Hx
             torch.mul(dn, p[:, 4 * H:], out=dl)
             torch.mul(dn, lin, out=dp[:, 4 * H:])

@@ -41,9 +41,10 @@ one v of A/h shared by them, α_j one softmax a head over the real positions, ea
 of the memory, and c_j = W_o [c_j¹; …; c_jʰ] + b_o; backward per head likewise, ∂[c¹; …] = ∂c_j W_o, and
 ∂W_o = Σ_j ∂c_jᵀ [c_j¹; …] after the loop. On CUDA its heads' attention takes the Triton kernels where a power
 of two of at least 16 divides a head's widths (DTMT's 16 heads of 64 at width 1024); its cells' steps take
-their row kernels (cells/triton/gated.py): read from the code, a DTMT#1 decoder step (two blocks of two cells)
-is then some 20 kernels forward and 16 backward, with each cell's dropout noise drawn by torch, where the step
-loop launches about 100 and 190. It serves the cells with a step kernel whose output is the state
+their row kernels (cells/triton/gated.py): counted through triton's interpreter with CUDA's kernels forced
+(operations that compute and Triton launches, a target word's worth), a DTMT#1 decoder step (two blocks of two
+cells) is 29 forward and 14 backward, where the step loop runs 97 and 131 (12 of the 29 draw the cells' dropout
+noise on the CPU, 3 a cell; on CUDA 2; benchmarks/gpu/decoder-kernels.py). It serves the cells with a step kernel whose output is the state
 itself and whose input projection is affine (GRU and ATR with their papers' options); under autocast it
 runs in float32 with autocast off, as the cells' whole-sequence paths do (cells/base.py `_whole`), its
 products (the cells', W_q's and W_c's, each step's and the weight gradients after the loop) with operands in

@@ -94,7 +94,7 @@ def gated_rows_forward(p_ptr, q_ptr, b_ptr, w_ptr, beta_ptr, h_ptr, noise_ptr, s
                        HAS_NOISE: tl.constexpr, BLOCK: tl.constexpr):
     """One step of row program_id(0): p [B, ·] rows (HAS_P), q = U h [B, (K + 1) H] dense, b [H], h rows → the
     new state into out's rows; s, u, n, ñ − h (diff), Hx − v (rest, LAU) into rows of the kernel's buffers
-    (u, n, diff, noise and rest a unit_row apart), x̂ [B, K, H] and ρ [B, K] dense."""
+    (u, n, diff and rest a unit_row apart), the noise [B, H], x̂ [B, K, H] and ρ [B, K] dense."""
     b, c, ok, at = row_of(H, unit_row, BLOCK)
     p_ptr += b * p_row
     q_ptr += b * (K + 1) * H
@@ -119,7 +119,7 @@ def gated_rows_forward(p_ptr, q_ptr, b_ptr, w_ptr, beta_ptr, h_ptr, noise_ptr, s
     if KIND == 2:
         n += lin * hx
     if HAS_NOISE:
-        n *= tl.load(noise_ptr + at, mask=ok, other=0.0)
+        n *= tl.load(noise_ptr + b * H + c, mask=ok, other=0.0)
     diff = n - h
     tl.store(diff_ptr + at, diff, mask=ok)
     new = n - z * diff if KIND == 1 else h + z * diff
@@ -168,7 +168,7 @@ def gated_rows_backward(g_ptr, p_ptr, w_ptr, s_ptr, xhat_ptr, rstd_ptr, u_ptr, n
         dn = gz
         direct = dv - gz
     if HAS_NOISE:
-        dn *= tl.load(noise_ptr + at, mask=ok, other=0.0)
+        dn *= tl.load(noise_ptr + b * H + c, mask=ok, other=0.0)
     if KIND == 2:                                   # ñ = drop(n + l ⊙ Hx)
         dl = dn * tl.load(p_ptr + (K + 1) * H + c, mask=ok, other=0.0)
         tl.store(dp_ptr + (K + 1) * H + c, dn * lin, mask=ok)
@@ -214,7 +214,7 @@ def rows_forward(kind: str, p: Tensor | None, q: Tensor, bias: Tensor, gates: Si
     """One step of a `kind` cell (KINDS) on rows: p [B, P] (None: the T-GRU's), q = U h [B, (k + 1) H] dense, the
     candidate's bias [H], the gates (their x̂ and ρ kept at step t) and h → the new state into out; s, u, n, diff
     (ñ − h) and rest (Hx − v, LAU) into rows of the kernel's [B, T, H] buffers (all a row of u apart, as
-    `GatedKernel.begin` allocates them alike); noise: step t's dropout noise, a row of such a buffer too."""
+    `GatedKernel.begin` allocates them alike); noise: step t's dropout noise [B, H], dense."""
     B, H = h.shape
     check_rows(*(x for x in (p, h, s, u, n, diff, rest, out, noise) if x is not None))
     w, beta = _gate_weights(gates)
