@@ -44,14 +44,16 @@ of two of at least 16 divides a head's widths (DTMT's 16 heads of 64 at width 10
 their row kernels (cells/triton/gated.py): counted through triton's interpreter with CUDA's kernels forced
 (operations that compute and Triton launches, a target word's worth), a DTMT#1 decoder step (two blocks of two
 cells) is 29 forward and 14 backward, where the step loop runs 97 and 131 (12 of the 29 draw the cells' dropout
-noise on the CPU, 3 a cell; on CUDA 2; benchmarks/gpu/decoder-kernels.py). It serves the cells with a step kernel whose output is the state
-itself and whose input projection is affine (GRU and ATR with their papers' options); under autocast it
-runs in float32 with autocast off, as the cells' whole-sequence paths do (cells/base.py `_whole`), its
-products (the cells', W_q's and W_c's, each step's and the weight gradients after the loop) with operands in
-autocast's dtype and float32 results (rnmt.machine.matmul `narrow`), as the step loop's are under autocast:
-state, gates and attention (its products too) stay float32. Which
-path a run takes is measured once per run (rnmt.machine.fastpath; `use_path("loop")` forces the step
-loop, `use_path("sequence")` this one); the step loop is the default where nothing is measured.
+noise on the CPU, 3 a cell; on CUDA 2; benchmarks/gpu/decoder-kernels.py).
+
+It serves the cells with a step kernel whose output is the state itself and whose input projection is affine
+(GRU and ATR with their papers' options, DTMT's transition blocks); under autocast it runs in float32 with
+autocast off, as the cells' whole-sequence paths do (cells/base.py `_whole`), its products (the cells', W_q's
+and W_c's, each step's and the weight gradients after the loop) with operands in autocast's dtype and float32
+results (rnmt.machine.matmul `narrow`), as the step loop's are under autocast: state, gates and attention (its
+products too) stay float32. Which path a run takes is measured once per run (rnmt.machine.fastpath;
+`use_path("loop")` forces the step loop, `use_path("sequence")` this one); the step loop is the default where
+nothing is measured.
 """
 
 from __future__ import annotations
@@ -110,15 +112,18 @@ class DecoderSequence(torch.autograd.Function):
                     torch.softmax(scores.masked_fill_(outside, float("-inf")), -1, out=alpha[:, t])
                     raw[:, t] = torch.matmul(alpha[:, t, :, None], by_head).view(B, M)
                 if w_o is not None:
-                    addmm(b_o, raw[:, t], w_o.t(), out=contexts[:, t])
+                    if b_o is None:
+                        mm(raw[:, t], w_o.t(), out=contexts[:, t])
+                    else:
+                        addmm(b_o, raw[:, t], w_o.t(), out=contexts[:, t])
                 if higher:
                     if b_c is None:
                         mm(contexts[:, t], w_c_t, out=p2[:, t])
                     else:
                         addmm(b_c, contexts[:, t], w_c_t, out=p2[:, t])
                     higher.forward(t, p2[:, t], tilde[:, t], hs[:, t + 1])
-        ctx.kernels, ctx.has_bias, ctx.attention, ctx.low, ctx.weights = (lower, higher), b_c is not None, kernels, \
-            low, weights
+        ctx.kernels, ctx.attention, ctx.low, ctx.weights = (lower, higher), kernels, low, weights
+        ctx.biases = b_o is not None, b_c is not None
         ctx.save_for_backward(p, hs, tilde, u, alpha, contexts, raw, p2, memory, v2, w_q, w_o, w_c)
         return hs[:, 1:], contexts
 
@@ -173,11 +178,11 @@ class DecoderSequence(torch.autograd.Function):
         d_keys.view(B, S, heads, d).mul_(v4)                                          # 2 Σ_j ∂a_j
         d_memory = torch.matmul(alpha.permute(0, 2, 3, 1), d_raw.view(B, T, heads, -1).transpose(1, 2))
         d_memory = d_memory.transpose(1, 2).reshape(B, S, M)
-        d_w_o, d_b_o = (product_grad(dc, raw), row_sum(dc)) if w_o is not None else (None, None)
+        d_w_o = product_grad(dc, raw) if w_o is not None else None
         d_w_c = product_grad(dp2, contexts) if higher else None
         grads = [*lower.grads(hs[:, :-1], dp), *(higher.grads(tilde, dp2) if higher else ())]
-        return (None, None, None, None, dp, g, d_memory, d_keys, None, product_grad(dq, tilde), dv * 2, d_w_o, d_b_o,
-                d_w_c, row_sum(dp2) if ctx.has_bias else None, *grads)
+        return (None, None, None, None, dp, g, d_memory, d_keys, None, product_grad(dq, tilde), dv * 2, d_w_o,
+                row_sum(dc) if ctx.biases[0] else None, d_w_c, row_sum(dp2) if ctx.biases[1] else None, *grads)
 
 
 def attention_kernels(x: Tensor, source: int, heads: int = 1, attention: int = 1, memory: int = 1) -> Any:
