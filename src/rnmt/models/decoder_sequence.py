@@ -95,7 +95,7 @@ class DecoderSequence(torch.autograd.Function):
         if higher:
             higher.begin(p2, s0)
         keys2, v2, w_q_t, outside = keys * 2, v.reshape(-1) * 2, w_q.t(), ~mask[:, None]
-        by_head = memory.view(B, S, heads, M // heads).transpose(1, 2)              # [B, h, S, M/h]
+        by_head = memory.view(B, S, heads, M // heads).transpose(1, 2).contiguous()     # [B, h, S, M/h], once
         w_c_t = w_c.t() if higher else None
         keep = mask.to(torch.int8) if kernels else None
         low = products_dtype(p)
@@ -145,7 +145,7 @@ class DecoderSequence(torch.autograd.Function):
         dq = p.new_empty(B, T, w_q.size(0))
         dv, d_keys = v2.new_zeros(1, d), torch.zeros_like(u[0])       # ∂K = 2v ⊙ d_keys
         v4 = v2 * 2
-        by_head = memory.view(B, S, heads, M // heads).transpose(1, 2)              # [B, h, S, M/h]
+        by_head = memory.view(B, S, heads, M // heads).transpose(1, 2).contiguous()     # [B, h, S, M/h], once
         g = torch.zeros_like(hs[:, 0])
         kernels = ctx.attention
         dv_rows = torch.zeros_like(u[0, :, 0]) if kernels else None      # [B, A]: ∂v by sentence
