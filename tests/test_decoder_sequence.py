@@ -200,6 +200,22 @@ def test_the_attention_kernels_equal_the_torch_steps_through_tritons_interpreter
 
 
 @pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="triton is not installed")
+def test_the_attention_kernels_serve_heads_whose_widths_their_blocks_split() -> None:
+    """One head: 64-wide blocks, the last one masked (RNNSearch's 2,000); several: the widest power of two of at
+    least 16 that divides a head's attention and memory widths (DTMT's 16 heads of 64 and 128 at width 1024, of
+    16 and 32 at `mini`'s 256), else the torch path (8 heads of 125 at width 1000)."""
+    from rnmt.models.triton import attention as triton_attention
+
+    assert triton_attention.width(1, 2000, 2000) == 64
+    assert triton_attention.width(16, 1024, 2048) == 64
+    assert triton_attention.width(16, 256, 512) == 16
+    assert triton_attention.width(4, 64, 128) == 16
+    assert triton_attention.width(8, 1000, 2000) is None
+    cpu = torch.zeros(1)
+    assert decoder_sequence.attention_kernels(cpu, 7, 16, 1024, 2048) is None      # CUDA only, unforced
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="triton is not installed")
 def test_the_attention_kernels_compile_for_cuda(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """What only the compiler rejects: both kernels compiled to sm_90 binaries (triton's ptxas, no GPU)."""
     import triton
