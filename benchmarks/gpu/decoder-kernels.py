@@ -5,8 +5,8 @@ triton's interpreter (the cells' row kernels, the Triton attention).
 A count is the aten operations that compute (views, allocations and dtype queries left out) plus the Triton
 launches, for one more target word: the difference between target lengths 6 and 5 (batch 4, source 7, hidden
 64, 4 heads for DTMT, training mode with the systems' candidate dropout). A CUDA step launches about as many
-kernels; the dropout noise's draws differ (3 operations a cell on the CPU: ones, bernoulli_, div_; on CUDA a
-fill and one dropout kernel), and under autocast each product adds its operands' rounding.
+kernels; the dropout noise's draws differ (3 operations a cell on the CPU: bernoulli_, div_ and mul; on CUDA
+one dropout kernel), and under autocast each product adds its operands' rounding.
 
     python benchmarks/gpu/decoder-kernels.py [OUT.csv]      (about a minute; no GPU)
 """

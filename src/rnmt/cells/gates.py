@@ -103,14 +103,17 @@ def sigmoid_gates(hidden: int, norms: Sequence[nn.LayerNorm] | None, bias: Tenso
     return SigmoidGates(hidden, bias=bias)
 
 
-def dropout_noise(x: Tensor, rate: float) -> Tensor:
+def dropout_noise(x: Tensor, rate: float, ones: Tensor | None = None) -> Tensor:
     """Dropout's noise for x (0, or 1/(1 − rate), per element), drawn as F.dropout draws it for a tensor of
     x's shape in x's dtype widened to at least float32. On CUDA, F.dropout of a bfloat16 tensor draws
     another mask than of a float32 one, so under autocast a step loop (bfloat16 candidates) and the step
     kernels (float32) would drop different units of one seeded run; drawing at float32 or wider gives both
-    the same mask, and x times it is F.dropout(x)'s value (on the CPU the masks agree for every dtype)."""
+    the same mask, and x times it is F.dropout(x)'s value (on the CPU the masks agree for every dtype).
+    `ones`: such a tensor of ones to draw from, kept by a loop that draws every step (a fill less a step)."""
     wide = torch.promote_types(x.dtype, torch.float32)
-    return F.dropout(torch.ones(x.shape, dtype=wide, device=x.device), rate, training=True).to(x.dtype)
+    if ones is None:
+        ones = torch.ones(x.shape, dtype=wide, device=x.device)
+    return F.dropout(ones, rate, training=True).to(x.dtype)
 
 
 def step_dropout(x: Tensor, rate: float, training: bool) -> Tensor:

@@ -235,6 +235,8 @@ class GatedKernel(StepKernel):
         self.n = h0.new_empty(B, T, H)                          # tanh(…), before dropout
         self.diff = h0.new_empty(B, T, H)                       # ñ − h
         self.noise: list[Tensor] | None = [] if self.dropout else None     # each step's, dense [B, H]
+        # what each step's noise is drawn from (dropout_noise's float32 or wider ones)
+        self.ones = h0.new_ones(B, H, dtype=torch.promote_types(h0.dtype, torch.float32)) if self.dropout else None
         self.delta = h0.new_empty(B, T, (k + 1) * H)            # ∂L/∂(U h + [0, b])
         self.rest: Tensor | None = None
         rows = triton_path(h0, "gated")             # on CUDA a step's elementwise work is one Triton kernel
@@ -278,7 +280,7 @@ class GatedKernel(StepKernel):
 
     def _noise(self, t: int, x: Tensor) -> Tensor:
         """Step t's noise for x, drawn and kept as noise[t] (a pass runs its steps forward in order, once each)."""
-        self.noise.append(dropout_noise(x, self.dropout))
+        self.noise.append(dropout_noise(x, self.dropout, self.ones))
         return self.noise[t]
 
     def _candidate_backward(self, t: int, dn: Tensor, dpn: Tensor | None, dr: Tensor) -> None:

@@ -43,8 +43,8 @@ of the memory, and c_j = W_o [c_j¹; …; c_jʰ] + b_o; backward per head likewi
 of two of at least 16 divides a head's widths (DTMT's 16 heads of 64 at width 1024); its cells' steps take
 their row kernels (cells/triton/gated.py): counted through triton's interpreter with CUDA's kernels forced
 (operations that compute and Triton launches, a target word's worth), a DTMT#1 decoder step (two blocks of two
-cells) is 29 forward and 14 backward, where the step loop runs 97 and 131 (12 of the 29 draw the cells' dropout
-noise on the CPU, 3 a cell; on CUDA 2; benchmarks/gpu/decoder-kernels.py).
+cells) is 25 forward and 14 backward, where the step loop runs 97 and 131 (12 of the 25 draw the cells' dropout
+noise on the CPU, 3 a cell; on CUDA one kernel a cell; benchmarks/gpu/decoder-kernels.py).
 
 It serves the cells with a step kernel whose output is the state itself and whose input projection is affine
 (GRU and ATR with their papers' options, DTMT's transition blocks); under autocast it runs in float32 with
