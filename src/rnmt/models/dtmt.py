@@ -53,6 +53,8 @@ def positional_encoding(positions: Tensor, dim: int) -> Tensor:
 
 @register_model("dtmt")
 class DTMT(Seq2Seq):
+    decoder_name = "DTMT decoder"               # what the paths a run took call its decoder (rnmt.cells.taken)
+
     def __init__(self, src_vocab_size: int, tgt_vocab_size: int, cell: str = "lgru", emb: int = 1024,
                  hidden: int = 1024, depth: int = 1, heads: int = 16, dropout: float = 0.3,
                  rnn_dropout: float = 0.1, positional: bool = True, cell_options: dict[str, Any] | None = None,
@@ -140,8 +142,6 @@ class DTMT(Seq2Seq):
             states.append(st["state"])
             contexts.append(context)
         return torch.stack(states, 1), torch.stack(contexts, 1)
-
-    decoder_name = "DTMT decoder"                 # what the paths a run took call its decoder (rnmt.cells.taken)
 
     @property
     def dec_lower(self) -> TransitionCell:
