@@ -242,8 +242,11 @@ def _mm(a: Tensor, b: Tensor, out: Tensor | None) -> Tensor:
     return torch.mm(a, b) if out is None else torch.mm(a, b, out=out)
 
 
-def addmm(c: Tensor, a: Tensor, b: Tensor, out: Tensor | None = None) -> Tensor:
-    """c + a [M, K] @ b [K, N], c [N] (a bias) or [M, N]; no autograd. `out` as `mm`'s."""
+def addmm(c: Tensor | None, a: Tensor, b: Tensor, out: Tensor | None = None) -> Tensor:
+    """c + a [M, K] @ b [K, N], c [N] (a bias) or [M, N], or None (`mm`: a layer without a bias); no autograd.
+    `out` as `mm`'s."""
+    if c is None:
+        return mm(a, b, out)
     n = _narrowing(a)
     if n is not None:
         return _narrow_mm(n, a, b, out).add_(c)

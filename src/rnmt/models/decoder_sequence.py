@@ -95,8 +95,8 @@ class DecoderSequence(torch.autograd.Function):
         if higher:
             higher.begin(p2, s0)
         keys2, v2, w_q_t, outside = keys * 2, v.reshape(-1) * 2, w_q.t(), ~mask[:, None]
-        by_head = memory.view(B, S, heads, M // heads).transpose(1, 2).contiguous()     # [B, h, S, M/h], once
-        w_c_t = w_c.t() if higher else None
+        by_head = _by_head(memory, heads)
+        w_o_t, w_c_t = (w.t() if w is not None else None for w in (w_o, w_c))
         keep = mask.to(torch.int8) if kernels else None
         low = products_dtype(p)
         weights = [w_q, *(w for w in (w_o, w_c) if w is not None), *params]
@@ -112,15 +112,9 @@ class DecoderSequence(torch.autograd.Function):
                     torch.softmax(scores.masked_fill_(outside, float("-inf")), -1, out=alpha[:, t])
                     raw[:, t] = torch.matmul(alpha[:, t, :, None], by_head).view(B, M)
                 if w_o is not None:
-                    if b_o is None:
-                        mm(raw[:, t], w_o.t(), out=contexts[:, t])
-                    else:
-                        addmm(b_o, raw[:, t], w_o.t(), out=contexts[:, t])
+                    addmm(b_o, raw[:, t], w_o_t, out=contexts[:, t])
                 if higher:
-                    if b_c is None:
-                        mm(contexts[:, t], w_c_t, out=p2[:, t])
-                    else:
-                        addmm(b_c, contexts[:, t], w_c_t, out=p2[:, t])
+                    addmm(b_c, contexts[:, t], w_c_t, out=p2[:, t])
                     higher.forward(t, p2[:, t], tilde[:, t], hs[:, t + 1])
         ctx.kernels, ctx.attention, ctx.low, ctx.weights = (lower, higher), kernels, low, weights
         ctx.biases = b_o is not None, b_c is not None
@@ -145,7 +139,7 @@ class DecoderSequence(torch.autograd.Function):
         dq = p.new_empty(B, T, w_q.size(0))
         dv, d_keys = v2.new_zeros(1, d), torch.zeros_like(u[0])       # ∂K = 2v ⊙ d_keys
         v4 = v2 * 2
-        by_head = memory.view(B, S, heads, M // heads).transpose(1, 2).contiguous()     # [B, h, S, M/h], once
+        by_head = _by_head(memory, heads)
         g = torch.zeros_like(hs[:, 0])
         kernels = ctx.attention
         dv_rows = torch.zeros_like(u[0, :, 0]) if kernels else None      # [B, A]: ∂v by sentence
@@ -185,7 +179,14 @@ class DecoderSequence(torch.autograd.Function):
                 row_sum(dc) if ctx.biases[0] else None, d_w_c, row_sum(dp2) if ctx.biases[1] else None, *grads)
 
 
-def attention_kernels(x: Tensor, source: int, heads: int = 1, attention: int = 1, memory: int = 1) -> Any:
+def _by_head(memory: Tensor, heads: int) -> Tensor:
+    """memory [B, S, M] as [B, h, S, M/h], dense (a copy a pass where h > 1, so that no step's product copies it;
+    one head's is a view)."""
+    B, S, M = memory.shape
+    return memory.view(B, S, heads, M // heads).transpose(1, 2).contiguous()
+
+
+def attention_kernels(x: Tensor, source: int, heads: int, attention: int, memory: int) -> Any:
     """models/triton/attention.py where the steps' attention on `x` runs as Triton kernels (CUDA, float32 or
     float64, triton importable, RNMT_TRITON not 0, a source that fits one block, heads whose widths its
     programs can split), else None."""
@@ -258,19 +259,18 @@ def chosen(model: Any, p_lower: Tensor, memory: Tensor) -> str:
     amp = autocast_device()
     B, S = p_lower.size(0), memory.size(1)
     higher = model.dec_higher.path_key() if model.dec_higher is not None else "none"
-    heads = model.attention.heads
-    key = (model.dec_lower.path_key(), higher, tuple(memory.shape[2:]), B.bit_length(),
-           S.bit_length(), grad, p_lower.device, p_lower.dtype, amp, torch.get_num_threads(), graphed(p_lower.device),
-           *((heads,) if heads > 1 else ()))
+    heads, in_graph = model.attention.heads, graphed(p_lower.device)
+    key = (model.dec_lower.path_key(), higher, tuple(memory.shape[2:]), heads, B.bit_length(), S.bit_length(), grad,
+           p_lower.device, p_lower.dtype, amp, torch.get_num_threads(), in_graph)
     if key not in _CHOICES:
         name = f"{model.decoder_name.lower()} {key[0]} / {key[1]}" if model.dec_higher is not None else \
             f"gnmt layer 1 {key[0]}"
-        what = (f"{name}, memory {key[2][0]}{f', {heads} heads' if heads > 1 else ''}, batch < {2 ** key[3]}, "
-                f"source < {2 ** key[4]}, {'forward+backward' if grad else 'forward'}, {p_lower.device.type} "
+        what = (f"{name}, memory {key[2][0]}{f', {heads} heads' if heads > 1 else ''}, batch < {2 ** key[4]}, "
+                f"source < {2 ** key[5]}, {'forward+backward' if grad else 'forward'}, {p_lower.device.type} "
                 f"{str(p_lower.dtype).removeprefix('torch.')}{', autocast' if amp else ''}")
         with torch.random.fork_rng(devices=[p_lower.device] if p_lower.device.type == "cuda" else []):
             runs = candidates(model, p_lower, memory, grad, params)
-        _CHOICES[key] = fastpath.choose(what, runs, "loop", p_lower.device, graphed=key[10])
+        _CHOICES[key] = fastpath.choose(what, runs, "loop", p_lower.device, graphed=in_graph)
     return _CHOICES[key]
 
 
