@@ -15,6 +15,8 @@
 - Every architecture trains 100 steps on CUDA under bfloat16 autocast with a falling loss.
 - Beam search and ensembles on CUDA give the CPU's hypotheses and scores on a tiny model, with the steps
   replayed as CUDA graphs (the default) and eagerly.
+- Decode setting tf32: the products take other numbers than float32's, near them, and a search replayed under
+  it captures graphs of its own and gives the eager TF32 search's results.
 - Every recurrent architecture's search step captures as a CUDA graph (rnmt.decode.graphs), and the replayed search
   gives the eager steps' hypotheses and scores on the same padded inputs bit for bit, and the plain search's
   hypotheses.
@@ -220,6 +222,40 @@ def test_every_architecture_searches_by_graph_replay(key: str) -> None:
         assert summary["eager_steps"] == len(replayed.warmed) and summary["graphs"] <= len(replayed.warmed), summary
     assert found["replayed"] == found["eager"]
     assert [h for h, _ in found["replayed"]] == [h for h, _ in found["plain"]]
+
+
+def test_a_tf32_search_takes_other_products_near_float32s_in_graphs_of_its_own() -> None:
+    """Decode setting tf32: under it the model's products are TF32's (other numbers than float32's, within
+    TF32's rounding); a search replayed under it captures graphs of its own rather than replaying float32's,
+    and gives the eager TF32 search's hypotheses and scores."""
+    torch.manual_seed(0)
+    model = build_model("rnnsearch", 2000, 2000, emb=256, hidden=256, cell="atr", dropout=0.0).to(CUDA).eval()
+    g = torch.Generator().manual_seed(1)
+    src, mask = pad([torch.randint(4, 2000, (n,), generator=g).tolist() for n in (9, 14, 6, 11)], eos=True)
+    src, mask = src.to(CUDA), mask.to(CUDA)
+    with torch.no_grad():
+        float32 = model(src, mask, src).float()
+        with hardware.tf32_products(CUDA, True) as on:
+            tf32 = model(src, mask, src).float()
+    error = float((tf32 - float32).norm() / float32.norm())
+    report(test="tf32-logits", relative_error=error)
+    assert on and 0 < error < 1e-2, error
+    limits = (mask.sum(1) * 2 + 3).long()
+    replayed = decode_graphs.GraphedDecoder(model, CUDA)
+    plain = beam_search(model, src, mask, 4, limits, cuda_graphs=replayed)
+    captured = replayed.summary()["graphs"]
+    with hardware.tf32_products(CUDA, True):
+        found = beam_search(model, src, mask, 4, limits, cuda_graphs=replayed)
+        eager = beam_search(model, src, mask, 4, limits,
+                            cuda_graphs=decode_graphs.GraphedDecoder(model, CUDA, capture=False))
+    summary = replayed.summary()
+    report(test="tf32-search", float32_graphs=captured, **{k: v for k, v in summary.items() if k != "failed"},
+           same_hypotheses=sum(a == b for (a, _), (b, _) in zip(found, plain, strict=True)))
+    assert captured >= 1 and summary["graphs"] > captured and not summary["failed"], summary
+    assert found == eager
+    for (a, score), (b, score32) in zip(found, plain, strict=True):
+        if a == b:
+            assert abs(float(score) - float(score32)) < 1e-2
 
 
 DATA = ParallelData(src=[[5, 6, 7, 8, 9], [10, 11], [12, 13, 5], [7, 8, 9, 10, 11, 12, 13, 5, 6]],

@@ -15,8 +15,7 @@ from rnmt.data.batching import pad_source
 from rnmt.decode.beam import beam_search
 from rnmt.decode.bundle import Bundle, export
 from rnmt.io import InputError, line_batches
-from rnmt.train.trainer import Trainer, TrainSettings
-from tinytrain import MODEL
+from tinytrain import train_tiny
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1"}
@@ -26,12 +25,7 @@ LINES = ["a small test .", "the red house is big .", "a cat ."]
 @pytest.fixture(scope="module")
 def bundle(corpus: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("stream")
-    c = corpus
-    s = TrainSettings.from_dict({"batch_size": 8, "lr": 0.003, "max_steps": 40, "valid_every": 20,
-                                 "valid_bleu": False, "threads": 1})
-    Trainer(MODEL, s, c["train_src"], c["train_tgt"], c["dev_src"], c["dev_tgt"], c["src_vocab"], c["tgt_vocab"],
-            d / "model").run()
-    export(d / "bundle", [d / "model/model.pt"], "en", "en", {}, decode={"beam": 3, "batch_size": 16})
+    export(d / "bundle", [train_tiny(corpus, d / "model")], "en", "en", {}, decode={"beam": 3, "batch_size": 16})
     return d / "bundle"
 
 

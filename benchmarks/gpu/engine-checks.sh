@@ -19,9 +19,10 @@
 #     persistent kernels with their products on the tensor cores), and ATR alone again taking the fastest of its
 #     ways (RNMT_ATR_PERSISTENT=auto: per step, persistent in two tilings), their times in fast-paths-cells.json;
 #     last, DTMT's L-GRU and T-GRU on their row kernels (cells/triton/gated.py) beside their step loops, float32
-#  3. rnmt bench decode --size paper --graphs --profile: beam 1 and 10 at ATR Table 4's sizes, batched and one
-#     at a time with eager steps, and batched again with the search steps replayed as CUDA graphs, each batched
-#     decode profiled once (kernels per sentence, GPU-busy fraction, the kinds of work that took the time);
+#  3. rnmt bench decode --size paper --graphs --profile --tf32: beam 1 and 10 at ATR Table 4's sizes, batched
+#     and one at a time with eager steps, batched again with the search steps replayed as CUDA graphs, each
+#     batched decode profiled once (kernels per sentence, GPU-busy fraction, the kinds of work that took the
+#     time), and the replayed one again with its products in TF32 (decode setting tf32);
 #     rnmt bench decoder: RNNSearch's and DTMT#1's decoders, step loop against the fused function, hidden
 #     256/512/1000
 # Each check runs within its own limit and what is left of BUDGET (below), in this order, and bench.tgz is
@@ -127,8 +128,9 @@ pack
 fi
 
 if wants decode; then
-stamp "3. rnmt bench decode --size paper --graphs --profile --device cuda"
-timeout "$(within 150)" python3 -m rnmt bench decode --size paper --graphs --profile --device cuda --out bench-cuda \
+stamp "3. rnmt bench decode --size paper --graphs --profile --tf32 --device cuda"
+timeout "$(within 170)" python3 -m rnmt bench decode --size paper --graphs --profile --tf32 --device cuda \
+    --out bench-cuda \
     > bench-cuda/decode-paper.log 2>&1
 echo "exit $?"; tail -n 12 bench-cuda/decode-paper.log
 pack

@@ -16,7 +16,8 @@ def cmd_bench(a: argparse.Namespace) -> None:
     from rnmt.bench.runner import run_benchmark
 
     for name in a.names:
-        _, text = run_benchmark(name, a.out, a.quick, a.device, a.threads, a.size, a.profile, a.graphs, a.precision)
+        _, text = run_benchmark(name, a.out, a.quick, a.device, a.threads, a.size, a.profile, a.graphs, a.precision,
+                                a.tf32)
         print(text + "\n", flush=True)
         log.info("%s → %s/%s.csv", name, a.out, name)
 
@@ -41,6 +42,10 @@ def add_parsers(sub: Any) -> None:
     s.add_argument("--precision", choices=("float32", "bfloat16"), default="float32",
                    help="cells: float32 (every layer in full float32) or bfloat16 (torch's GRU and LSTM in "
                         "bfloat16, rnmt's cells under bfloat16 autocast as training runs them)")
+    s.add_argument("--tf32", action="store_true",
+                   help="decode (CUDA): the batched rows again with the products in TF32 (decode setting tf32; "
+                        "replayed as graphs with --graphs): sentences/s, over float32's, and the share of the "
+                        "sentences translated as in float32")
     s.add_argument("--out", default="results/bench", help="directory for <name>.csv")
     s.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:1, ...")
     s.add_argument("--threads", type=count(0), default=0, help="torch threads (0: torch's default); recorded per row")

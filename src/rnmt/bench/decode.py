@@ -18,6 +18,11 @@ with each search step replayed as one CUDA graph (rnmt.decode.graphs): its sente
 captured the graphs (`graph_first_seconds`: that pass, captures included), and whether it found the eager
 search's hypotheses.
 
+`--tf32` (CUDA) decodes the batched rows again with the products torch hands to cuBLAS in TF32 (decode
+setting `tf32`), replayed as graphs where `--graphs` is given: its sentences/s, over the same path's in
+float32 (`tf32_speedup`), and the share of the sentences whose translation is float32's (`tf32_same_share`;
+an untrained model's scores lie close together, so this is a floor for a trained one's).
+
 `--profile` runs each batched decode once more under torch's profiler (rnmt.bench.profile): the kernels
 (CPU: leaf operators) it launched per sentence, the fraction of its unprofiled wall time the GPU was busy,
 and the kinds of work that took most of that time (products, the search's top-k, softmax, ...); with
@@ -77,13 +82,14 @@ def sources(cfg: Config, seed: int = 0) -> list[list[int]]:
             for _ in range(cfg.sentences)]
 
 
-def bench(device: torch.device, quick: bool = False, cfg: Config | None = None,
-          size: str = "default", graphs: bool = False, profile: bool = False) -> list[dict[str, Any]]:
+def bench(device: torch.device, quick: bool = False, cfg: Config | None = None, size: str = "default",
+          graphs: bool = False, profile: bool = False, tf32: bool = False) -> list[dict[str, Any]]:
     if size not in ("default", "paper"):
         raise ValueError(f"bench decode: unknown size {size!r}; valid: default, paper")
-    if graphs and device.type != "cuda":
-        raise InputError(f"bench decode --graphs replays CUDA graphs, and the device is {device.type}: give "
-                         "--device cuda on a machine with a GPU, or leave out --graphs")
+    for option, on in (("--graphs replays CUDA graphs", graphs), ("--tf32 multiplies on CUDA's tensor cores", tf32)):
+        if on and device.type != "cuda":
+            raise InputError(f"bench decode {option}, and the device is {device.type}: give --device cuda on a "
+                             f"machine with a GPU, or leave out {option.split()[0]}")
     cfg = cfg or (PAPER if size == "paper" else QUICK if quick else FULL)
     reps = 2 if quick else 3
     peak = Peak(device, quick)
@@ -114,6 +120,9 @@ def bench(device: torch.device, quick: bool = False, cfg: Config | None = None,
             if graphs:
                 by_mode["batched"].update(graphed(model, src, beam, device, reps, by_mode["batched"],
                                                   hypotheses["batched"], profile))
+            if tf32:
+                by_mode["batched"].update(in_tf32(model, src, beam, device, reps, by_mode["batched"],
+                                                  hypotheses["batched"], graphs))
             speedup = by_mode["batched"]["sentences_per_s"] / by_mode["one at a time"]["sentences_per_s"]
             flops = batched_flops(model, src, beam, device)
             rows += [{**r, "size": size, "batched_speedup": speedup, "batched_gflop": flops / 1e9, "emb": cfg.emb,
@@ -157,6 +166,25 @@ def graphed(model: Seq2Seq, src: list[list[int]], beam: int, device: torch.devic
             "graph_same_output": out[-1] == eager_hypotheses}
 
 
+def in_tf32(model: Seq2Seq, src: list[list[int]], beam: int, device: torch.device, reps: int,
+            row: dict[str, Any], float32_hypotheses: list[list[int]], graphs: bool) -> dict[str, Any]:
+    """The batched decode again with its products in TF32 (replayed as CUDA graphs where `graphs`), against
+    the same path in float32 (`row`'s graphed columns where `graphs`, else its eager ones) and its hypotheses."""
+    out: list[list[list[int]]] = []
+
+    def decode() -> None:
+        out.append(translate_ids(model, src, beam=beam, batch_size=BATCH, device=device, cuda_graphs=graphs,
+                                 tf32=True))
+
+    decode()                            # captures its graphs, which are other than float32's
+    t = measure(decode, device, warmup=0, reps=reps)
+    decode_graphs.release(model)
+    same = sum(a == b for a, b in zip(out[-1], float32_hypotheses, strict=True)) / len(src)
+    float32 = len(src) / row["graph_sentences_per_s"] if graphs else row["seconds"]
+    return {"tf32_sentences_per_s": len(src) / t.median, "tf32_speedup": float32 / t.median,
+            "tf32_same_share": same}
+
+
 def batched_flops(model: Seq2Seq, src: list[list[int]], beam: int, device: torch.device) -> int:
     """Matrix-product FLOPs of one batched decode of `src` (torch's products, which FlopCounterMode sees)."""
     with matmul.backend("blas"), FlopCounterMode(display=False) as counter:
@@ -169,4 +197,5 @@ COLUMNS = ("model", "beam", "mode", "words_per_s", "sentences_per_s", "seconds_p
 PROFILE_COLUMNS = ("kernels_per_sentence", "gpu_busy_fraction", "time_by_kind")
 GRAPH_COLUMNS = ("graph_sentences_per_s", "graph_speedup", "graph_first_seconds", "graph_captures",
                  "graph_same_output", "graph_failed")
+TF32_COLUMNS = ("tf32_sentences_per_s", "tf32_speedup", "tf32_same_share")
 GRAPH_PROFILE_COLUMNS = ("graph_kernels_per_sentence", "graph_gpu_busy_fraction", "graph_time_by_kind")

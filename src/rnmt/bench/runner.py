@@ -16,17 +16,18 @@ from rnmt.io import InputError
 
 def run_benchmark(name: str, out_dir: str | Path = "results/bench", quick: bool = False, device: str = "auto",
                   threads: int = 0, size: str = "default", profile: bool = False,
-                  graphs: bool = False, precision: str = "float32") -> tuple[list[dict[str, Any]], str]:
-    """→ (rows, the printed table); the CSV is written to `out_dir/name.csv`. `size`, `profile`, `graphs` and
-    `precision` are options of the benchmarks that have them (train, decode: `size`, `profile`, `graphs`;
-    cells: `precision`)."""
+                  graphs: bool = False, precision: str = "float32",
+                  tf32: bool = False) -> tuple[list[dict[str, Any]], str]:
+    """→ (rows, the printed table); the CSV is written to `out_dir/name.csv`. `size`, `profile`, `graphs`,
+    `precision` and `tf32` are options of the benchmarks that have them (train, decode: `size`, `profile`,
+    `graphs`; cells: `precision`; decode: `tf32`)."""
     if name not in BENCHMARKS:
         raise InputError(f"unknown benchmark {name!r}; valid: {', '.join(BENCHMARKS)}")
     module = importlib.import_module(f"rnmt.bench.{name}")
     options: dict[str, Any] = {}
     params = inspect.signature(module.bench).parameters
     for option, value, default in (("size", size, "default"), ("profile", profile, False), ("graphs", graphs, False),
-                                   ("precision", precision, "float32")):
+                                   ("precision", precision, "float32"), ("tf32", tf32, False)):
         if value != default:
             if option not in params:
                 raise InputError(f"rnmt bench {name} has no --{option}")
@@ -39,7 +40,8 @@ def run_benchmark(name: str, out_dir: str | Path = "results/bench", quick: bool 
               f"load average {env['load_1min_start']} at the start, {env['load_1min_end']} at the end"
               f"{', quick run' if quick else ''}")
     columns = (module.COLUMNS + (module.PROFILE_COLUMNS if profile else ()) + (module.GRAPH_COLUMNS if graphs else ())
-               + (getattr(module, "GRAPH_PROFILE_COLUMNS", ()) if profile and graphs else ()))
+               + (getattr(module, "GRAPH_PROFILE_COLUMNS", ()) if profile and graphs else ())
+               + (getattr(module, "TF32_COLUMNS", ()) if tf32 else ()))
     text = header + "\n" + format_table(rows, columns)
     write_csv(rows, Path(out_dir) / f"{name}.csv")
     return rows, text

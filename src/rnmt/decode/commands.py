@@ -183,6 +183,7 @@ def add_parsers(sub: Any) -> None:
                    help="with --model: decode the average of each model's last K validation checkpoints "
                         "(its folder's checkpoints/, train setting keep_checkpoints) instead of the model file")
     s.add_argument("--greedy-floor", action="store_true", help=doc["greedy_floor"])
+    s.add_argument("--tf32", action="store_true", help=doc["tf32"])
     s.add_argument("--threads", type=count(0), default=0, help=doc["threads"])
     s.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:1, ...")
     s.add_argument("--metrics", help="write decoding speed here (JSON)")

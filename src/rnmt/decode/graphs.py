@@ -217,7 +217,8 @@ class GraphedDecoder:
             inputs.prev[:rows].copy_(token)
             return host
 
-        key = (shapes, layout)
+        # a graph holds its products' precision as captured: TF32 or not (decode setting tf32) is part of the key
+        key = (shapes, (layout, torch.backends.cuda.matmul.allow_tf32))
         with self._on_device(), torch.no_grad(), graph_safe():
             found = self.graphs.get(key)
             if found is not None:

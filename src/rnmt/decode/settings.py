@@ -24,6 +24,12 @@ class DecodeSettings:
     max_len_extra: int = setting(10, minimum=0)
     greedy_floor: bool = setting(False, "let greedy search's hypothesis replace the beam's when it scores higher "
                                         "(no paper does)")
+    tf32: bool = setting(False, "on CUDA, the search's float32 products that torch hands to cuBLAS (the output layer, "
+                                "the readout, the attention's and the cells' products) on the tensor cores in TF32: "
+                                "operands rounded to 10 bits of mantissa, sums in float32 (faster where the products "
+                                "are most of a step: a wide beam, a large vocabulary); a "
+                                "hypothesis may differ from float32's where two scores lie within that rounding; "
+                                "off: IEEE float32 products, as on a CPU (where the setting changes nothing)")
     average_last: int = setting(0, "decode the element-wise average of the model's last k validation checkpoints "
                                    "(train setting keep_checkpoints: k or more) instead of its best one (model.pt); "
                                    "0: model.pt", minimum=0)

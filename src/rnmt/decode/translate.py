@@ -17,7 +17,7 @@ from rnmt.decode.beam import Finished, beam_search, nbest_search
 from rnmt.decode.ensemble import load_ensemble_with_labels
 from rnmt.decode.settings import DEFAULT
 from rnmt.io import InputError, read_lines, write_lines
-from rnmt.machine import fastpath
+from rnmt.machine import fastpath, hardware
 from rnmt.models.base import Seq2Seq
 from rnmt.progress import clock
 
@@ -33,17 +33,19 @@ def translate_ids(model: Seq2Seq, sources: Sequence[Sequence[int]], beam: int = 
                   max_len_extra: int = D.max_len_extra, penalty: str = D.length_penalty, alpha: float = D.alpha,
                   device: torch.device | str = "cpu", progress: bool = False,
                   labels: Sequence[Sequence[int]] | None = None,
-                  greedy_floor: bool = D.greedy_floor, cuda_graphs: bool = D.cuda_graphs) -> list[list[int]]:
+                  greedy_floor: bool = D.greedy_floor, cuda_graphs: bool = D.cuda_graphs,
+                  tf32: bool = D.tf32) -> list[list[int]]:
     """Token ids in, token ids out (without </s>); at most ratio·|source| + extra target tokens each.
 
-    `labels`: one label id per source token (factored models), aligned with `sources`.
+    `labels`: one label id per source token (factored models), aligned with `sources`; `tf32`: on CUDA, the
+    products torch hands to cuBLAS in TF32 (rnmt.machine.hardware.tf32_products).
     """
     def search(src: torch.Tensor, mask: torch.Tensor, limits: torch.Tensor) -> list[list[int]]:
         return [hyp for hyp, _ in beam_search(model, src, mask, beam, limits, penalty, alpha, greedy_floor,
                                               cuda_graphs)]
 
     return _decode(model, sources, search, beam, batch_size, max_len_ratio, max_len_extra, device, progress,
-                   labels)
+                   labels, tf32)
 
 
 def translate_nbest(model: Seq2Seq, sources: Sequence[Sequence[int]], nbest: int, beam: int = D.beam,
@@ -51,14 +53,15 @@ def translate_nbest(model: Seq2Seq, sources: Sequence[Sequence[int]], nbest: int
                     max_len_extra: int = D.max_len_extra, penalty: str = D.length_penalty, alpha: float = D.alpha,
                     device: torch.device | str = "cpu", progress: bool = False,
                     labels: Sequence[Sequence[int]] | None = None,
-                    greedy_floor: bool = D.greedy_floor, cuda_graphs: bool = D.cuda_graphs) -> list[list[Finished]]:
+                    greedy_floor: bool = D.greedy_floor, cuda_graphs: bool = D.cuda_graphs,
+                    tf32: bool = D.tf32) -> list[list[Finished]]:
     """`translate_ids`' search keeping each sentence's `nbest` best hypotheses: (normalised score, log p,
     token ids), best first (the first is translate_ids' answer); nbest_search checks 1 <= nbest <= beam."""
     def search(src: torch.Tensor, mask: torch.Tensor, limits: torch.Tensor) -> list[list[Finished]]:
         return nbest_search(model, src, mask, nbest, beam, limits, penalty, alpha, greedy_floor, cuda_graphs)
 
     return _decode(model, sources, search, beam, batch_size, max_len_ratio, max_len_extra, device, progress,
-                   labels)
+                   labels, tf32)
 
 
 T = TypeVar("T")
@@ -67,8 +70,17 @@ T = TypeVar("T")
 def _decode(model: Seq2Seq, sources: Sequence[Sequence[int]],
             search: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], list[T]], beam: int, batch_size: int,
             max_len_ratio: float, max_len_extra: int, device: torch.device | str, progress: bool,
-            labels: Sequence[Sequence[int]] | None) -> list[T]:
+            labels: Sequence[Sequence[int]] | None, tf32: bool) -> list[T]:
     """`search` over the sentences sorted by length in batches of `batch_size`, in the input's order."""
+    with hardware.tf32_products(torch.device(device), tf32):
+        return _sorted(model, sources, search, beam, batch_size, max_len_ratio, max_len_extra, device, progress,
+                       labels)
+
+
+def _sorted(model: Seq2Seq, sources: Sequence[Sequence[int]],
+            search: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], list[T]], beam: int, batch_size: int,
+            max_len_ratio: float, max_len_extra: int, device: torch.device | str, progress: bool,
+            labels: Sequence[Sequence[int]] | None) -> list[T]:
     was_training = model.training
     model.eval()
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
@@ -105,7 +117,8 @@ def translate_file(models: Sequence[str], input: str, output: str, device: torch
                    batch_size: int = D.batch_size, max_len_ratio: float = D.max_len_ratio,
                    max_len_extra: int = D.max_len_extra, length_penalty: str = D.length_penalty,
                    alpha: float = D.alpha, src_labels: str | None = None, speed_beams: Sequence[int] = (),
-                   greedy_floor: bool = D.greedy_floor, cuda_graphs: bool = D.cuda_graphs) -> dict[str, Any]:
+                   greedy_floor: bool = D.greedy_floor, cuda_graphs: bool = D.cuda_graphs,
+                   tf32: bool = D.tf32) -> dict[str, Any]:
     """Translate a segmented source file with one model or an ensemble of `models` into `output`.
 
     Returns the decoding's metrics: settings, and the speed at `beam` and at each of `speed_beams`
@@ -129,7 +142,8 @@ def translate_file(models: Sequence[str], input: str, output: str, device: torch
         t0, measuring0 = time.perf_counter(), fastpath.measuring_seconds()
         hyps = translate_ids(model, sources, beam=beam, batch_size=batch_size, max_len_ratio=max_len_ratio,
                              max_len_extra=max_len_extra, penalty=length_penalty, alpha=alpha, device=device,
-                             progress=progress, labels=labels, greedy_floor=greedy_floor, cuda_graphs=cuda_graphs)
+                             progress=progress, labels=labels, greedy_floor=greedy_floor, cuda_graphs=cuda_graphs,
+                             tf32=tf32)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         seconds = time.perf_counter() - t0 - (fastpath.measuring_seconds() - measuring0)   # decoding's own time
@@ -142,7 +156,10 @@ def translate_file(models: Sequence[str], input: str, output: str, device: torch
     out, speed = timed(beam, progress=True)
     write_lines(output, out)
     metrics: dict[str, Any] = {"beam": beam, "batch_size": batch_size, "length_penalty": length_penalty,
-                               "alpha": alpha, "greedy_floor": greedy_floor, "models": len(models),
+                               "alpha": alpha, "greedy_floor": greedy_floor, "tf32": tf32,
+                               # what cuBLAS's products took: TF32 where asked for on CUDA, else float32
+                               "products": "tf32" if tf32 and device.type == "cuda" else "float32",
+                               "models": len(models),
                                "sentences": len(lines), "src_unknown_share": round(unknown, 4),
                                "warnings": [warning] if warning else [], **speed}
     for k in speed_beams:

@@ -62,10 +62,10 @@ class Variant:
 
     def decode_settings(self) -> str:
         """The search's settings as `rnmt translate --settings` takes them (threads are the job's). Without
-        averaging, average_last is left out: the translate jobs of runs built before it existed keep their
-        parameters, so Snakemake does not decode them again."""
+        averaging, average_last is left out, and tf32 where off: the translate jobs of runs built before they
+        existed keep their parameters, so Snakemake does not decode them again."""
         return json.dumps({k: v for k, v in self.decode.items()
-                           if k != "threads" and not (k == "average_last" and not v)}, sort_keys=True)
+                           if k != "threads" and not (k in ("average_last", "tf32") and not v)}, sort_keys=True)
 
 
 @dataclass
