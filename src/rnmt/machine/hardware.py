@@ -95,9 +95,9 @@ def autocast(device: torch.device, enabled: bool) -> torch.autocast:
 def tf32_products(device: torch.device, enabled: bool) -> Iterator[bool]:
     """Within the block, the float32 products torch hands to cuBLAS on TF32 tensor cores where `enabled` and
     `device` is CUDA (operands rounded to 10 bits of mantissa, float32 sums); yields whether they are. The flag
-    is the process's (`torch.backends.cuda.matmul.allow_tf32`, the API cells_base's cuDNN flag uses too: torch
-    refuses to read a flag set through both its old and its new API), restored on leaving. cuDNN's recurrences
-    and rnmt's Triton kernels keep their own precision (`cudnn_in_float32`, `input_precision`); a CUDA graph
+    is the process's (`torch.backends.cuda.matmul.allow_tf32`: the API of the cuDNN flag that cells/base.py
+    `cudnn_in_float32` sets, since torch refuses to read a flag set through both its old and its new API),
+    restored on leaving. cuDNN's recurrences and rnmt's Triton kernels keep their own precision; a CUDA graph
     holds the products' precision as it was at its capture (rnmt.decode.graphs keys its graphs by it)."""
     on = enabled and device.type == "cuda"
     before = torch.backends.cuda.matmul.allow_tf32
