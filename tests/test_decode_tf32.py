@@ -61,7 +61,8 @@ def model(corpus: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 def test_translate_records_asking_for_tf32_and_what_the_products_took(model: Path, corpus: dict[str, Path],
-                                                                     tmp_path: Path) -> None:
+                                                                     tmp_path: Path,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
     src = str(corpus["dev_src"])
     for name, args in (("float32", []), ("flag", ["--tf32"]), ("json", ["--settings", '{"tf32": true}'])):
         assert main(["-q", "translate", "--model", str(model), "--beam", "3", *args, "--speed-beams", "--metrics",
@@ -71,14 +72,18 @@ def test_translate_records_asking_for_tf32_and_what_the_products_took(model: Pat
     assert [m["tf32"] for m in metrics.values()] == [False, True, True]
     # asked for on a CPU, the products were float32's, and so were the translations
     assert [m["products"] for m in metrics.values()] == ["float32"] * 3
+    said = [r.getMessage() for r in caplog.records if "tf32" in r.getMessage()]
+    assert said == ["decode setting tf32 applies on CUDA only: on cpu the products stay float32"] * 2
     assert (tmp_path / "flag.txt").read_text() == (tmp_path / "json.txt").read_text() == \
         (tmp_path / "float32.txt").read_text()
 
 
-def test_a_bundle_carries_tf32_to_its_searches(model: Path, tmp_path: Path) -> None:
+def test_a_bundle_carries_tf32_to_its_searches(model: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     export(tmp_path / "tf32", [model], "en", "en", {}, decode={"beam": 3, "tf32": True})
     export(tmp_path / "plain", [model], "en", "en", {}, decode={"beam": 3})
-    assert Bundle.load(tmp_path / "tf32").translator(CPU).options["tf32"] is True
+    with caplog.at_level("WARNING"):
+        assert Bundle.load(tmp_path / "tf32").translator(CPU).options["tf32"] is True
+    assert "tf32 applies on CUDA only" in caplog.text
     assert Bundle.load(tmp_path / "plain").translator(CPU).options["tf32"] is False
     line = ["the red house is big ."]
     assert Bundle.load(tmp_path / "tf32").translator(CPU)(line) == Bundle.load(tmp_path / "plain").translator(CPU)(line)

@@ -208,6 +208,8 @@ class Translator:
         self.device, self.nbest = device, nbest
         self.options = {"penalty" if k == "length_penalty" else k: v for k, v in settings.search().items()}
         self.options["cuda_graphs"] = settings.cuda_graphs
+        from rnmt.decode.translate import note_tf32
+        note_tf32(settings.tf32, device)
         if nbest and not 1 <= nbest <= self.options["beam"]:
             raise InputError(f"--nbest {nbest}: give 1 to the beam size ({self.options['beam']}); for a longer list "
                              f"widen the beam (--beam {nbest})")

@@ -113,6 +113,12 @@ def _sorted(model: Seq2Seq, sources: Sequence[Sequence[int]],
     return out
 
 
+def note_tf32(tf32: bool, device: torch.device) -> None:
+    """Say so where TF32 is asked for off CUDA, where the products stay float32."""
+    if tf32 and torch.device(device).type != "cuda":
+        log.warning("decode setting tf32 applies on CUDA only: on %s the products stay float32", device)
+
+
 def translate_file(models: Sequence[str], input: str, output: str, device: torch.device, beam: int = D.beam,
                    batch_size: int = D.batch_size, max_len_ratio: float = D.max_len_ratio,
                    max_len_extra: int = D.max_len_extra, length_penalty: str = D.length_penalty,
@@ -125,6 +131,7 @@ def translate_file(models: Sequence[str], input: str, output: str, device: torch
     (`*_beam<k>`; ATR Table 4's speed columns are at beam 1), timed after start-up with the device
     synchronised.
     """
+    note_tf32(tf32, device)
     model, src_vocab, tgt_vocab, label_vocab = load_ensemble_with_labels(list(models), device)
     lines = read_lines(input)
     sources = [src_vocab.encode(line) for line in lines]
