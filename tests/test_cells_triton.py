@@ -51,6 +51,9 @@ CASES += ["narrow-products"]
 # the row kernels of DTMT's gated cells (cells/triton/gated.py): L-GRU, LAU, T-GRU and the gate-normalised GRU,
 # with layer-normalised gates or gate biases and candidate dropout, alone and chained in transition blocks
 CASES += ["gated-float64", "gated-float32"]
+# a decoder step where nothing is differentiated (beam search's) on its cells' step kernels (cells/base.py
+# `fast_step`), for every recurrent architecture
+CASES += ["search-steps"]
 TOLERANCE = {torch.float64: {"rtol": 1e-10, "atol": 1e-12}, torch.float32: {"rtol": 1e-4, "atol": 1e-5}}
 
 needs_triton = pytest.mark.skipif(importlib.util.find_spec("triton") is None,
@@ -581,6 +584,54 @@ def check_dispatch() -> None:
         assert sequence_path(cell, x) == "sequence", name
 
 
+def check_search_steps() -> None:
+    """Beam search's decoder steps on CUDA run their cells' step kernels, on their row kernels where they have
+    them (cells/base.py `fast_step`): forced, every recurrent architecture's steps from one encoding give the
+    torch steps' log-probabilities and states (float64, 1e-10), each cell a step once through `kernel_step`,
+    and RNNSearch+ATR's two cells and DTMT#1's two transition blocks (an L-GRU and a T-GRU each) launch their
+    row kernels: two and four a step."""
+    from rnmt.cells import base
+    from rnmt.cells.triton import atr as atr_rows
+    from rnmt.cells.triton import gated
+    from rnmt.models import build_model
+    from test_archs import ARCHS, TINY, source
+
+    counted: list[str] = []
+    reals = {"kernel_step": (base, base.kernel_step), "atr rows": (atr_rows, atr_rows.rows_forward),
+             "gated rows": (gated, gated.rows_forward)}
+    try:
+        for what, (module, real) in reals.items():
+            name = "kernel_step" if what == "kernel_step" else "rows_forward"
+            setattr(module, name, lambda *a, real=real, what=what: counted.append(what) or real(*a))
+        for key, (arch, settings) in ARCHS.items():
+            torch.manual_seed(0)
+            model = build_model(arch, 20, 20, **{**TINY, **settings}).double().eval()
+            src, mask = source(key)
+            runs = []
+            for forced in (False, True):
+                counted.clear()
+                with torch.no_grad():
+                    st = model.start(src, mask)
+                    with triton_cells.force_on_cpu() if forced else contextlib.nullcontext():
+                        logps = []
+                        for token in (1, 7, 9):
+                            logp, st = model.step(torch.full((src.size(0),), token), st)
+                            logps.append(logp)
+                runs.append(([*logps, st["state"] if "state" in st else st["states"]], list(counted)))
+            (torch_steps, none), (kernel_steps, calls) = runs
+            assert not none, (key, none)
+            for a, b in zip(kernel_steps, torch_steps, strict=True):
+                torch.testing.assert_close(a, b, **TOLERANCE[torch.float64], msg=key)
+            cells = {"gnmt-atr-3": 3, "gnmt-atr-8-tanh": 8, "deep-rnnsearch": 5}.get(key, 2)    # decoder layers
+            assert calls.count("kernel_step") == 3 * cells, (key, calls)
+            rows = {"rnnsearch-atr": ("atr rows", 2), "dtmt1-lgru": ("gated rows", 4)}.get(key)
+            if rows:
+                assert calls.count(rows[0]) == 3 * rows[1], (key, calls)
+    finally:
+        for what, (module, real) in reals.items():
+            setattr(module, "kernel_step" if what == "kernel_step" else "rows_forward", real)
+
+
 def main() -> None:
     """Every case; prints {case: None (passed) or the failure} as one JSON line."""
     torch.set_num_threads(1)
@@ -602,6 +653,8 @@ def main() -> None:
                 check_persistent_narrow_products()
             elif case == "narrow-products":
                 check_narrow_products()
+            elif case == "search-steps":
+                check_search_steps()
             elif case.startswith("gated-"):
                 check_gated(torch.float32 if case.endswith("32") else torch.float64)
             elif case.endswith("-rows"):

@@ -26,7 +26,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from rnmt.cells.kernel import StepKernel, kernel_sequence
+from rnmt.cells import triton as triton_cells
+from rnmt.cells.kernel import StepKernel, kernel_sequence, kernel_step
 from rnmt.cells.taken import path_label, record_path, unrecorded
 from rnmt.machine import fastpath
 from rnmt.machine.matmul import products_in
@@ -61,6 +62,20 @@ class RecurrentCell(nn.Module, ABC):
     @abstractmethod
     def step(self, p: Tensor, state: Tensor) -> Tensor:
         """One timestep: projected input [batch, projection], state [batch, state_size] → new state."""
+
+    def fast_step(self, p: Tensor, state: Tensor) -> Tensor:
+        """`step`, or where nothing is differentiated on CUDA (beam search, validation) its step kernel's
+        forward where the cell has one (cells/kernel.py: its product and one Triton row kernel for the step's
+        elementwise work, where `step`'s operations launch five to ten kernels): the same numbers up to the
+        rounding of the sums. While gradients are recorded, under autocast (whose mixed dtypes the kernels'
+        row buffers do not take) and on a CPU, `step` itself (the reference, and there the numbers every
+        earlier decoding had)."""
+        if (not torch.is_grad_enabled() and triton_cells.wanted(state)
+                and not torch.is_autocast_enabled(state.device.type)):
+            kernel = self.step_kernel()
+            if kernel is not None:
+                return kernel_step(kernel, p, state)
+        return self.step(p, state)
 
     def output(self, state: Tensor) -> Tensor:
         """The part of the state that the next layer sees, [batch, hidden_size]."""

@@ -53,8 +53,7 @@ class SigmoidGates:
             self.xhat = like.new_empty(T, B, k, H)
             self.mean = like.new_empty(B, k, 1)                         # μ of the current step (not kept)
             self.rstd = like.new_empty(T, B, k, 1)
-            self.dgamma, self.dbeta = like.new_zeros(k, H), like.new_zeros(k, H)
-            self.zero, self.one = like.new_zeros(B, k, 1), like.new_ones(B, k, 1)
+            self.dgamma: Tensor | None = None                           # made by the first step backwards
 
     def forward(self, t: int, a: Tensor, out: Tensor) -> Tensor:
         """The gate values of step t from a [B, k·H], written into out [B, k·H]."""
@@ -75,6 +74,9 @@ class SigmoidGates:
         B, k, H = s.size(0), self.k, self.H
         dy = torch.mul(ds, sigmoid_grad(s)).view(B, k, H)
         xhat = self.xhat[t]
+        if self.dgamma is None:         # the first step backwards (a pass that only steps forward needs none)
+            self.dgamma, self.dbeta = xhat.new_zeros(k, H), xhat.new_zeros(k, H)
+            self.zero, self.one = xhat.new_zeros(B, k, 1), xhat.new_ones(B, k, 1)
         self.dbeta.add_(dy.sum(0))
         self.dgamma.add_((dy * xhat).sum(0))
         d = torch.ops.aten.native_layer_norm_backward(dy.mul_(self.gamma), xhat, [H], self.zero, self.one, None, None,

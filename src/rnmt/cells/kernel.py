@@ -184,6 +184,14 @@ def kernel_sequence(kernel: StepKernel, projected: Tensor, mask: Tensor | None, 
     return StepSequence.apply(kernel, projected.contiguous(), m, state.contiguous(), *kernel.params)[:, 1:]
 
 
+def kernel_step(kernel: StepKernel, p: Tensor, h: Tensor) -> Tensor:
+    """One step of `kernel` without a backward: projection p [B, P] and state h [B, S] → the new state."""
+    kernel.begin(p.unsqueeze(1), h)
+    out = torch.empty_like(h)
+    kernel.forward(0, p, h, out)
+    return out
+
+
 def weight_grads(delta: Tensor, hs: Tensor, h0: Tensor) -> tuple[Tensor, Tensor]:
     """Δ [T, B, G·H] and the states → (∂L/∂W_hh [G·H, H], ∂L/∂b_hh [G·H]) in one product each."""
     dw = mm(delta[0].t(), h0)                  # step 0 reads h0; steps 1.. read hs[:-1] (no copy of the states)

@@ -116,9 +116,9 @@ class DTMT(Seq2Seq):
                             position=torch.zeros(src.size(0), dtype=torch.long, device=src.device))
 
     def _decode(self, p_query: Tensor, st: DecoderState) -> tuple[Tensor, Tensor]:
-        s = self.query.step(p_query, st["state"])
+        s = self.query.fast_step(p_query, st["state"])
         context, _ = self.attention(s, st["keys"], st["memory"], st["mask"])
-        return self.decoder.step(self.decoder.project_inputs(context), s), context
+        return self.decoder.fast_step(self.decoder.project_inputs(context), s), context
 
     def _logits(self, s: Tensor, context: Tensor, prev: Tensor) -> Tensor:
         return self.output(self.drop(torch.tanh(self.readout(torch.cat([prev, s, context], -1)))))

@@ -77,7 +77,7 @@ class GNMT(Seq2Seq):
 
     def _first(self, p_t: Tensor, s: Tensor, st: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor]:
         """Decoder layer 1's step and the attention its output queries → (state, output, context)."""
-        s = self.dec_lower.step(p_t, s)
+        s = self.dec_lower.fast_step(p_t, s)
         out = self.dec_lower.output(s)
         return s, out, self.attention(out, st["keys"], st["memory"], st["mask"])[0]
 
@@ -87,7 +87,7 @@ class GNMT(Seq2Seq):
         for i in range(1, self.layers):
             inp = self.drop(out)
             cell = self.dec[i]
-            states[i] = cell.step(cell.project_inputs(torch.cat([inp, context], -1)), states[i])
+            states[i] = cell.fast_step(cell.project_inputs(torch.cat([inp, context], -1)), states[i])
             new = cell.output(states[i])
             out = new + inp if i >= 2 else new
         return torch.stack(states, 1), out, context

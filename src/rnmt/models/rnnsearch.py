@@ -90,9 +90,9 @@ class RNNSearch(Seq2Seq):
 
     def _decode(self, p_lower: Tensor, st: DecoderState) -> tuple[Tensor, Tensor, Tensor]:
         """One decoder step from the lower cell's projected input → (new state, output, context)."""
-        s_tilde = self.dec_lower.step(p_lower, st["state"])
+        s_tilde = self.dec_lower.fast_step(p_lower, st["state"])
         context, _ = self.attention(self.dec_lower.output(s_tilde), st["keys"], st["memory"], st["mask"])
-        s = self.dec_higher.step(self.dec_higher.project_inputs(context), s_tilde)
+        s = self.dec_higher.fast_step(self.dec_higher.project_inputs(context), s_tilde)
         return s, self.dec_higher.output(s), context
 
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:

@@ -81,7 +81,7 @@ class Sutskever(Seq2Seq):
 
     def step(self, prev: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
         def one_step(cell: RecurrentCell, x: Tensor, s: Tensor) -> tuple[Tensor, Tensor]:
-            s = cell.step(cell.project_inputs(x), s)
+            s = cell.fast_step(cell.project_inputs(x), s)
             return cell.output(s), s
 
         top, new = self._layers(self.tgt_emb(prev), state, one_step)

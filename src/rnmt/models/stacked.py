@@ -85,7 +85,7 @@ class Stacked(Seq2Seq):
         x = torch.cat([emb, st["feed"]], -1) if self.input_feeding else emb
         states = []
         for i, cell in enumerate(self.dec):
-            s = cell.step(cell.project_inputs(self.dropout(x)), st["state"][:, i])
+            s = cell.fast_step(cell.project_inputs(self.dropout(x)), st["state"][:, i])
             states.append(s)
             x = cell.output(s)
         context, _ = self.attention(x, st["keys"], st["memory"], st["mask"])
