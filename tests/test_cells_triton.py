@@ -54,6 +54,8 @@ CASES += ["gated-float64", "gated-float32"]
 # a decoder step where nothing is differentiated (beam search's) on its cells' step kernels (cells/base.py
 # `fast_step`), for every recurrent architecture
 CASES += ["search-steps"]
+# and the search's own bookkeeping of a step after its top-k as one kernel (decode/triton/select.py)
+CASES += ["search-select"]
 TOLERANCE = {torch.float64: {"rtol": 1e-10, "atol": 1e-12}, torch.float32: {"rtol": 1e-4, "atol": 1e-5}}
 
 needs_triton = pytest.mark.skipif(importlib.util.find_spec("triton") is None,
@@ -632,6 +634,69 @@ def check_search_steps() -> None:
             setattr(module, "kernel_step" if what == "kernel_step" else "rows_forward", real)
 
 
+def check_search_select() -> None:
+    """decode/select.py's step as the Triton kernel gives torch's operations' state, rows and host part
+    exactly, over sentences that end hypotheses, reach their limit without one, become done or were done, at
+    a first step (one live hypothesis) and at widths 1 to 6; only a done sentence's rows, whose candidates are
+    all -inf, may hold other ones. A forced beam search (the kernel and the cells' step kernels) finds torch's
+    hypotheses and scores."""
+    from rnmt.data.batching import pad
+    from rnmt.data.vocab import EOS_ID
+    from rnmt.decode import select as search
+    from rnmt.decode.beam import beam_search
+    from rnmt.models import build_model
+
+    def state(A: int, W: int, seed: int) -> dict[str, torch.Tensor]:
+        g = torch.Generator().manual_seed(seed)
+        st = search.new_state(A, W, 20, torch.device("cpu"))
+        st["scores"].copy_(-torch.rand(A, W, generator=g) * 5)
+        st["scores"][0, 1:] = float("-inf")                          # a first step: one live hypothesis
+        st["limit"].copy_(torch.randint(3, 8, (A,), generator=g))
+        st["n_finished"].copy_(torch.randint(0, W + 1, (A,), generator=g))
+        st["best_finished"].copy_(-torch.rand(A, generator=g, dtype=torch.float64) * 3)
+        st["best_finished"][1] = float("-inf")
+        st["done"].copy_(torch.rand(A, generator=g) < 0.2)
+        st["scores"][st["done"]] = float("-inf")
+        st["length"].fill_(int(torch.randint(3, 8, (1,), generator=g)))
+        st["denom"].fill_(float(st["length"]) ** 0.6)
+        return st
+
+    seen = {"ends": 0, "newly done": 0, "no end": 0}
+    for seed in range(40):
+        A, W, V = 5, (1, 2, 4, 6)[seed % 4], 30
+        g = torch.Generator().manual_seed(1000 + seed)
+        logp = torch.log_softmax(torch.randn(A * W, V, generator=g) * 3, -1)
+        logp[:, EOS_ID] += 2.0 * (seed % 3)                          # fewer or more hypotheses end
+        outs = []
+        for forced in (False, True):
+            st = state(A, W, seed)
+            with triton_cells.force_on_cpu() if forced else contextlib.nullcontext():
+                outs.append((*search.select(logp, st, W), st))
+        (flat, token, host, st), (k_flat, k_token, k_host, k_st) = outs
+        rows = (~state(A, W, seed)["done"]).repeat_interleave(W)
+        assert torch.equal(k_flat[rows], flat[rows]) and torch.equal(k_token[rows], token[rows]), seed
+        AW = A * W
+        assert torch.equal(k_host[torch.cat([torch.ones(3 * AW + 3 * A, dtype=torch.bool), rows, rows])],
+                           host[torch.cat([torch.ones(3 * AW + 3 * A, dtype=torch.bool), rows, rows])]), seed
+        for key in st:
+            assert torch.equal(k_st[key], st[key]), (seed, key)
+        seen["ends"] += int(host[:AW].sum())
+        seen["no end"] += int(host[3 * AW:3 * AW + A].sum())
+        seen["newly done"] += int((st["done"] & ~state(A, W, seed)["done"]).sum())
+    assert min(seen.values()) >= 10, seen
+    torch.manual_seed(0)
+    model = build_model("rnnsearch", 20, 20, emb=8, hidden=12, dropout=0.0, cell="atr").eval()
+    src, mask = pad([[5, 6, 7, 8], [9, 10, 11], [12, 13, 5, 6, 7]], eos=True)
+    for beam in (1, 4):
+        found = []
+        for forced in (False, True):
+            with triton_cells.force_on_cpu() if forced else contextlib.nullcontext():
+                found.append(beam_search(model, src, mask, beam, (mask.sum(1) * 2 + 3).long(), cuda_graphs=False))
+        assert [h for h, _ in found[1]] == [h for h, _ in found[0]], beam
+        for (_, a), (_, b) in zip(*found, strict=True):
+            assert abs(float(a) - float(b)) < 1e-5, beam
+
+
 def main() -> None:
     """Every case; prints {case: None (passed) or the failure} as one JSON line."""
     torch.set_num_threads(1)
@@ -655,6 +720,8 @@ def main() -> None:
                 check_narrow_products()
             elif case == "search-steps":
                 check_search_steps()
+            elif case == "search-select":
+                check_search_select()
             elif case.startswith("gated-"):
                 check_gated(torch.float32 if case.endswith("32") else torch.float64)
             elif case.endswith("-rows"):
@@ -786,6 +853,30 @@ def test_gated_row_kernels_compile_for_cuda(monkeypatch: pytest.MonkeyPatch, tmp
             compiled = triton.compile(ASTSource(fn, signature, constants), target=GPUTarget("cuda", 90, 32),
                                       options={"num_warps": 4})
             assert compiled.asm["cubin"], (fn.__name__, kind, dtype)
+
+
+@needs_triton
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") == "1", reason="compiles the kernels, not interpreted ones")
+def test_the_search_select_kernel_compiles_for_cuda(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Beam search's bookkeeping kernel (decode/triton/select.py) compiles for sm_90 with the search state's
+    dtypes (float64 normalised scores, int64 counts and limits, bool done), at beam 1 and 10."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from rnmt.decode.triton import select as triton_select
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")
+    pointers = {"top": "fp32", "idx": "i64", "best": "fp64", "n_fin": "i64", "done": "i1", "limit": "i64",
+                "length": "i64", "denom": "fp64", "scores": "fp32", "flat": "i64", "token": "i64", "host": "fp32"}
+    fn = triton_select.search_select
+    for block in (2, 32):
+        signature = {arg: f"*{pointers[arg[:-4]]}" if arg.endswith("_ptr") else "constexpr" if arg == "BLOCK"
+                     else "i32" for arg in fn.arg_names}
+        compiled = triton.compile(ASTSource(fn, signature, {"BLOCK": block}), target=GPUTarget("cuda", 90, 32),
+                                  options={"num_warps": 4})
+        assert compiled.asm["cubin"], block
 
 
 def takes_triton(cell: torch.nn.Module) -> bool:

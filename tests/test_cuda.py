@@ -15,7 +15,8 @@
 - Every architecture trains 100 steps on CUDA under bfloat16 autocast with a falling loss.
 - Beam search and ensembles on CUDA give the CPU's hypotheses and scores on a tiny model, with the steps
   replayed as CUDA graphs (the default) and eagerly; on CUDA its cells step through their step kernels
-  (cells/base.py `fast_step`), on the CPU through torch's operations.
+  (cells/base.py `fast_step`) and its bookkeeping after the top-k is one kernel (decode/triton/select.py), on
+  the CPU both are torch's operations.
 - Decode setting tf32: the products take other numbers than float32's, near them, and a search replayed under
   it captures graphs of its own and gives the eager TF32 search's results.
 - Every recurrent architecture's search step captures as a CUDA graph (rnmt.decode.graphs), and the replayed search

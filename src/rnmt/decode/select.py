@@ -1,13 +1,18 @@
 """The search's own step on the device (beam search, decode/beam.py): from a model step's log-probabilities,
 the candidates kept, the hypotheses finished, which sentences are done, and what the host reads, as one
 float32 tensor. Every shape is fixed by the sentences, the width and the vocabulary, and nothing waits for
-the host, so on CUDA it is replayed inside the search step's graph (rnmt.decode.graphs)."""
+the host, so on CUDA it is replayed inside the search step's graph (rnmt.decode.graphs). On CUDA what follows
+the top-k (some forty small operations) is one Triton kernel (decode/triton/select.py), with the same results
+but where candidates tie."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import torch
 from torch import Tensor
 
+from rnmt.cells import triton as cell_kernels
 from rnmt.data.vocab import EOS_ID
 
 SearchState = dict[str, Tensor]
@@ -28,6 +33,12 @@ def select(logp: Tensor, st: SearchState, width: int) -> tuple[Tensor, Tensor, T
     A, W, V = scores.size(0), width, logp.size(-1)
     cand = (scores.unsqueeze(-1) + logp.view(A, W, V)).view(A, -1)
     top_scores, top_idx = cand.topk(2 * W, dim=-1)
+    kernels = _kernels(logp)
+    if kernels is not None:                 # on CUDA: what follows, as one kernel (decode/triton/select.py)
+        flat, token = top_idx.new_empty(A * W), top_idx.new_empty(A * W)
+        host = top_scores.new_empty(host_size(A, W), dtype=torch.float32)
+        kernels.select(top_scores, top_idx, st, W, V, EOS_ID, host, flat, token)
+        return flat, token, host
     origin, token = top_idx // V, top_idx % V
     is_eos = token == EOS_ID
     # finished: </s> among the first `width` candidates of a sentence that is still searching (done
@@ -54,6 +65,18 @@ def select(logp: Tensor, st: SearchState, width: int) -> tuple[Tensor, Tensor, T
     st["n_finished"].copy_(n_finished)
     st["done"].copy_(done)
     return flat, sel_token, host
+
+
+def _kernels(x: Tensor) -> Any:
+    """decode/triton/select.py where the search's step on `x` runs as a Triton kernel (CUDA, triton importable,
+    RNMT_TRITON not 0), else None."""
+    if not cell_kernels.wanted(x):
+        return None
+    try:
+        from rnmt.decode.triton import select as triton_select
+    except ImportError:                                       # no triton here
+        return None
+    return triton_select
 
 
 def tick(st: SearchState) -> None:
