@@ -588,27 +588,31 @@ def check_dispatch() -> None:
 
 def check_search_steps() -> None:
     """Beam search's decoder steps on CUDA run their cells' step kernels, on their row kernels where they have
-    them (cells/base.py `fast_step`): forced, every recurrent architecture's steps from one encoding give the
-    torch steps' log-probabilities and states (float64, 1e-10), each cell a step once through `kernel_step`,
-    and RNNSearch+ATR's two cells and DTMT#1's two transition blocks (an L-GRU and a T-GRU each) launch their
-    row kernels: two and four a step."""
+    them (cells/base.py `fast_step`), and their attention as the Triton attention kernels (models/attention.py):
+    forced, every recurrent architecture's steps from one encoding give the torch steps' log-probabilities and
+    states (float64, 1e-10), each cell a step once through `kernel_step`, RNNSearch+ATR's two cells and DTMT#1's
+    two transition blocks (an L-GRU and a T-GRU each) launch their row kernels (two and four a step), and the
+    attention runs as the kernels once a step where its widths fit them (one head; DTMT's 4 heads of 16 and 32)."""
     from rnmt.cells import base
     from rnmt.cells.triton import atr as atr_rows
     from rnmt.cells.triton import gated
+    from rnmt.data.batching import pad
     from rnmt.models import build_model
-    from test_archs import ARCHS, TINY, source
+    from rnmt.models.triton import attention
+    from test_archs import ARCHS, SRC, TINY, source
 
     counted: list[str] = []
-    reals = {"kernel_step": (base, base.kernel_step), "atr rows": (atr_rows, atr_rows.rows_forward),
-             "gated rows": (gated, gated.rows_forward)}
+    entries = {"kernel_step": (base, "kernel_step"), "atr rows": (atr_rows, "rows_forward"),
+               "gated rows": (gated, "rows_forward"), "attention": (attention, "forward")}
+    reals = {what: getattr(module, name) for what, (module, name) in entries.items()}
+    heads = {"dtmt-4-heads": ("dtmt", {"cell": "lgru", "depth": 1, "heads": 4, "hidden": 64, "rnn_dropout": 0.0})}
     try:
-        for what, (module, real) in reals.items():
-            name = "kernel_step" if what == "kernel_step" else "rows_forward"
-            setattr(module, name, lambda *a, real=real, what=what: counted.append(what) or real(*a))
-        for key, (arch, settings) in ARCHS.items():
+        for what, (module, name) in entries.items():
+            setattr(module, name, lambda *a, real=reals[what], what=what: counted.append(what) or real(*a))
+        for key, (arch, settings) in {**ARCHS, **heads}.items():
             torch.manual_seed(0)
             model = build_model(arch, 20, 20, **{**TINY, **settings}).double().eval()
-            src, mask = source(key)
+            src, mask = source(key) if key in ARCHS else pad(SRC, eos=True)
             runs = []
             for forced in (False, True):
                 counted.clear()
@@ -629,9 +633,12 @@ def check_search_steps() -> None:
             rows = {"rnnsearch-atr": ("atr rows", 2), "dtmt1-lgru": ("gated rows", 4)}.get(key)
             if rows:
                 assert calls.count(rows[0]) == 3 * rows[1], (key, calls)
+            # DTMT's 2 heads of widths 6 and 12 at TINY's hidden 12 leave the kernels' blocks: torch's operations
+            fits = key == "dtmt-4-heads" or not key.startswith(("dtmt", "shallow"))
+            assert calls.count("attention") == (3 if fits else 0), (key, calls)
     finally:
-        for what, (module, real) in reals.items():
-            setattr(module, "kernel_step" if what == "kernel_step" else "rows_forward", real)
+        for what, (module, name) in entries.items():
+            setattr(module, name, reals[what])
 
 
 def check_search_select() -> None:

@@ -17,6 +17,7 @@ import torch
 import rnmt
 from rnmt.cells.base import use_path
 from rnmt.data.batching import pad
+from rnmt.models import attention as attention_module
 from rnmt.models import build_model, decoder_sequence
 
 SRC = [[5, 6, 7, 8, 9, 10], [11, 12], [13, 5, 6, 7]]
@@ -130,6 +131,7 @@ from rnmt.cells import triton as cell_kernels
 from rnmt.cells.triton import gated
 from rnmt.cells.base import use_path
 from rnmt.data.batching import pad
+from rnmt.models import attention as attention_module
 from rnmt.models import build_model, decoder_sequence
 errors = {}
 # DTMT: 4 heads over attention width 64 and memory 128 (blocks of 16 within a head), its cells' dropout on
@@ -150,7 +152,7 @@ for arch, cell, options in (("rnnsearch", "atr", {}), ("rnnsearch", "gru", {"res
                 if forced:
                     with cell_kernels.force_on_cpu():
                         heads, widths = sizes.get("heads", 1), model.attention.query_proj.weight.size(0)
-                        attention = decoder_sequence.attention_kernels(
+                        attention = attention_module.attention_kernels(
                             torch.zeros(1, dtype=dtype), 7, heads, widths,
                             model.attention.out.weight.size(0) if heads > 1 else widths)
                         calls, entries = [], [(attention, "forward"), (attention, "backward"), (gated, "rows_forward"),
@@ -212,12 +214,13 @@ def test_the_attention_kernels_serve_heads_whose_widths_their_blocks_split() -> 
     assert triton_attention.width(4, 64, 128) == 16
     assert triton_attention.width(8, 1000, 2000) is None
     cpu = torch.zeros(1)
-    assert decoder_sequence.attention_kernels(cpu, 7, 16, 1024, 2048) is None      # CUDA only, unforced
+    assert attention_module.attention_kernels(cpu, 7, 16, 1024, 2048) is None      # CUDA only, unforced
 
 
 @pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="triton is not installed")
 def test_the_attention_kernels_compile_for_cuda(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """What only the compiler rejects: both kernels compiled to sm_90 binaries (triton's ptxas, no GPU)."""
+    """What only the compiler rejects: the kernels compiled to sm_90 binaries (triton's ptxas, no GPU), the
+    forward ones also as a search's step runs them."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -226,14 +229,19 @@ def test_the_attention_kernels_compile_for_cuda(monkeypatch: pytest.MonkeyPatch,
 
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")
+    forward = (triton_attention.attention_step_energies, triton_attention.attention_step_forward)
     for fn in triton_attention.KERNELS:
-        for dtype in ("fp32", "fp64"):
-            constants = {"BLOCK_S": 32, "BLOCK_W": triton_attention.BLOCK_W}
-            signature = {arg: ("*i8" if arg == "mask_ptr" else f"*{dtype}") if arg.endswith("_ptr")
-                         else "constexpr" if arg in constants else "i32" for arg in fn.arg_names}
+        # a training step's (int8 mask, 2K, u kept) and, forward, a search step's (its bool mask, K, no u)
+        for dtype, search in [(d, s) for d in ("fp32", "fp64") for s in (False, True) if fn in forward or not s]:
+            constants = {"BLOCK_S": 32, "BLOCK_W": triton_attention.BLOCK_W,
+                         **({"KEYS_SCALE": 2.0 if search else 1.0, "KEEP_U": not search}
+                            if "KEEP_U" in fn.arg_names else {})}
+            signature = {arg: (("*i1" if search else "*i8") if arg == "mask_ptr" else f"*{dtype}")
+                         if arg.endswith("_ptr") else "constexpr" if arg in constants else "i32"
+                         for arg in fn.arg_names}
             compiled = triton.compile(ASTSource(fn, signature, constants), target=GPUTarget("cuda", 90, 32),
                                       options={"num_warps": 4})
-            assert compiled.asm["cubin"], (fn.__name__, dtype)
+            assert compiled.asm["cubin"], (fn.__name__, dtype, search)
 
 
 def test_training_records_which_path_the_decoder_took(monkeypatch: pytest.MonkeyPatch) -> None:

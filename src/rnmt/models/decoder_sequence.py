@@ -64,12 +64,12 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from rnmt.cells import triton as cell_kernels
 from rnmt.cells.base import autocast_device, forced_path, graphed
 from rnmt.cells.kernel import StepKernel, product_grad, row_sum
 from rnmt.cells.taken import record_path, unrecorded
 from rnmt.machine import fastpath
 from rnmt.machine.matmul import addmm, mm, narrow, products_dtype, products_in
+from rnmt.models.attention import attention_kernels
 
 
 class DecoderSequence(torch.autograd.Function):
@@ -184,20 +184,6 @@ def _by_head(memory: Tensor, heads: int) -> Tensor:
     one head's is a view)."""
     B, S, M = memory.shape
     return memory.view(B, S, heads, M // heads).transpose(1, 2).contiguous()
-
-
-def attention_kernels(x: Tensor, source: int, heads: int, attention: int, memory: int) -> Any:
-    """models/triton/attention.py where the steps' attention on `x` runs as Triton kernels (CUDA, float32 or
-    float64, triton importable, RNMT_TRITON not 0, a source that fits one block, heads whose widths its
-    programs can split), else None."""
-    if not cell_kernels.wanted(x):
-        return None
-    try:
-        from rnmt.models.triton import attention as triton_attention
-    except ImportError:                                       # no triton here
-        return None
-    fits = source <= triton_attention.MAX_SOURCE and triton_attention.width(heads, attention, memory) is not None
-    return triton_attention if fits else None
 
 
 def _parts(model: Any) -> tuple[StepKernel, StepKernel | None] | None:

@@ -33,10 +33,11 @@ MIN_W = 16             # the narrowest a program takes where heads split the wid
 
 
 @triton.jit
-def attention_step_energies(q_ptr, keys2_ptr, v2_ptr, u_ptr, part_ptr, S, A, D, BLOCK_S: tl.constexpr,
-                            BLOCK_W: tl.constexpr):
+def attention_step_energies(q_ptr, keys2_ptr, v2_ptr, u_ptr, part_ptr, S, A, D, KEYS_SCALE: tl.constexpr,
+                            KEEP_U: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_W: tl.constexpr):
     """Program (b, j): u = σ(2K_b + 2q_b) over widths block j, and that block's part of e = u · 2v (v, of a
-    head's width D, repeats for every head)."""
+    head's width D, repeats for every head). keys2 holds 2K, or K where KEYS_SCALE is 2 (a search's step reads
+    the decoder state's keys); u is kept for the backward where KEEP_U."""
     b, j = tl.program_id(0).to(tl.int64), tl.program_id(1)
     s = tl.arange(0, BLOCK_S)
     a = j * BLOCK_W + tl.arange(0, BLOCK_W)
@@ -44,8 +45,12 @@ def attention_step_energies(q_ptr, keys2_ptr, v2_ptr, u_ptr, part_ptr, S, A, D, 
     ok = real[:, None] & wide[None, :]
     at = b * S * A + s[:, None] * A + a[None, :]
     q = tl.load(q_ptr + b * A + a, mask=wide, other=0.0)
-    u = 1.0 / (1.0 + tl.exp(-(tl.load(keys2_ptr + at, mask=ok, other=0.0) + 2.0 * q[None, :])))
-    tl.store(u_ptr + at, u, mask=ok)
+    keys2 = tl.load(keys2_ptr + at, mask=ok, other=0.0)
+    if KEYS_SCALE != 1:
+        keys2 = keys2 * KEYS_SCALE
+    u = 1.0 / (1.0 + tl.exp(-(keys2 + 2.0 * q[None, :])))
+    if KEEP_U:
+        tl.store(u_ptr + at, u, mask=ok)
     v = tl.load(v2_ptr + a % D, mask=wide, other=0.0)
     tl.store(part_ptr + (b * tl.num_programs(1) + j) * BLOCK_S + s, tl.sum(tl.where(ok, u * v[None, :], 0.0), axis=1))
 
@@ -134,18 +139,21 @@ def width(heads: int, attention: int, memory: int) -> int | None:
     return w if w >= MIN_W else None
 
 
-def forward(q: Tensor, keys2: Tensor, v2: Tensor, mask: Tensor, memory: Tensor, u: Tensor, alpha: Tensor,
+def forward(q: Tensor, keys2: Tensor, v2: Tensor, mask: Tensor, memory: Tensor, u: Tensor | None, alpha: Tensor,
             context: Tensor) -> None:
-    """One step: q [B, A], keys2 = 2K [B, S, A], v2 = 2v [A / heads], mask [B, S] (int8), memory [B, S, M] →
-    u [B, S, A], alpha [B, heads, S] and context [B, M] (rows of wider tensors: their batch strides are taken).
-    The heads split A and M evenly (`width` says whether these kernels serve them)."""
+    """One step: q [B, A], keys2 = 2K [B, S, A], v2 = 2v [A / heads], mask [B, S] (int8 or bool), memory
+    [B, S, M] → u [B, S, A], alpha [B, heads, S] and context [B, M] (rows of wider tensors: their batch strides
+    are taken). The heads split A and M evenly (`width` says whether these kernels serve them). u None: a step
+    without a backward, whose keys2 holds K (the decoder state's keys), doubled as they are read."""
     B, S, A = keys2.shape
     heads, M, bs = alpha.size(1), memory.size(2), block(S)
     bw = width(heads, A, M)
     parts = triton.cdiv(A, bw)
     energies = q.new_empty(B, parts, bs)
     with on_device(q):
-        attention_step_energies[(B, parts)](q, keys2, v2, u, energies, S, A, v2.numel(), BLOCK_S=bs, BLOCK_W=bw)
+        attention_step_energies[(B, parts)](q, keys2, v2, keys2 if u is None else u, energies, S, A, v2.numel(),
+                                            KEYS_SCALE=2.0 if u is None else 1.0, KEEP_U=u is not None,
+                                            BLOCK_S=bs, BLOCK_W=bw)
         attention_step_forward[(B, triton.cdiv(M, bw))](energies, mask, memory, alpha, context, S, M, M // heads,
                                                         parts, parts // heads, alpha.stride(0), alpha.stride(1),
                                                         context.stride(0), BLOCK_S=bs, BLOCK_W=bw)
