@@ -7,7 +7,8 @@
 # it decodes every model again; the models themselves are not retrained (train.json names the commit that
 # trained them). tests/test_imports.py checks that the list misses no module the decoding imports.
 DECODED_BY = ("decode/__init__.py", "decode/beam.py", "decode/commands.py", "decode/ensemble.py",
-              "decode/graphs.py", "decode/select.py", "decode/settings.py", "decode/translate.py", "models",
+              "decode/graphs.py", "decode/select.py", "decode/settings.py", "decode/translate.py", "decode/triton",
+              "models",
               "cells", "machine",
               "data/batching.py", "data/bpe.py", "data/conll.py", "data/labels.py", "data/settings.py",
               "data/vocab.py", "energies.py", "io.py", "progress.py", "provenance.py", "settings.py")
