@@ -21,7 +21,7 @@ search's hypotheses.
 `--tf32` (CUDA) decodes the batched rows again with the products torch hands to cuBLAS in TF32 (decode
 setting `tf32`), replayed as graphs where `--graphs` is given: its sentences/s, over the same path's in
 float32 (`tf32_speedup`), and the share of the sentences whose translation is float32's (`tf32_same_share`;
-an untrained model's scores lie close together, so this is a floor for a trained one's).
+an untrained model's scores lie close together, so more may differ than a trained model's).
 
 `--profile` runs each batched decode once more under torch's profiler (rnmt.bench.profile): the kernels
 (CPU: leaf operators) it launched per sentence, the fraction of its unprofiled wall time the GPU was busy,
