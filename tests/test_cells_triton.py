@@ -907,7 +907,7 @@ def test_without_triton_the_kernels_report_unavailable(monkeypatch: pytest.Monke
     monkeypatch.setitem(sys.modules, "triton", None)                   # `import triton` raises ImportError
     for module in [m for m in sys.modules if m.startswith("rnmt.cells.triton.")]:     # every kernel file
         monkeypatch.delitem(sys.modules, module)
-    triton_cells.load.cache_clear()                                    # load() imports once; again here
+    triton_cells.imported.cache_clear()                                # load() imports once; again here
     try:
         assert not triton_cells.available()
         with triton_cells.force_on_cpu():
@@ -915,7 +915,7 @@ def test_without_triton_the_kernels_report_unavailable(monkeypatch: pytest.Monke
             for name in (*NAMES, "lgru"):
                 assert not takes_triton(build_cell(name, 6, 6)), name
     finally:
-        triton_cells.load.cache_clear()                                # later tests import the real one
+        triton_cells.imported.cache_clear()                            # later tests import the real one
 
 
 if __name__ == "__main__":

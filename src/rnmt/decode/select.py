@@ -7,8 +7,6 @@ but where candidates tie."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from torch import Tensor
 
@@ -33,7 +31,7 @@ def select(logp: Tensor, st: SearchState, width: int) -> tuple[Tensor, Tensor, T
     A, W, V = scores.size(0), width, logp.size(-1)
     cand = (scores.unsqueeze(-1) + logp.view(A, W, V)).view(A, -1)
     top_scores, top_idx = cand.topk(2 * W, dim=-1)
-    kernels = _kernels(logp)
+    kernels = cell_kernels.kernels_for(logp, "rnmt.decode.triton.select")
     if kernels is not None:                 # on CUDA: what follows, as one kernel (decode/triton/select.py)
         flat, token = top_idx.new_empty(A * W), top_idx.new_empty(A * W)
         host = top_scores.new_empty(host_size(A, W), dtype=torch.float32)
@@ -65,18 +63,6 @@ def select(logp: Tensor, st: SearchState, width: int) -> tuple[Tensor, Tensor, T
     st["n_finished"].copy_(n_finished)
     st["done"].copy_(done)
     return flat, sel_token, host
-
-
-def _kernels(x: Tensor) -> Any:
-    """decode/triton/select.py where the search's step on `x` runs as a Triton kernel (CUDA, triton importable,
-    RNMT_TRITON not 0), else None."""
-    if not cell_kernels.wanted(x):
-        return None
-    try:
-        from rnmt.decode.triton import select as triton_select
-    except ImportError:                                       # no triton here
-        return None
-    return triton_select
 
 
 def tick(st: SearchState) -> None:

@@ -71,51 +71,46 @@ def _decode(model: Seq2Seq, sources: Sequence[Sequence[int]],
             search: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], list[T]], beam: int, batch_size: int,
             max_len_ratio: float, max_len_extra: int, device: torch.device | str, progress: bool,
             labels: Sequence[Sequence[int]] | None, tf32: bool) -> list[T]:
-    """`search` over the sentences sorted by length in batches of `batch_size`, in the input's order."""
+    """`search` over the sentences sorted by length in batches of `batch_size`, in the input's order, with the
+    products `tf32` asks for."""
     with hardware.tf32_products(torch.device(device), tf32):
-        return _sorted(model, sources, search, beam, batch_size, max_len_ratio, max_len_extra, device, progress,
-                       labels)
-
-
-def _sorted(model: Seq2Seq, sources: Sequence[Sequence[int]],
-            search: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], list[T]], beam: int, batch_size: int,
-            max_len_ratio: float, max_len_extra: int, device: torch.device | str, progress: bool,
-            labels: Sequence[Sequence[int]] | None) -> list[T]:
-    was_training = model.training
-    model.eval()
-    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
-    out: list[Any] = [None] * len(sources)
-    bar = tqdm(total=len(sources), desc="decode", unit="sent", disable=None if progress else True, mininterval=2.0)
-    # off a terminal (a job log) a line at every tenth of the sentences instead of the bar
-    log_lines = progress and bar.disable
-    t0, next_log = time.perf_counter(), len(sources) / 10
-    # sentences go shortest first, so the time left is estimated from the source tokens still to decode
-    total_tokens, done_tokens = sum(len(s) for s in sources), 0
-    for start in range(0, len(order), batch_size):
-        idx = order[start:start + batch_size]
-        src, mask = pad_source([sources[i] for i in idx], [labels[i] for i in idx] if labels is not None else None)
-        src, mask = src.to(device), mask.to(device)
-        limits = (mask.sum(1).float() * max_len_ratio + max_len_extra).long()
-        for i, found in zip(idx, search(src, mask, limits), strict=True):
-            out[i] = found
-        bar.update(len(idx))
-        done = start + len(idx)
-        done_tokens += sum(len(sources[i]) for i in idx)
-        if log_lines and (done >= next_log or done == len(sources)):
-            seconds = time.perf_counter() - t0
-            left = seconds * (total_tokens - done_tokens) / max(done_tokens, 1)
-            log.info("decoded %d of %d sentences (%.0f%%), %.1f sentences/s, beam %d | %s, about %s left", done,
-                     len(sources), 100 * done / len(sources), done / max(seconds, 1e-9), beam, clock(seconds),
-                     clock(left))
-            next_log = done + len(sources) / 10
-    bar.close()
-    model.train(was_training)
-    return out
+        was_training = model.training
+        model.eval()
+        order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+        out: list[Any] = [None] * len(sources)
+        bar = tqdm(total=len(sources), desc="decode", unit="sent", disable=None if progress else True,
+                   mininterval=2.0)
+        # off a terminal (a job log) a line at every tenth of the sentences instead of the bar
+        log_lines = progress and bar.disable
+        t0, next_log = time.perf_counter(), len(sources) / 10
+        # sentences go shortest first, so the time left is estimated from the source tokens still to decode
+        total_tokens, done_tokens = sum(len(s) for s in sources), 0
+        for start in range(0, len(order), batch_size):
+            idx = order[start:start + batch_size]
+            src, mask = pad_source([sources[i] for i in idx],
+                                   [labels[i] for i in idx] if labels is not None else None)
+            src, mask = src.to(device), mask.to(device)
+            limits = (mask.sum(1).float() * max_len_ratio + max_len_extra).long()
+            for i, found in zip(idx, search(src, mask, limits), strict=True):
+                out[i] = found
+            bar.update(len(idx))
+            done = start + len(idx)
+            done_tokens += sum(len(sources[i]) for i in idx)
+            if log_lines and (done >= next_log or done == len(sources)):
+                seconds = time.perf_counter() - t0
+                left = seconds * (total_tokens - done_tokens) / max(done_tokens, 1)
+                log.info("decoded %d of %d sentences (%.0f%%), %.1f sentences/s, beam %d | %s, about %s left", done,
+                         len(sources), 100 * done / len(sources), done / max(seconds, 1e-9), beam, clock(seconds),
+                         clock(left))
+                next_log = done + len(sources) / 10
+        bar.close()
+        model.train(was_training)
+        return out
 
 
 def note_tf32(tf32: bool, device: torch.device) -> None:
     """Say so where TF32 is asked for off CUDA, where the products stay float32."""
-    if tf32 and torch.device(device).type != "cuda":
+    if tf32 and not hardware.tf32_on(device, tf32):
         log.warning("decode setting tf32 applies on CUDA only: on %s the products stay float32", device)
 
 
@@ -165,7 +160,7 @@ def translate_file(models: Sequence[str], input: str, output: str, device: torch
     metrics: dict[str, Any] = {"beam": beam, "batch_size": batch_size, "length_penalty": length_penalty,
                                "alpha": alpha, "greedy_floor": greedy_floor, "tf32": tf32,
                                # what cuBLAS's products took: TF32 where asked for on CUDA, else float32
-                               "products": "tf32" if tf32 and device.type == "cuda" else "float32",
+                               "products": "tf32" if hardware.tf32_on(device, tf32) else "float32",
                                "models": len(models),
                                "sentences": len(lines), "src_unknown_share": round(unknown, 4),
                                "warnings": [warning] if warning else [], **speed}

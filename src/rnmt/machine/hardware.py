@@ -91,6 +91,11 @@ def autocast(device: torch.device, enabled: bool) -> torch.autocast:
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=enabled)
 
 
+def tf32_on(device: torch.device | str, enabled: bool) -> bool:
+    """Whether asking for TF32 products (`enabled`) makes them so on `device`: on CUDA only."""
+    return enabled and torch.device(device).type == "cuda"
+
+
 @contextlib.contextmanager
 def tf32_products(device: torch.device, enabled: bool) -> Iterator[bool]:
     """Within the block, the float32 products torch hands to cuBLAS on TF32 tensor cores where `enabled` and
@@ -99,7 +104,7 @@ def tf32_products(device: torch.device, enabled: bool) -> Iterator[bool]:
     `cudnn_in_float32` sets, since torch refuses to read a flag set through both its old and its new API),
     restored on leaving. cuDNN's recurrences and rnmt's Triton kernels keep their own precision; a CUDA graph
     holds the products' precision as it was at its capture (rnmt.decode.graphs keys its graphs by it)."""
-    on = enabled and device.type == "cuda"
+    on = tf32_on(device, enabled)
     before = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = on
     try:

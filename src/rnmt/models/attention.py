@@ -26,11 +26,8 @@ def attention_kernels(x: Tensor, source: int, heads: int, attention: int, memory
     """models/triton/attention.py where the steps' attention on `x` runs as Triton kernels (CUDA, float32 or
     float64, triton importable, RNMT_TRITON not 0, a source that fits one block, heads whose widths its
     programs can split), else None."""
-    if not cell_kernels.wanted(x):
-        return None
-    try:
-        from rnmt.models.triton import attention as triton_attention
-    except ImportError:                                       # no triton here
+    triton_attention = cell_kernels.kernels_for(x, "rnmt.models.triton.attention")
+    if triton_attention is None:
         return None
     fits = source <= triton_attention.MAX_SOURCE and triton_attention.width(heads, attention, memory) is not None
     return triton_attention if fits else None

@@ -23,7 +23,8 @@ from typing import Any
 
 from rnmt.config import ConfigError, load_yaml, validate
 from rnmt.data.registry import check_corpora, registry_corpus_ids
-from rnmt.decode.settings import DecodeSettings
+from rnmt.decode.settings import DEFAULT as DECODE_DEFAULT
+from rnmt.decode.settings import LEFT_OUT_AT_DEFAULT, DecodeSettings
 from rnmt.io import InputError
 from rnmt.models.catalog import check_built
 from rnmt.planning.experiments import check_experiment, check_row_models, takes
@@ -61,11 +62,11 @@ class Variant:
         return json.dumps(self.model, sort_keys=True)
 
     def decode_settings(self) -> str:
-        """The search's settings as `rnmt translate --settings` takes them (threads are the job's). Without
-        averaging, average_last is left out, and tf32 where off: the translate jobs of runs built before they
-        existed keep their parameters, so Snakemake does not decode them again."""
-        return json.dumps({k: v for k, v in self.decode.items()
-                           if k != "threads" and not (k in ("average_last", "tf32") and not v)}, sort_keys=True)
+        """The search's settings as `rnmt translate --settings` takes them (threads are the job's), without the
+        later ones at their defaults (decode/settings.py `LEFT_OUT_AT_DEFAULT`: the translate jobs of runs built
+        before they existed keep their parameters, so Snakemake does not decode them again)."""
+        return json.dumps({k: v for k, v in self.decode.items() if k != "threads" and not (
+            k in LEFT_OUT_AT_DEFAULT and v == getattr(DECODE_DEFAULT, k))}, sort_keys=True)
 
 
 @dataclass

@@ -37,12 +37,18 @@ CELLS = tuple(m.name for m in pkgutil.iter_modules(__path__) if m.name not in ("
 
 
 @functools.cache
-def load(cell: str) -> ModuleType | None:
-    """rnmt.cells.triton.<cell> (importing triton and compiling nothing yet; once); None without triton."""
+def imported(module: str) -> ModuleType | None:
+    """The Triton kernels' module `module` (a dotted name; importing triton and compiling nothing yet; once);
+    None without triton."""
     try:
-        return importlib.import_module(f"rnmt.cells.triton.{cell}")
+        return importlib.import_module(module)
     except ImportError:
         return None
+
+
+def load(cell: str) -> ModuleType | None:
+    """rnmt.cells.triton.<cell> (`imported`)."""
+    return imported(f"rnmt.cells.triton.{cell}")
 
 
 def available() -> bool:
@@ -64,6 +70,12 @@ def wanted(x: Tensor) -> bool:
 def triton_path(x: Tensor, cell: str) -> ModuleType | None:
     """The cell's Triton module if its recurrence over `x` should run as Triton kernels, else None."""
     return load(cell) if wanted(x) else None
+
+
+def kernels_for(x: Tensor, module: str) -> ModuleType | None:
+    """The Triton kernels' module `module` (the models' and the search's, outside this package) if work on `x`
+    should run as Triton kernels and triton imports, else None."""
+    return imported(module) if wanted(x) else None
 
 
 @contextmanager
