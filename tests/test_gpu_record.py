@@ -29,6 +29,14 @@ def _write(path: Path, text: str) -> None:
     path.write_text(text)
 
 
+def _env(tmp_path: Path, card: str) -> Path:
+    """A lease's env.txt as common.sh's gpu_start writes it, for a card of that name."""
+    env = tmp_path / f"env-{card.split()[1]}.txt"
+    _write(env, f"name, memory.total [MiB], driver_version, clocks.max.sm [MHz]\n{card}, 81559 MiB, 580.159.04, "
+                "1980 MHz\ntorch 2.11.0+cu130 cuda 13.0 triton 3.6.0 python 3.12.3\n16\nmodel name\t: Intel Xeon\n")
+    return env
+
+
 @pytest.fixture
 def run_dir(tmp_path: Path) -> Path:
     run = tmp_path / "mini-gpu"
@@ -72,7 +80,7 @@ def test_rows_come_from_each_models_own_files_and_a_lease_is_appended_once(run_d
     csv = tmp_path / "rows.csv"
     pd.DataFrame([{"session": "2026-11-27", "run": "a", "variant": "x", "steps": 400}]).to_csv(csv, index=False)
     cmd = [sys.executable, str(SCRIPT), "rows", str(run_dir), "--session", "2026-11-28b", "--run", "b",
-           "--csv", str(csv)]
+           "--csv", str(csv), "--env", str(_env(tmp_path, "NVIDIA H200"))]
     first = subprocess.run(cmd, capture_output=True, text=True)
     assert first.returncode == 0, first.stderr
     again = subprocess.run(cmd, capture_output=True, text=True)
@@ -80,6 +88,8 @@ def test_rows_come_from_each_models_own_files_and_a_lease_is_appended_once(run_d
     table = pd.read_csv(csv, dtype=str, keep_default_na=False)
     assert len(table) == 5 and list(table.columns[:4]) == ["session", "run", "variant", "steps"]
     assert table.set_index("variant").loc["atr-rnnsearch-atr", "tgt_tokens_per_s"] == "32909"   # no "32909.0"
+    # every new row names its card: its train.json's name where it has one, the lease's env.txt's otherwise
+    assert table["gpu"].tolist() == ["", "NVIDIA H200", "NVIDIA H200", "NVIDIA H200", "NVIDIA H200"]
 
 
 def test_a_bench_csv_is_appended_as_it_is_to_a_results_csv_without_runs(tmp_path: Path) -> None:
@@ -93,7 +103,7 @@ def test_a_bench_csv_is_appended_as_it_is_to_a_results_csv_without_runs(tmp_path
                   {"model": "RNNSearch+ATR", "beam": 1, "mode": "batched", "graph_sentences_per_s": "900.1"}]
                  ).to_csv(lease, index=False)
     cmd = [sys.executable, str(SCRIPT), "bench", str(lease), "--session", "2026-12-05", "--run", "2",
-           "--csv", str(committed)]
+           "--env", str(_env(tmp_path, "NVIDIA H200")), "--csv", str(committed)]
     assert subprocess.run(cmd, capture_output=True, text=True).returncode == 0
     again = subprocess.run(cmd, capture_output=True, text=True)
     assert again.returncode != 0 and "already holds session 2026-12-05 run 2" in again.stderr
@@ -103,3 +113,46 @@ def test_a_bench_csv_is_appended_as_it_is_to_a_results_csv_without_runs(tmp_path
     assert table["graph_sentences_per_s"].tolist() == ["225.39", "612.5", "900.1"]
     no_csv = subprocess.run(cmd[:-2], capture_output=True, text=True)
     assert no_csv.returncode != 0 and "give --csv" in no_csv.stderr
+
+
+def test_a_lease_is_recorded_only_in_its_own_cards_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The card comes from the lease's env.txt: an H100's decode rows are refused by the H200's results CSV
+    (its numbers would read as the H200's), the tests go to the H100's own CSV by default, and a committed CSV
+    written before sessions were recorded (no `session` column) takes the lease's rows, its own under ""."""
+    h100 = _env(tmp_path, "NVIDIA H100 80GB HBM3")
+    lease = tmp_path / "decode.csv"
+    pd.DataFrame([{"model": "RNNSearch+ATR", "beam": 10, "graph_sentences_per_s": "612.5"}]).to_csv(lease, index=False)
+    h200_csv = tmp_path / "results-h200-paper-decode-graphs.csv"
+    pd.DataFrame([{"session": "2026-11-28", "model": "RNNSearch+ATR", "beam": 10}]).to_csv(h200_csv, index=False)
+    before = h200_csv.read_text()
+    wrong = subprocess.run([sys.executable, str(SCRIPT), "bench", str(lease), "--session", "2026-12-05", "--run",
+                            "2", "--env", str(h100), "--csv", str(h200_csv)], capture_output=True, text=True)
+    assert wrong.returncode != 0 and "named for h200, but the lease ran on h100" in wrong.stderr
+    assert "results-h100-paper-decode-graphs.csv" in wrong.stderr and h200_csv.read_text() == before
+
+    h100_csv = tmp_path / "results-h100-decoder.csv"                     # committed without a session column
+    pd.DataFrame([{"model": "RNNSearch+ATR", "hidden": 256}]).to_csv(h100_csv, index=False)
+    done = subprocess.run([sys.executable, str(SCRIPT), "bench", str(lease), "--session", "2026-12-05", "--run",
+                           "2", "--env", str(h100), "--csv", str(h100_csv)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    table = pd.read_csv(h100_csv, dtype=str, keep_default_na=False)
+    assert table["session"].tolist() == ["", "2026-12-05"] and table["hidden"].tolist() == ["256", ""]
+    assert table["gpu"].tolist() == ["", "NVIDIA H100 80GB HBM3"]
+
+    record = _record()
+    jsonl = tmp_path / "cuda-tests.jsonl"
+    jsonl.write_text(json.dumps({"test": "float32", "cell": "atr", "max_relative_error": 1e-7}) + "\n")
+    here = tmp_path / "gpu"
+    here.mkdir()
+    monkeypatch.setattr(record, "HERE", here)             # the tests' default CSV, here rather than committed
+    monkeypatch.setattr(sys, "argv", ["record.py", "tests", str(jsonl), "--env", str(h100), "--session",
+                                      "2026-12-05", "--run", "1"])
+    record.main()
+    tests = pd.read_csv(here / "cuda-tests-h100.csv", dtype=str, keep_default_na=False)
+    assert tests[["session", "run", "cell", "gpu"]].values.tolist() == [["2026-12-05", "1", "atr",
+                                                                           "NVIDIA H100 80GB HBM3"]]
+    not_env = tmp_path / "env.txt"
+    not_env.write_text("torch 2.11\n")
+    bad = subprocess.run([sys.executable, str(SCRIPT), "tests", str(jsonl), "--env", str(not_env), "--session",
+                          "x", "--run", "1", "--csv", str(tmp_path / "t.csv")], capture_output=True, text=True)
+    assert bad.returncode != 0 and "not a lease's env.txt" in bad.stderr

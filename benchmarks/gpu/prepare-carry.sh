@@ -28,13 +28,19 @@ $py -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --imp
     --platform manylinux1_x86_64 -d .whl -r /tmp/carry-wheels.txt 2>&1 | grep -v "^WARNING: Location" || true
 pool=$($py -c "import connection_pool, os; print(os.path.dirname(connection_pool.__file__))")
 cp -r "$pool" .whl/site/
+# a wheel missing here is a package missing there, found only when the lease's Snakemake fails to start
+missing=$(sed 's/==.*//' /tmp/carry-wheels.txt | while read -r pkg; do
+    ls .whl/ | sed 's/_/-/g' | grep -qi "^$pkg-[0-9]" || echo "$pkg"; done)
 echo "$(ls .whl/*.whl | wc -l) wheels of $(wc -l < /tmp/carry-wheels.txt) asked for, $(du -sh .whl | cut -f1) in .whl/"
+[ -z "$missing" ] || { echo "no wheel in .whl/ for: $missing (pip download's messages above say why)" >&2; exit 1; }
 
 commit=$(grep -o -m1 'multi30k/dataset/raw/[0-9a-f]*' workflow/corpora.yaml | cut -d/ -f4)
 mkdir -p results/downloads
 for set in train val test_2016_flickr test_2017_flickr test_2017_mscoco; do
     for lang in en de fr; do
-        git --git-dir="$mirror" show "$commit:data/task1/raw/$set.$lang.gz" > "results/downloads/$set.$lang.gz"
+        # through a temporary file: a mirror without the commit leaves the files already there as they were
+        git --git-dir="$mirror" show "$commit:data/task1/raw/$set.$lang.gz" > "results/downloads/.$set.$lang.gz"
+        mv "results/downloads/.$set.$lang.gz" "results/downloads/$set.$lang.gz"
     done
 done
 (cd results/downloads && sha256sum -c --ignore-missing --quiet ../../workflow/corpora.sha256)

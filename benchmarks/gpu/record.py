@@ -1,8 +1,11 @@
 """Append what a GPU lease brought back to the committed CSVs of this folder, from the run's own files.
 
-    python benchmarks/gpu/record.py rows RUN_DIR --session S --run NAME [--csv benchmarks/gpu/mini-rows.csv]
-    python benchmarks/gpu/record.py tests JSONL --session S --run N [--csv benchmarks/gpu/cuda-tests-h200.csv]
-    python benchmarks/gpu/record.py bench CSV --session S --run N --csv benchmarks/results-h200-paper-decode-graphs.csv
+    python benchmarks/gpu/record.py rows RUN_DIR --env ENV --session S --run NAME [--csv CSV]
+    python benchmarks/gpu/record.py tests JSONL --env ENV --session S --run N [--csv CSV]
+    python benchmarks/gpu/record.py bench CSV --env ENV --session S --run N --csv RESULTS_CSV
+
+(`rows` into benchmarks/gpu/mini-rows.csv, `tests` into benchmarks/gpu/cuda-tests-<card>.csv, unless --csv
+names another; `bench` into the RESULTS_CSV of that benchmark, e.g. benchmarks/results-h100-paper-decode.csv)
 
 `rows`: one row a trained model of RUN_DIR (a `results/<run>` folder out of `mini.tgz`, whose models all
 trained on the GPU at once, as `mini-on-one-gpu.sh` runs them): steps, training seconds and target tokens/s
@@ -12,7 +15,12 @@ log's interruption or error line). `tests`: one row a measurement of `pytest -m 
 (RNMT_CUDA_REPORT), a column a field, nested fields as JSON; columns the CSV lacks are added. `bench`: the
 rows of a `rnmt bench` CSV the lease wrote (in its bench.tgz) as they are, into the committed results CSV of
 that benchmark and card (`--csv`, no default). A session already in the CSV under the same run is refused,
-so nothing is appended twice (a CSV without a `run` column holds every earlier session under run "").
+so nothing is appended twice (a CSV without a `run` column holds every earlier session under run "", one
+without a `session` column under session "").
+
+ENV is the lease's env.txt (`common.sh` `gpu_start`: nvidia-smi's name of the card first): every row appended
+names the card in its `gpu` column, the tests' default CSV is that card's, and a CSV whose name is another
+card's (results-h200-… from an H100) is refused, so no card's numbers land among another's.
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 ROWS = HERE / "mini-rows.csv"
-TESTS = HERE / "cuda-tests-h200.csv"
+CARD = re.compile(r"\b([A-Z]\d{2,4})\b")    # "NVIDIA H100 80GB HBM3" -> H100: the tag of the CSVs' names
 STEP = re.compile(r"step (\d+)[/;: ]")       # "step 5500/6000 ...", "... at step 5608; ..."
 STOPPED = re.compile(r"(interrupted: signal \d+ at step \d+|\w+Error: .*)")
 
@@ -64,14 +72,35 @@ def model_rows(run_dir: Path) -> list[dict[str, object]]:
     return [{**row, "jobs_on_the_gpu": len(rows)} for row in rows]     # every model trained at once
 
 
+def card(env: Path) -> tuple[str, str]:
+    """The card's name as nvidia-smi gave it in the lease's env.txt and its tag for file names ("h100")."""
+    lines = [line for line in env.read_text(errors="replace").splitlines() if line.strip()]
+    if len(lines) < 2 or not lines[0].startswith("name"):
+        sys.exit(f"{env}: not a lease's env.txt (nvidia-smi's csv, its header line 'name, ...' first)")
+    name = lines[1].split(",")[0].strip()
+    tag = CARD.search(name.removeprefix("NVIDIA "))
+    if tag is None:
+        sys.exit(f"{env}: no card model (like H100) in the card's name {name!r}")
+    return name, tag.group(1).lower()
+
+
+def check_card(csv: Path, tag: str) -> None:
+    """Refuse a CSV named for another card than the lease's."""
+    named = {m.lower() for m in re.findall(r"(?:^|[-_])([a-z]\d{2,4})(?=[-_.])", csv.name.lower())} - {tag}
+    if named:
+        sys.exit(f"{csv.name} is named for {', '.join(sorted(named))}, but the lease ran on {tag}: give the "
+                 f"CSV of {tag} (e.g. {re.sub(sorted(named)[0], tag, csv.name)})")
+
+
 def append(csv: Path, new: pd.DataFrame, session: str, run: str) -> None:
-    old = pd.read_csv(csv, dtype=str, keep_default_na=False)
-    if "run" not in old.columns:
-        old = old.assign(run="")
+    old = pd.read_csv(csv, dtype=str, keep_default_na=False) if csv.is_file() else pd.DataFrame()
+    for column in ("session", "run"):
+        if column not in old.columns:
+            old = old.assign(**{column: ""})
     if ((old["session"] == session) & (old["run"] == run)).any():
         sys.exit(f"{csv} already holds session {session} run {run}: nothing appended")
     new = new.assign(session=session, run=run)
-    columns = list(old.columns) + [c for c in new.columns if c not in old.columns]
+    columns = list(dict.fromkeys([*old.columns, *new.columns]))
     pd.concat([old, new], ignore_index=True).reindex(columns=columns).to_csv(csv, index=False)
     print(f"{csv}: {len(new)} rows of session {session} run {run} appended")
 
@@ -81,26 +110,35 @@ def main() -> None:
     ap.add_argument("what", choices=["rows", "tests", "bench"])
     ap.add_argument("source", type=Path, help="rows: the run's folder; tests: the CUDA tests' JSON lines; "
                                               "bench: a `rnmt bench` CSV")
+    ap.add_argument("--env", type=Path, required=True, help="the lease's env.txt (it names the card)")
     ap.add_argument("--session", required=True, help="the lease's date, with a letter for a second that day")
     ap.add_argument("--run", required=True)
     ap.add_argument("--csv", type=Path)
     a = ap.parse_args()
-    if not a.source.exists():
-        sys.exit(f"{a.source} does not exist")
+    for given in (a.source, a.env):
+        if not given.exists():
+            sys.exit(f"{given} does not exist")
+    name, tag = card(a.env)
     if a.what == "bench":
         if a.csv is None:
-            sys.exit("bench: give --csv, the committed results CSV of that benchmark and card "
-                     "(e.g. benchmarks/results-h200-paper-decode-graphs.csv)")
-        append(a.csv, pd.read_csv(a.source, dtype=str, keep_default_na=False), a.session, a.run)
+            sys.exit(f"bench: give --csv, the committed results CSV of that benchmark and card "
+                     f"(e.g. benchmarks/results-{tag}-paper-decode-graphs.csv)")
+        new = pd.read_csv(a.source, dtype=str, keep_default_na=False)
     elif a.what == "rows":
         rows = model_rows(a.source)
         if not rows:
             sys.exit(f"{a.source} has no training logs (logs/train/<corpus>/<variant>.<seed>.log)")
-        append(a.csv or ROWS, pd.DataFrame(rows, dtype=object), a.session, a.run)
+        new = pd.DataFrame(rows, dtype=object)
     else:
         records = [json.loads(line) for line in a.source.read_text().splitlines() if line.strip()]
-        flat = [{k: json.dumps(v) if isinstance(v, dict | list) else v for k, v in r.items()} for r in records]
-        append(a.csv or TESTS, pd.DataFrame(flat, dtype=object), a.session, a.run)
+        new = pd.DataFrame([{k: json.dumps(v) if isinstance(v, dict | list) else v for k, v in r.items()}
+                            for r in records], dtype=object)
+    csv = a.csv or (ROWS if a.what == "rows" else HERE / f"cuda-tests-{tag}.csv")
+    check_card(csv, tag)
+    # every row names the card; one that names it already (a training's train.json) keeps its name
+    named = new["gpu"] if "gpu" in new.columns else [None] * len(new)
+    new = new.assign(gpu=[g if isinstance(g, str) and g else name for g in named])
+    append(csv, new, a.session, a.run)
 
 
 if __name__ == "__main__":
