@@ -196,6 +196,31 @@ def test_decode_rows_compare_batched_with_one_at_a_time() -> None:
         assert r["speedup_bound"] == pytest.approx(other["seconds"] / r["batched_floor_seconds"])
 
 
+def test_a_decode_bench_cut_short_leaves_the_csv_of_its_finished_rows(tmp_path, monkeypatch) -> None:
+    """`rnmt bench decode` writes its CSV after each (model, beam), the issue's beam 10 of the single model
+    first, so a GPU lease's call that its time limit ends brings back what finished: here the run stops in
+    its third (model, beam), and the CSV holds the first two, whole (their floors and bounds computed)."""
+    monkeypatch.setattr(decode, "QUICK", decode.Config(emb=8, hidden=8, vocab=30, sentences=3, max_len=4))
+    counted = decode.batched_flops
+    calls = []
+
+    def flops_then_stop(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt("the call's time limit")
+        return counted(*args, **kwargs)
+
+    monkeypatch.setattr(decode, "batched_flops", flops_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        run_benchmark("decode", tmp_path, quick=True, device="cpu")
+    with open(tmp_path / "decode.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["model"], r["beam"], r["mode"]) for r in rows] == [
+        ("RNNSearch+ATR", "10", "batched"), ("RNNSearch+ATR", "10", "one at a time"),
+        ("RNNSearch+ATR", "1", "batched"), ("RNNSearch+ATR", "1", "one at a time")]
+    assert all(float(r["speedup_bound"]) > 0 and r["device"] for r in rows)
+
+
 @pytest.mark.parametrize(("name", "expected"), [
     ("sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32", "matmul"),
     ("nvjet_tst_64x8_64x16_1x1_v_bz_TNT", "matmul"),

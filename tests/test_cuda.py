@@ -17,6 +17,10 @@
   replayed as CUDA graphs (the default) and eagerly; on CUDA its cells step through their step kernels
   (cells/base.py `fast_step`) and its bookkeeping after the top-k is one kernel (decode/triton/select.py), on
   the CPU both are torch's operations.
+- Every architecture's search steps on CUDA (the cells' step kernels and the attention kernels) equal torch's
+  operations' steps on the same card (RNMT_TRITON=0) in float32 to 1e-4 relative, 1e-5 absolute, the
+  recurrent ones running Triton kernels; the search's bookkeeping kernel gives torch's operations' state,
+  rows and host part exactly on the card (a done sentence's rows aside).
 - Decode setting tf32: the products take other numbers than float32's, near them, and a search replayed under
   it captures graphs of its own and gives the eager TF32 search's results.
 - Every recurrent architecture's search step captures as a CUDA graph (rnmt.decode.graphs), and the replayed search
@@ -224,6 +228,94 @@ def test_every_architecture_searches_by_graph_replay(key: str) -> None:
         assert summary["eager_steps"] == len(replayed.warmed) and summary["graphs"] <= len(replayed.warmed), summary
     assert found["replayed"] == found["eager"]
     assert [h for h, _ in found["replayed"]] == [h for h, _ in found["plain"]]
+
+
+def rnmts_triton_kernels() -> set[str]:
+    """The names of the Triton kernels of rnmt's imported modules (the profiler names a kernel so)."""
+    from triton.runtime.jit import JITFunction
+
+    return {name for module, m in list(sys.modules.items()) if module.startswith("rnmt.") and m is not None
+            for name, f in vars(m).items() if isinstance(f, JITFunction)}
+
+
+def searched_steps(model: torch.nn.Module, src: torch.Tensor,
+                   mask: torch.Tensor) -> tuple[list[torch.Tensor], list[str]]:
+    """The log-probabilities of 4 search steps along fixed target words (start, then step) without
+    gradients, and the names of rnmt's Triton kernels the steps launched (from torch's profiler)."""
+    prev = pad(TGT, bos=True)[0].to(CUDA)
+    logps = []
+    with torch.no_grad(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        state = model.start(src, mask)
+        for t in range(4):
+            logp, state = model.step(prev[:, min(t, prev.size(1) - 1)], state)
+            logps.append(logp)
+        torch.cuda.synchronize()
+    kernels = {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}
+    ours = rnmts_triton_kernels()          # a name with a suffix of its specialisation counts too
+    return logps, sorted(k for k in kernels if any(k == n or k.startswith(f"{n}_") for n in ours))
+
+
+@pytest.mark.parametrize("key", sorted(AUTOCAST))
+def test_search_steps_on_cuda_equal_torchs_steps_on_the_card(key: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A search step on CUDA runs the cells' step kernels (cells/base.py `fast_step`) and the attention
+    kernels (models/attention.py), where the CPU runs torch's operations: on the card, the steps with the
+    kernels equal those with them off (RNMT_TRITON=0, read at every call), and the recurrent architectures'
+    steps launched Triton kernels (beam search's tests compare whole searches, which near ties may part)."""
+    model, src, mask = architecture(key)
+    model.eval()
+    kernel_logps, launched = searched_steps(model, src, mask)
+    monkeypatch.setenv("RNMT_TRITON", "0")
+    torch_logps, off = searched_steps(model, src, mask)
+    errors = [relative_error(a, b) for a, b in zip(kernel_logps, torch_logps, strict=True)]
+    report(test="search-steps", arch=key, max_relative_error=max(errors), kernels=launched)
+    assert not off, off
+    if key in ARCHS:
+        assert launched, f"{key}: no Triton kernel in its search steps"
+    for a, b in zip(kernel_logps, torch_logps, strict=True):
+        torch.testing.assert_close(a, b, **FLOAT32)
+
+
+def test_the_search_bookkeeping_kernel_gives_torchs_state_on_the_card(monkeypatch: pytest.MonkeyPatch) -> None:
+    """decode/select.py's step after the top-k as one Triton kernel on CUDA equals torch's operations on the
+    same card (RNMT_TRITON=0), exactly, over steps where hypotheses end, sentences reach their limit, become
+    done or were done, at beams 1, 4 and 10; only a done sentence's rows, whose candidates are all -inf, may
+    hold other ones."""
+    from rnmt.data.vocab import EOS_ID
+    from rnmt.decode import select as search
+
+    def state(A: int, W: int, g: torch.Generator) -> dict[str, torch.Tensor]:
+        st = search.new_state(A, W, 20, CUDA)
+        st["scores"].copy_(-torch.rand(A, W, generator=g) * 5)
+        st["scores"][0, 1:] = float("-inf")                          # a first step: one live hypothesis
+        st["limit"].copy_(torch.randint(3, 8, (A,), generator=g))
+        st["n_finished"].copy_(torch.randint(0, W + 1, (A,), generator=g))
+        st["best_finished"].copy_(-torch.rand(A, generator=g, dtype=torch.float64) * 3)
+        st["done"].copy_(torch.rand(A, generator=g) < 0.2)
+        st["scores"][st["done"]] = float("-inf")
+        st["length"].fill_(int(torch.randint(3, 8, (1,), generator=g)))
+        st["denom"].fill_(float(st["length"]) ** 0.6)
+        return st
+
+    for seed in range(12):
+        A, W, V = 6, (1, 4, 10)[seed % 3], 500
+        g = torch.Generator().manual_seed(seed)
+        logp = torch.log_softmax(torch.randn(A * W, V, generator=g) * 3, -1)
+        logp[:, EOS_ID] += 2.0 * (seed % 4)                          # fewer or more hypotheses end
+        outs = []
+        for kernels in (True, False):
+            monkeypatch.setenv("RNMT_TRITON", "1" if kernels else "0")
+            st = state(A, W, torch.Generator().manual_seed(100 + seed))
+            outs.append((*search.select(logp.to(CUDA), st, W), st))
+        (k_flat, k_token, k_host, k_st), (flat, token, host, st) = outs
+        before = state(A, W, torch.Generator().manual_seed(100 + seed))["done"]
+        rows = (~before).repeat_interleave(W)
+        AW = A * W
+        kept = torch.cat([torch.ones(3 * AW + 3 * A, dtype=torch.bool, device=CUDA), rows, rows])
+        assert torch.equal(k_flat[rows], flat[rows]) and torch.equal(k_token[rows], token[rows]), seed
+        assert torch.equal(k_host[kept], host[kept]), seed
+        for key in st:
+            assert torch.equal(k_st[key], st[key]), (seed, key)
+    report(test="search-select", steps=12)
 
 
 def test_a_tf32_search_takes_other_products_near_float32s_in_graphs_of_its_own() -> None:

@@ -23,6 +23,10 @@ setting `tf32`), replayed as graphs where `--graphs` is given: its sentences/s, 
 float32 (`tf32_speedup`), and the share of the sentences whose translation is float32's (`tf32_same_share`;
 an untrained model's scores lie close together, so more may differ than a trained model's).
 
+The issue's beam (10) before beam 1 and the single model before the ensemble, and with `progress` (the
+command gives it) the rows are handed over after each (model, beam), so a run cut short by its time limit
+(a GPU lease's call) leaves the CSV of what finished.
+
 `--profile` runs each batched decode once more under torch's profiler (rnmt.bench.profile): the kernels
 (CPU: leaf operators) it launched per sentence, the fraction of its unprofiled wall time the GPU was busy,
 and the kinds of work that took most of that time (products, the search's top-k, softmax, ...); with
@@ -33,6 +37,7 @@ fewer launches.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,7 +88,9 @@ def sources(cfg: Config, seed: int = 0) -> list[list[int]]:
 
 
 def bench(device: torch.device, quick: bool = False, cfg: Config | None = None, size: str = "default",
-          graphs: bool = False, profile: bool = False, tf32: bool = False) -> list[dict[str, Any]]:
+          graphs: bool = False, profile: bool = False, tf32: bool = False,
+          progress: Callable[[list[dict[str, Any]]], None] | None = None) -> list[dict[str, Any]]:
+    """The rows (module docstring); `progress` is called with the finished rows after each (model, beam)."""
     if size not in ("default", "paper"):
         raise ValueError(f"bench decode: unknown size {size!r}; valid: default, paper")
     for option, on in (("--graphs replays CUDA graphs", graphs), ("--tf32 multiplies on CUDA's tensor cores", tf32)):
@@ -96,7 +103,7 @@ def bench(device: torch.device, quick: bool = False, cfg: Config | None = None, 
     src = sources(cfg)
     rows = []
     for name, model in models(cfg, device).items():
-        for beam in (1, 10):
+        for beam in (10, 1):
             by_mode, hypotheses = {}, {}
             for mode, batch_size in (("batched", BATCH), ("one at a time", 1)):
                 out: list[list[list[int]]] = []
@@ -128,12 +135,21 @@ def bench(device: torch.device, quick: bool = False, cfg: Config | None = None, 
             rows += [{**r, "size": size, "batched_speedup": speedup, "batched_gflop": flops / 1e9, "emb": cfg.emb,
                       "hidden": cfg.hidden, "vocab": cfg.vocab} for r in by_mode.values()]
             peak.sample()
+            if progress is not None:
+                progress(finished(rows, device, peak))
+    return finished(rows, device, peak)
+
+
+def finished(rows: list[dict[str, Any]], device: torch.device, peak: Peak) -> list[dict[str, Any]]:
+    """The rows with the floor of batched decoding (its product FLOPs at the peak measured so far), the bound
+    it puts on batching's speed-up, and the machine."""
     env = environment(device, peak)
-    for r in rows:                      # the floor of batched decoding: its product FLOPs at the run's peak
-        r["batched_floor_seconds"] = r["batched_gflop"] / peak.best
+    out = []
+    for r in rows:
+        floor = r["batched_gflop"] / peak.best
         one = next(o for o in rows if (o["model"], o["beam"], o["mode"]) == (r["model"], r["beam"], "one at a time"))
-        r["speedup_bound"] = one["seconds"] / r["batched_floor_seconds"]
-    return [{**r, **env} for r in rows]
+        out.append({**r, "batched_floor_seconds": floor, "speedup_bound": one["seconds"] / floor, **env})
+    return out
 
 
 def profiled(t: Trace, seconds: float, sentences: int, prefix: str = "") -> dict[str, Any]:

@@ -33,6 +33,9 @@ def run_benchmark(name: str, out_dir: str | Path = "results/bench", quick: bool 
                 raise InputError(f"rnmt bench {name} has no --{option}")
             options[option] = value
     dev = setup(device, threads)
+    csv = Path(out_dir) / f"{name}.csv"
+    if "progress" in params:            # the CSV of the rows so far, kept where a time limit ends the run
+        options["progress"] = lambda rows: write_csv(rows, csv)
     rows = module.bench(dev, quick=quick, **options)
     env = rows[0]
     header = (f"{name} on {env['device']} ({env['cpu']}), {env['threads']} threads, torch {env['torch']}, "
@@ -43,5 +46,5 @@ def run_benchmark(name: str, out_dir: str | Path = "results/bench", quick: bool 
                + (getattr(module, "GRAPH_PROFILE_COLUMNS", ()) if profile and graphs else ())
                + (getattr(module, "TF32_COLUMNS", ()) if tf32 else ()))
     text = header + "\n" + format_table(rows, columns)
-    write_csv(rows, Path(out_dir) / f"{name}.csv")
+    write_csv(rows, csv)
     return rows, text
