@@ -300,6 +300,33 @@ def test_the_training_log_and_gates_a_figure_reads_go_with_their_member(tmp_path
     assert not (later / "metrics").exists()
 
 
+def test_an_ensemble_of_kept_seeds_is_restored_after_its_seeds_logs(tmp_path: Path, refs) -> None:
+    """Restoring a row's seeds brings their training logs into the run's model folders; the kept ensemble of
+    those seeds is then restored too (ATR Table 3's ensemble was left out, so a table of kept rows lost its
+    row, and a run would have trained the seeds again to decode it), while a log of the run's own training of
+    a seed still makes the ensemble the run's to decode."""
+    run, store, later, own = (tmp_path / x for x in ("run", "store", "later", "own"))
+    for r in (run, later, own):
+        data(r, refs)
+    members = [("c", "gru", "seed1"), ("c", "gru", "seed2"), ("c", "gru", "ens1-2")]
+    for _, variant, member in members:
+        decoded(run, variant, member, hyps(refs, variant, "seed1" if member == "ens1-2" else member))
+    for seed in (1, 2):
+        log = run / f"models/c/gru/seed{seed}/train.jsonl"
+        log.parent.mkdir(parents=True)
+        log.write_text(f'{{"kind": "train", "step": 50, "loss": 4.{seed}}}\n')
+    assert kept.keep(run, members, store).done == members
+    assert sorted(kept.restore(store, later, members).done) == sorted(members)
+    assert (later / "metrics/c/gru/ens1-2/test.json").is_file()
+    shutil.rmtree(later)
+    data(later, refs)
+    assert sorted(kept.restore(store, later, members[:2]).done) == members[:2]     # the seeds first, then
+    assert kept.restore(store, later, members[2:]).done == members[2:]             # their ensemble
+    (own / "models/c/gru/seed2").mkdir(parents=True)                              # the run trains seed 2 itself
+    (own / "models/c/gru/seed2/train.jsonl").write_text('{"kind": "train", "step": 50, "loss": 5.0}\n')
+    assert kept.restore(store, own, members[2:]).present == members[2:]
+
+
 def test_a_kept_metrics_file_is_its_own_members_and_scores_its_own_translations(tmp_path: Path, refs) -> None:
     """A store from elsewhere whose metrics file names another row's translations, or sits under another
     member's name, is refused before anything reaches the run; so is a metrics file naming a file it holds

@@ -203,13 +203,22 @@ def _beside(run: Path, m: Member) -> dict[str, str]:
     return {n: sha256_of(path) for n in names if BESIDE.match(n) and (path := _beside_path(run, m, n)).is_file()}
 
 
-def _trained_here(run: Path, m: Member) -> bool:
-    """Whether the run trained (or began to train) one of `m`'s seeds itself: its model, train.json or
-    training log is there. Its own decoding of that model is the member, not a kept one."""
+def _trained_here(run: Path, m: Member, store: Path) -> bool:
+    """Whether the run trained (or began to train) one of `m`'s seeds itself: its model, train.json or a
+    training log is there, other than the log `store` keeps beside that seed's own member (restored with it:
+    an ensemble of kept seeds restored after them is no training of the run's). Its own decoding of that
+    model is the member, not a kept one."""
     from rnmt.planning.plan import member_seeds
 
-    return any((_seed_folder(run, "models", m, s) / f).is_file() for s in member_seeds(m[2])
-               for f in ("model.pt", "train.json", "train.jsonl"))
+    for s in member_seeds(m[2]):
+        folder = _seed_folder(run, "models", m, s)
+        if (folder / "model.pt").is_file() or (folder / "train.json").is_file():
+            return True
+        log = folder / "train.jsonl"
+        if log.is_file() and _kept_beside(store, (m[0], m[1], f"seed{s}")).get(f"seed{s}/train.jsonl") \
+                != sha256_of(log):
+            return True
+    return False
 
 
 def keep(run: str | Path, members: list[Member], store: str | Path, replace: Collection[Member] = ()) -> Outcome:
@@ -377,7 +386,7 @@ def restore(store: str | Path, run: str | Path, members: list[Member] | None = N
     for m in (kept_members(store) if members is None else [_checked(x) for x in members if x in held]):
         kept_metrics, kept_translations, _ = _store_folders(store, m)
         metrics, translations = _folders(run, m)
-        if _metrics_files(metrics) or _trained_here(run, m):   # the run decodes its own model of it
+        if _metrics_files(metrics) or _trained_here(run, m, store):   # the run decodes its own model of it
             out.present.append(m)
             continue
         files = _metrics_files(kept_metrics)
