@@ -18,8 +18,8 @@
   (cells/base.py `fast_step`) and its bookkeeping after the top-k is one kernel (decode/triton/select.py), on
   the CPU both are torch's operations.
 - Every architecture's search steps on CUDA (the cells' step kernels and the attention kernels) equal torch's
-  operations' steps on the same card (RNMT_TRITON=0) in float32 to 1e-4 relative, 1e-5 absolute, the
-  recurrent ones running Triton kernels; the search's bookkeeping kernel gives torch's operations' state,
+  operations' steps on the same card (RNMT_TRITON=0) in float32 to 1e-4 relative, 1e-5 absolute, those whose
+  cells have step kernels running Triton kernels; the search's bookkeeping kernel gives torch's operations' state,
   rows and host part exactly on the card (a done sentence's rows aside).
 - Decode setting tf32: the products take other numbers than float32's, near them, and a search replayed under
   it captures graphs of its own and gives the eager TF32 search's results.
@@ -259,8 +259,9 @@ def searched_steps(model: torch.nn.Module, src: torch.Tensor,
 def test_search_steps_on_cuda_equal_torchs_steps_on_the_card(key: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A search step on CUDA runs the cells' step kernels (cells/base.py `fast_step`) and the attention
     kernels (models/attention.py), where the CPU runs torch's operations: on the card, the steps with the
-    kernels equal those with them off (RNMT_TRITON=0, read at every call), and the recurrent architectures'
-    steps launched Triton kernels (beam search's tests compare whole searches, which near ties may part)."""
+    kernels equal those with them off (RNMT_TRITON=0, read at every call), and those of tests/test_archs.py
+    (whose cells have step kernels; SRU's and SR-NMT's steps are elementwise, torch's operations) launched
+    Triton kernels (beam search's tests compare whole searches, which near ties may part)."""
     model, src, mask = architecture(key)
     model.eval()
     kernel_logps, launched = searched_steps(model, src, mask)

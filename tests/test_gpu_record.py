@@ -139,6 +139,13 @@ def test_a_lease_is_recorded_only_in_its_own_cards_files(tmp_path: Path, monkeyp
     assert table["session"].tolist() == ["", "2026-12-05"] and table["hidden"].tolist() == ["256", ""]
     assert table["gpu"].tolist() == ["", "NVIDIA H100 80GB HBM3"]
 
+    # rows that say they ran on another card than the env.txt given (another call's) are refused
+    other = tmp_path / "decode-h200.csv"
+    pd.DataFrame([{"model": "RNNSearch+ATR", "device": "NVIDIA H200"}]).to_csv(other, index=False)
+    mixed = subprocess.run([sys.executable, str(SCRIPT), "bench", str(other), "--session", "2026-12-05", "--run",
+                            "3", "--env", str(h100), "--csv", str(h100_csv)], capture_output=True, text=True)
+    assert mixed.returncode != 0 and "its rows ran on NVIDIA H200" in mixed.stderr
+
     record = _record()
     jsonl = tmp_path / "cuda-tests.jsonl"
     jsonl.write_text(json.dumps({"test": "float32", "cell": "atr", "max_relative_error": 1e-7}) + "\n")

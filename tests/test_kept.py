@@ -325,6 +325,17 @@ def test_an_ensemble_of_kept_seeds_is_restored_after_its_seeds_logs(tmp_path: Pa
     (own / "models/c/gru/seed2").mkdir(parents=True)                              # the run trains seed 2 itself
     (own / "models/c/gru/seed2/train.jsonl").write_text('{"kind": "train", "step": 50, "loss": 5.0}\n')
     assert kept.restore(store, own, members[2:]).present == members[2:]
+    # a seed's damaged record of its log: that seed's restore says so, and its ensemble waits for it
+    (store / "beside/c/gru/seed1/sha256.json").write_text("[]")
+    damaged = tmp_path / "damaged"
+    data(damaged, refs)
+    (damaged / "models/c/gru/seed1").mkdir(parents=True)
+    (damaged / "models/c/gru/seed1/train.jsonl").write_text('{"kind": "train", "step": 50, "loss": 4.1}\n')
+    assert kept.restore(store, damaged, members[2:]).present == members[2:]
+    fresh = tmp_path / "fresh"
+    data(fresh, refs)
+    with pytest.raises(InputError, match="not a list of kept files"):
+        kept.restore(store, fresh, members[:1])
 
 
 def test_a_kept_metrics_file_is_its_own_members_and_scores_its_own_translations(tmp_path: Path, refs) -> None:

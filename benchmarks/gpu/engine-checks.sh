@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Every GPU check of the engine, the benchmarks first, on a quiet GPU, in calls of under 10 minutes (all of steps
-# 1-3 at their limits take 670 s: split them with CHECKS below):
+# Every GPU check of the engine, the benchmarks first, on a quiet GPU, in calls of under 10 minutes (steps 1-3
+# at their limits take 610 s, 760 s with a baseline, and `atr` 150 s more: split them with CHECKS below):
 #
 #   benchmarks/gpu/engine-checks.sh OUT [BASELINE_SRC] [TABLES] [OVERRIDE]
 #
@@ -42,16 +42,17 @@ out=${1:?usage: $0 OUT [BASELINE_SRC] [TABLES] [OVERRIDE]}
 baseline=${2:-}
 tables=${3:-atr-table4 srnmt-table4}
 override=${4:-}
-mkdir -p bench-cuda
-source "$(dirname "$0")/common.sh"
-gpu_start "$out"
-quiet() { grep -v "USDT\|profiler_st" "$1" | tail -n "$2"; }
 # CHECKS (environment; default all three) picks the benchmarks of steps 1-3 and their order, so that a
-# 15-minute lease can split them over two calls of under 10 minutes: e.g. CHECKS=train, then CHECKS="decode cells"
+# 15-minute lease can split them over two calls of under 10 minutes: e.g. CHECKS=train, then CHECKS="decode
+# cells"; checked before the GPU is touched
 checks=" ${CHECKS:-train cells decode} "
 for c in $checks; do
     case $c in train|cells|decode|atr) ;; *) echo "CHECKS: unknown check '$c' (train, cells, decode, atr)"; exit 2 ;; esac
 done
+mkdir -p bench-cuda
+source "$(dirname "$0")/common.sh"
+gpu_start "$out"
+quiet() { grep -v "USDT\|profiler_st" "$1" | tail -n "$2"; }
 # BUDGET (environment, default 580): the seconds this call may take, which a lease's second call must set to
 # what its first left (the run tool's limit_s is less than its timeout_s where less device time is left)
 budget=${BUDGET:-580}
@@ -112,7 +113,9 @@ import os
 import torch
 from rnmt.bench.cells import bench
 from rnmt.bench.table import format_table, write_csv
+import sys
 import traceback
+failed = []
 # bfloat16 first (the issue's comparison), each run on its own: one that fails (a refused cooperative launch)
 # leaves the others to run
 for persistent, cells, precision, name in (("1", ["atr", "gru"], "bfloat16", "cells-1000-persistent-bf16"),
@@ -126,10 +129,12 @@ for persistent, cells, precision, name in (("1", ["atr", "gru"], "bfloat16", "ce
         rows = bench(torch.device("cuda"), hidden=(1000,), cells=cells, precision=precision)
     except Exception:
         traceback.print_exc()
+        failed.append(name)
         continue
     write_csv([{**r, "atr_persistent": persistent} for r in rows], f"bench-cuda/{name}.csv")
     print(format_table(rows, ("cell", "path", "precision", "hidden", "tokens_per_s", "ratio_to_nn_gru", "gflops")),
           flush=True)
+sys.exit(f"failed: {', '.join(failed)}" if failed else 0)
 EOF
     echo "exit $?"; tail -n 20 bench-cuda/cells-1000.log
 }

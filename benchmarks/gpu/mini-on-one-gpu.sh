@@ -15,7 +15,7 @@
 # BENCH: "no" leaves out the benchmarks after the tables (default yes; they take up to 160 s).
 # UD_TREES=TRAIN.conllu:DEV.conllu (environment): UD treebank files that train the stanza models the
 # UD tables' labels come from (parse.train_trees; the machine reaches no model hub), on the GPU.
-# RESTORE=no (environment): train every row of TABLES, restoring none that benchmarks/multi30k/rows/ keeps:
+# RESTORE=no (environment; or false, 0): train every row of TABLES, restoring none that benchmarks/multi30k/rows/ keeps:
 # a lease that times a whole table (the issue's 8 minutes for ATR Table 4) must train it, though its seeds
 # are kept (default yes: a lease that adds seeds trains only the missing ones).
 # CUDA_TESTS=yes (environment): `pytest -m cuda` beside the tables (OUT/cuda-tests.log, cuda-tests.jsonl),
@@ -52,8 +52,10 @@ run=mini-gpu
 # a run with another step budget restores none (its rows are other settings), nor one with RESTORE=no
 targets=""
 started=$(date +%s)
+case ${RESTORE:-yes} in no|false|0) restore=no ;; *) restore=yes ;; esac
 for t in $(echo "$tables" | tr ',' ' '); do
-    if [ "${RESTORE:-yes}" = no ] || [ -n "$steps" ] || ! found=$(timeout "$cap" python3 \
+    left=$(( cap - ($(date +%s) - started) ))
+    if [ "$restore" = no ] || [ -n "$steps" ] || ! found=$(timeout "$(( left > 1 ? left : 1 ))" python3 \
             benchmarks/multi30k/collect.py --run $run --table "$t" --seeds "$seeds" --cores 16 --restore-only \
             2>> "results/$run.restore.log"); then
         found="results/$run/tables/$t.csv"

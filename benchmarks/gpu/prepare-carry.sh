@@ -29,11 +29,13 @@ $py -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --imp
 pool=$($py -c "import connection_pool, os; print(os.path.dirname(connection_pool.__file__))")
 cp -r "$pool" .whl/site/
 # a wheel missing here is a package missing there, found only when the lease's Snakemake fails to start
+names=$(ls .whl/ | sed 's/_/-/g')
 missing=$(sed 's/==.*//' /tmp/carry-wheels.txt | while read -r pkg; do
-    ls .whl/ | sed 's/_/-/g' | grep -qi "^$pkg-[0-9]" || echo "$pkg"; done)
+    grep -qi "^$pkg-[0-9]" <<< "$names" || echo "$pkg"; done)
 echo "$(ls .whl/*.whl | wc -l) wheels of $(wc -l < /tmp/carry-wheels.txt) asked for, $(du -sh .whl | cut -f1) in .whl/"
 [ -z "$missing" ] || { echo "no wheel in .whl/ for: $missing (pip download's messages above say why)" >&2; exit 1; }
 
+trap 'rm -f results/downloads/.*.gz' EXIT      # a download cut short is not carried
 commit=$(grep -o -m1 'multi30k/dataset/raw/[0-9a-f]*' workflow/corpora.yaml | cut -d/ -f4)
 mkdir -p results/downloads
 for set in train val test_2016_flickr test_2017_flickr test_2017_mscoco; do

@@ -102,7 +102,8 @@ def append(csv: Path, new: pd.DataFrame, session: str, run: str) -> None:
     new = new.assign(session=session, run=run)
     columns = list(dict.fromkeys([*old.columns, *new.columns]))
     pd.concat([old, new], ignore_index=True).reindex(columns=columns).to_csv(csv, index=False)
-    print(f"{csv}: {len(new)} rows of session {session} run {run} appended")
+    print(f"{csv}: {len(new)} rows of session {session} run {run} appended"
+          f"{'' if len(old) else ' (a new file)'}")
 
 
 def main() -> None:
@@ -124,6 +125,10 @@ def main() -> None:
             sys.exit(f"bench: give --csv, the committed results CSV of that benchmark and card "
                      f"(e.g. benchmarks/results-{tag}-paper-decode-graphs.csv)")
         new = pd.read_csv(a.source, dtype=str, keep_default_na=False)
+        others = sorted(set(new.get("device", pd.Series(dtype=str))) - {"", "cpu", name})
+        if others:
+            sys.exit(f"{a.source}: its rows ran on {', '.join(others)}, but {a.env} names {name}: give the env.txt "
+                     "of the call that wrote it")
     elif a.what == "rows":
         rows = model_rows(a.source)
         if not rows:

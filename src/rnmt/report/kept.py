@@ -215,8 +215,13 @@ def _trained_here(run: Path, m: Member, store: Path) -> bool:
         if (folder / "model.pt").is_file() or (folder / "train.json").is_file():
             return True
         log = folder / "train.jsonl"
-        if log.is_file() and _kept_beside(store, (m[0], m[1], f"seed{s}")).get(f"seed{s}/train.jsonl") \
-                != sha256_of(log):
+        if not log.is_file():
+            continue
+        try:
+            kept_log = _kept_beside(store, (m[0], m[1], f"seed{s}")).get(f"seed{s}/train.jsonl")
+        except InputError:          # the seed's own record is damaged: its restore says so; this member waits
+            return True
+        if kept_log != sha256_of(log):
             return True
     return False
 
