@@ -110,11 +110,13 @@ check_cells() {
     # tilings): their times in fast-paths-cells.json (`medians_ms`)
     RNMT_FASTPATH_CACHE=bench-cuda/fast-paths-cells.json timeout "$(within 140)" python3 - > bench-cuda/cells-1000.log 2>&1 <<'EOF'
 import os
+import sys
+import traceback
+
 import torch
 from rnmt.bench.cells import bench
 from rnmt.bench.table import format_table, write_csv
-import sys
-import traceback
+
 failed = []
 # bfloat16 first (the issue's comparison), each run on its own: one that fails (a refused cooperative launch)
 # leaves the others to run
