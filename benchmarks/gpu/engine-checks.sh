@@ -156,7 +156,6 @@ for c in $checks; do
     "check_$c"
     pack
 done
-pack
 
 if [ "$tables" = skip ]; then
     stamp "done"

@@ -86,7 +86,7 @@ def card(env: Path) -> tuple[str, str]:
 
 def check_card(csv: Path, tag: str) -> None:
     """Refuse a CSV named for another card than the lease's."""
-    named = {m.lower() for m in re.findall(r"(?:^|[-_])([a-z]\d{2,4})(?=[-_.])", csv.name.lower())} - {tag}
+    named = set(re.findall(r"(?:^|[-_])([a-z]\d{2,4})(?=[-_.])", csv.name.lower())) - {tag}
     if named:
         sys.exit(f"{csv.name} is named for {', '.join(sorted(named))}, but the lease ran on {tag}: give the "
                  f"CSV of {tag} (e.g. {re.sub(sorted(named)[0], tag, csv.name)})")

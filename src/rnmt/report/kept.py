@@ -11,7 +11,7 @@ layout (`metrics/<corpus>/<variant>/<member>/` and `translations/<corpus>/<varia
 relative paths a metrics file records still hold after a restore. What a figure reads beside a one-seed
 member's metrics goes with it (`beside/<corpus>/<variant>/<member>/`: its model's training log, UD Figure
 2's cost, and gate statistics, ATR Figure 3's), with their sha256 as kept (`sha256.json`), so that those
-figures' seeds can come from several sessions too.
+figures' seeds can come from several sessions too. Where each of these lies: `rnmt.report.store_layout`.
 
 A restored member is only a row of the table if it is still what the run would make: each metrics file
 records the sha256 of the references and source it scored and of the files its models trained on (with
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import re
 import shutil
 import zlib
 from collections.abc import Collection
@@ -39,9 +38,17 @@ from pathlib import Path
 
 from rnmt.evaluate.metrics import verify_scored
 from rnmt.io import InputError, atomic_writer, read_json, sha256_of, write_json
-
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")       # a corpus, variant, member or file name
-Member = tuple[str, str, str]                               # (corpus, variant, member)
+from rnmt.report.store_layout import (
+    NAME,
+    Member,
+    beside_files,
+    beside_folder,
+    beside_path,
+    checked_member,
+    member_folders,
+    recorded_beside,
+    seed_folder,
+)
 
 
 @dataclass
@@ -63,19 +70,6 @@ class Outcome:
         return out + "".join(f"\n  not {verb.lower()}: {'/'.join(m)}: {why}" for m, why in self.skipped.items())
 
 
-def _checked(m: Member) -> Member:
-    for name in m:
-        if not NAME.match(name) or ".." in name:
-            raise InputError(f"{'/'.join(m)}: {name!r} is not a plain folder name (letters, digits, . _ + -); a "
-                             "kept row's corpus, variant and member name its folders")
-    return m
-
-
-def _folders(root: Path, m: Member) -> tuple[Path, Path]:
-    corpus, variant, member = _checked(m)
-    return root / "metrics" / corpus / variant / member, root / "translations" / corpus / variant / member
-
-
 def _unlinked(store: Path, *paths: Path) -> None:
     """Each of `paths` (under `store`) reached without a symbolic link below the store, where it exists."""
     for path in paths:
@@ -90,7 +84,7 @@ def _unlinked(store: Path, *paths: Path) -> None:
 def _store_folders(store: Path, m: Member) -> tuple[Path, Path, Path]:
     """The store's metrics, translations and beside folders of member `m`, none of them reached by a link, nor
     any file in them."""
-    folders = (*_folders(store, m), _beside_folder(store, m))
+    folders = (*member_folders(store, m), beside_folder(store, m))
     _unlinked(store, *folders, *(f for folder in folders if folder.is_dir() for f in folder.rglob("*")))
     return folders
 
@@ -113,7 +107,7 @@ def _scored(metrics_file: Path, root: Path, m: Member) -> tuple[dict[str, str], 
         raise InputError(f"{metrics_file}: the metrics file does not record what it scored (an older rnmt wrote "
                          "it), so it cannot be kept or checked: rerun the run's score jobs")
     _of_member(metrics_file, data, m)
-    here, own = metrics_file.parent, _folders(root, m)[1]
+    here, own = metrics_file.parent, member_folders(root, m)[1]
     translations, data_files = {}, {}
     for rel, sha in recorded.items():
         path = (here / rel).resolve()
@@ -151,12 +145,6 @@ def _one_training(files: list[Path], records: dict[str, dict], m: Member) -> Non
                          "now, `snakemake <each of them> --config ...` with the run's config, then keep it")
 
 
-def _seed_folder(root: Path, kind: str, m: Member, seed: int | str) -> Path:
-    """A seed's folder of member `m` under a run folder: `kind` models (its model, train.json, training log)
-    or analysis (its gate statistics); `seed` a number or `seed<N>`."""
-    return root / kind / m[0] / m[1] / (seed if isinstance(seed, str) else f"seed{seed}")
-
-
 def _trained_on(metrics_file: Path, root: Path, m: Member) -> dict[str, str]:
     """{path under `root`: sha256} of the files the member's models trained on (BPE'd text, vocabularies,
     labels), where its train.json recorded where they were (`input_files`, relative to each model's folder
@@ -166,7 +154,7 @@ def _trained_on(metrics_file: Path, root: Path, m: Member) -> dict[str, str]:
     train = read_json(metrics_file).get("train") or {}
     out = {}
     for seed, model in zip(member_seeds(m[2]), train.get("members") or [train], strict=False):
-        folder = _seed_folder(root, "models", m, seed)
+        folder = seed_folder(root, "models", m, seed)
         for role, rel in (model.get("input_files") or {}).items():
             path = (folder / rel).resolve()
             if path.is_relative_to(root.resolve()) and role in (model.get("inputs") or {}):
@@ -178,31 +166,6 @@ def _metrics_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.glob("*.json") if NAME.match(p.name))
 
 
-BESIDE = re.compile(r"^seed[0-9]+/(train\.jsonl|gates\.[A-Za-z0-9][A-Za-z0-9._+-]*\.json)$")
-
-
-def _beside_path(root: Path, m: Member, name: str) -> Path:
-    """Where a file a figure reads beside member `m`'s metrics lies in a run folder: `name` is
-    `seed<N>/train.jsonl` (models/...) or `seed<N>/gates.<testset>.json` (analysis/...), N the member's seed."""
-    if not BESIDE.match(name) or name.split("/")[0] != _checked(m)[2]:
-        raise InputError(f"{'/'.join(m)}: {name!r} is no file a figure reads beside this member's metrics (seed<N>/"
-                         "train.jsonl or seed<N>/gates.<testset>.json of its own seed): the store is not one rnmt "
-                         "wrote")
-    seed, file = name.split("/")
-    return _seed_folder(root, "models" if file == "train.jsonl" else "analysis", m, seed) / file
-
-
-def _beside(run: Path, m: Member) -> dict[str, str]:
-    """{name: sha256} of the files a figure reads beside a one-seed member's metrics in `run` (its training
-    log, its gate statistics), those that are there."""
-    member = _checked(m)[2]
-    if not re.fullmatch(r"seed[0-9]+", member):     # an ensemble: its members' logs are their own rows'
-        return {}
-    names = [f"{member}/train.jsonl"] + [f"{member}/{p.name}" for p in sorted(
-        _seed_folder(run, "analysis", m, member).glob("gates.*.json"))]
-    return {n: sha256_of(path) for n in names if BESIDE.match(n) and (path := _beside_path(run, m, n)).is_file()}
-
-
 def _trained_here(run: Path, m: Member, store: Path) -> bool:
     """Whether the run trained (or began to train) one of `m`'s seeds itself: its model, train.json or a
     training log is there, other than the log `store` keeps beside that seed's own member (restored with it:
@@ -211,14 +174,14 @@ def _trained_here(run: Path, m: Member, store: Path) -> bool:
     from rnmt.planning.plan import member_seeds
 
     for s in member_seeds(m[2]):
-        folder = _seed_folder(run, "models", m, s)
+        folder = seed_folder(run, "models", m, s)
         if (folder / "model.pt").is_file() or (folder / "train.json").is_file():
             return True
         log = folder / "train.jsonl"
         if not log.is_file():
             continue
         try:
-            kept_log = _kept_beside(store, (m[0], m[1], f"seed{s}")).get(f"seed{s}/train.jsonl")
+            kept_log = recorded_beside(store, (m[0], m[1], f"seed{s}")).get(f"seed{s}/train.jsonl")
         except InputError:          # the seed's own record is damaged: its restore says so; this member waits
             return True
         if kept_log != sha256_of(log):
@@ -235,7 +198,7 @@ def keep(run: str | Path, members: list[Member], store: str | Path, replace: Col
     run, store, out = Path(run), Path(store), Outcome()
     checked = []
     for m in members:
-        metrics, translations = _folders(run, m)
+        metrics, translations = member_folders(run, m)
         files = _metrics_files(metrics)
         if not files:
             out.skipped[m] = f"no metrics files in {metrics}"
@@ -252,10 +215,10 @@ def keep(run: str | Path, members: list[Member], store: str | Path, replace: Col
                              "the same settings and data: keep the two runs' rows in different stores, or remove the "
                              "kept member first (the store's history keeps it); nothing was kept")
         # what is kept beside it, read (and so checked: a store rnmt wrote) before anything is written
-        kept_before = _kept_beside(store, m) if old == scored else {}
-        checked.append((m, files, records, scored, old == scored, _beside(run, m), kept_before))
+        kept_before = recorded_beside(store, m) if old == scored else {}
+        checked.append((m, files, records, scored, old == scored, beside_files(run, m), kept_before))
     for m, files, records, scored, same, beside, kept_before in checked:
-        _, translations = _folders(run, m)
+        _, translations = member_folders(run, m)
         names = {name: sha for own in scored.values() for name, sha in own.items()}
         kept_metrics, kept_translations, kept_beside = _store_folders(store, m)
         if same:
@@ -280,7 +243,7 @@ def keep(run: str | Path, members: list[Member], store: str | Path, replace: Col
                 continue
             for name, sha in sorted(beside.items()):
                 if kept_before.get(name) != sha:
-                    _gzip(_beside_path(run, m, name), kept_beside / f"{name}.gz")
+                    _gzip(beside_path(run, m, name), kept_beside / f"{name}.gz")
             if merged != kept_before:
                 write_json(kept_beside / "sha256.json", merged)     # after the files it names
             for f in rescored:
@@ -294,28 +257,13 @@ def keep(run: str | Path, members: list[Member], store: str | Path, replace: Col
         for name in sorted(names):
             _gzip(translations / name, kept_translations / f"{name}.gz")
         for name in sorted(beside):
-            _gzip(_beside_path(run, m, name), kept_beside / f"{name}.gz")
+            _gzip(beside_path(run, m, name), kept_beside / f"{name}.gz")
         if beside:
             write_json(kept_beside / "sha256.json", beside)
         for f in files:                         # the metrics last: a kept metrics file means the member is whole
             shutil.copyfile(f, kept_metrics / f.name)
         out.done.append(m)
     return out
-
-
-def _beside_folder(store: Path, m: Member) -> Path:
-    return store / "beside" / Path(*_checked(m))
-
-
-def _kept_beside(store: Path, m: Member) -> dict[str, str]:
-    """{name: sha256} of the files kept beside member `m`'s metrics, as kept."""
-    f = _beside_folder(store, m) / "sha256.json"
-    recorded = read_json(f) if f.is_file() else {}
-    if not isinstance(recorded, dict) or not all(isinstance(v, str) for v in recorded.values()):
-        raise InputError(f"{f}: not a list of kept files and their sha256: the store is not one rnmt wrote")
-    for name in recorded:
-        _beside_path(store, m, name)            # each name checked before anything is read or written
-    return recorded
 
 
 def _gzip(src_path: Path, dst_path: Path) -> None:
@@ -349,14 +297,14 @@ def kept_members(store: str | Path, corpus: str | None = None) -> list[Member]:
     root = Path(store) / "metrics"
     found = sorted((c.name, v.name, m.name) for c in root.glob("*") for v in c.glob("*") for m in v.glob("*")
                    if m.is_dir())
-    return [_checked(m) for m in found if corpus is None or m[0] == corpus]
+    return [checked_member(m) for m in found if corpus is None or m[0] == corpus]
 
 
 def data_files(store: str | Path, members: list[Member]) -> list[str]:
     """The data files (paths under a run folder) that the store's `members` were made from and scored on: what
     a run must have made before `restore` can check them."""
     held = set(kept_members(store))
-    return sorted({rel for m in members if _checked(m) in held for rel in made_from(store, m)})
+    return sorted({rel for m in members if checked_member(m) in held for rel in made_from(store, m)})
 
 
 def other_data(store: str | Path, run: str | Path, m: Member) -> str:
@@ -376,7 +324,7 @@ def made_from(store: str | Path, m: Member) -> dict[str, str]:
     """{path under a run folder: sha256} of the data a kept member was scored on and its models trained on,
     as its metrics files recorded them: what `restore` compares with a run's data."""
     store, out = Path(store), {}
-    for f in _metrics_files(_store_folders(store, _checked(m))[0]):
+    for f in _metrics_files(_store_folders(store, checked_member(m))[0]):
         out.update(_scored(f, store, m)[1])
         out.update(_trained_on(f, store, m))
     return out
@@ -388,9 +336,9 @@ def restore(store: str | Path, run: str | Path, members: list[Member] | None = N
     must be made first: a member whose data files are missing or differ is not restored, with the reason)."""
     store, run, out = Path(store), Path(run), Outcome()
     held = set(kept_members(store))
-    for m in (kept_members(store) if members is None else [_checked(x) for x in members if x in held]):
+    for m in (kept_members(store) if members is None else [checked_member(x) for x in members if x in held]):
         kept_metrics, kept_translations, _ = _store_folders(store, m)
-        metrics, translations = _folders(run, m)
+        metrics, translations = member_folders(run, m)
         if _metrics_files(metrics) or _trained_here(run, m, store):   # the run decodes its own model of it
             out.present.append(m)
             continue
@@ -402,10 +350,10 @@ def restore(store: str | Path, run: str | Path, members: list[Member] | None = N
         if why := other_data(store, run, m):
             out.skipped[m] = why
             continue
-        beside = _kept_beside(store, m)
+        beside = recorded_beside(store, m)
         copies = [(kept_translations / f"{name}.gz", translations / name, sha, f"{'/'.join(m)}'s metrics scored")
                   for name, sha in wanted.items()] + [
-                 (_beside_folder(store, m) / f"{name}.gz", _beside_path(run, m, name), sha,
+                 (beside_folder(store, m) / f"{name}.gz", beside_path(run, m, name), sha,
                   f"{'/'.join(m)}'s {name} was when kept") for name, sha in beside.items()]
         for gz, *_ in copies:                   # all there before anything is written
             if not NAME.match(gz.name) or not gz.is_file():
