@@ -20,7 +20,7 @@ from rnmt.evaluate.metrics import write_metrics
 from rnmt.evaluate.score import split_compounds, tok_scorer
 from rnmt.io import InputError
 from rnmt.planning.experiments import check_claims
-from rnmt.planning.plan import Row, Table, table_from_experiment
+from rnmt.planning.table import Row, Table, table_from_experiment
 from rnmt.report import claims
 from rnmt.report.tables import build
 

@@ -18,7 +18,7 @@ from test_claims import corpus, damage
 from rnmt.evaluate.metrics import write_metrics
 from rnmt.evaluate.score import detok_scorer
 from rnmt.io import InputError, write_json
-from rnmt.planning.plan import Row, Table
+from rnmt.planning.table import Row, Table
 from rnmt.report import kept
 from rnmt.report.tables import build
 from rnmt.train.resume import input_identity

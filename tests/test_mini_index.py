@@ -46,7 +46,7 @@ def test_the_index_lists_a_committed_row_made_with_earlier_settings_than_a_run_g
     """A setting changed after a table was collected (DTMT's warm-up at `mini`) leaves its committed numbers
     those of the earlier models: the index must say which rows and what changed, not count them as the run's."""
     from rnmt.planning.current import expected
-    from rnmt.planning.plan import member_seeds
+    from rnmt.planning.table import member_seeds
 
     collect = _collect()
     folder = tmp_path / "multi30k"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rnmt.planning.plan import Row, Table
+from rnmt.planning.table import Row, Table
 from rnmt.report.htmltable import html_table
 from rnmt.report.layout import fmt
 
@@ -43,7 +43,7 @@ def test_a_long_training_cost_figure_is_drawn_as_a_curve_not_as_its_noise(tmp_pa
     and the axis says over how many minibatches; a 215-minibatch run (the paper's) keeps 5."""
     import json
 
-    from rnmt.planning.plan import load_table
+    from rnmt.planning.table import load_table
     from rnmt.report import figures
 
     root = Path(__file__).resolve().parents[1]
@@ -78,7 +78,7 @@ def test_a_figure_of_rows_with_seeds_draws_their_mean_as_the_table_reports_it(tm
     import pytest
     import yaml
 
-    from rnmt.planning.plan import load_table
+    from rnmt.planning.table import load_table
     from rnmt.report import figures
     from rnmt.report.layout import tokenized
     from rnmt.report.tables import bucket_name, length_range

@@ -15,7 +15,7 @@ from rnmt.data.prepare import assemble, prepare_text
 from rnmt.evaluate.metrics import write_metrics
 from rnmt.evaluate.score import score, split_compounds, tok_scorer
 from rnmt.io import InputError
-from rnmt.planning.plan import Row, Table
+from rnmt.planning.table import Row, Table
 from rnmt.report.tables import build
 
 

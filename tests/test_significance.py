@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from rnmt.io import InputError
-from rnmt.planning.plan import Row, Table
+from rnmt.planning.table import Row, Table
 from rnmt.report.significance import p_values, pairs
 
 
@@ -33,7 +33,7 @@ def test_a_missing_decoding_or_reference_row_is_named() -> None:
 
 
 def test_a_scale_with_seeds_trains_that_many_a_row_and_ensembles_keep_theirs() -> None:
-    from rnmt.planning.plan import row_seeds
+    from rnmt.planning.table import row_seeds
 
     assert row_seeds({"seeds": [1]}, seeds=3) == (1, 2, 3)
     assert row_seeds({"seeds": [2, 5]}, seeds=3) == (2, 5, 1)          # its own first, then the lowest unused
@@ -44,7 +44,7 @@ def test_a_scale_with_seeds_trains_that_many_a_row_and_ensembles_keep_theirs() -
 
 
 def test_an_ensemble_row_of_one_seed_is_left_empty_with_the_reason() -> None:
-    from rnmt.planning.plan import table_from_experiment
+    from rnmt.planning.table import table_from_experiment
 
     exp = {"table": "t", "title": "T", "metrics": ["bleu"],
            "rows": [{"system": "ATR", "variant": "atr", "paper": {"bleu": 20.0}},

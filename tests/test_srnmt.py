@@ -404,7 +404,7 @@ def test_figure3_plots_training_and_validation_perplexity_against_time(tmp_path,
     import json
     from pathlib import Path
 
-    from rnmt.planning.plan import load_table
+    from rnmt.planning.table import load_table
     from rnmt.report import figures
 
     root = Path(__file__).resolve().parents[1]

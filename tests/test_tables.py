@@ -78,7 +78,7 @@ def test_the_gate_correlation_is_the_recurrent_units_whatever_the_file_order() -
 
 def test_a_cells_table_without_its_counts_names_the_command_that_makes_them() -> None:
     from rnmt.io import InputError
-    from rnmt.planning.plan import load_table
+    from rnmt.planning.table import load_table
     from rnmt.report.tables import tidy
 
     table = load_table(EXPERIMENTS / "atr-table1.yaml")
@@ -324,7 +324,7 @@ def test_the_mini_scale_runs_each_table_on_the_multi30k_pair_of_its_papers_langu
     assert decode["srnmt-4l"]["length_penalty"] == "none"
     note = config["scales"]["mini"]["note"]
     assert "Multi30k" in note
-    from rnmt.planning.plan import load_table
+    from rnmt.planning.table import load_table
 
     table = load_table(EXPERIMENTS / "atr-table4.yaml", "multi30k-en-de", scale_note=note)
     assert table.notes.startswith(note.strip()) and "TITAN X" in table.notes     # then the table's own notes
@@ -770,7 +770,7 @@ def test_a_length_table_and_figure_say_how_many_sentences_each_column_rests_on(t
     """DTMT Figure 3 on a test split of short sentences: the 'longer than 30 words' point is a BLEU over a
     handful of sentences, and the table and the figure must say so rather than draw it as a trend."""
     from rnmt.evaluate.metrics import write_metrics
-    from rnmt.planning.plan import table_from_experiment
+    from rnmt.planning.table import table_from_experiment
     from rnmt.report.figures import length
     from rnmt.report.tables import build
 
@@ -879,7 +879,7 @@ def test_training_and_decoding_speeds_timed_on_one_machine_are_not_called_differ
 def test_a_speed_claim_and_ratio_across_machines_are_not_comparable(tmp_path: Path) -> None:
     """A speed measured on two machines says nothing about the cells: the table gives no ratio to the
     baseline for such a row and its claim reads 'not comparable', with why; on one machine both stand."""
-    from rnmt.planning.plan import Row, Table
+    from rnmt.planning.table import Row, Table
     from rnmt.report import claims
     from rnmt.report.tables import build
 

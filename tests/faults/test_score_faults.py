@@ -10,7 +10,7 @@ import pytest
 
 from faults.faultlib import rnmt
 from rnmt.evaluate.score import EMPTY_OUTPUT
-from rnmt.planning.plan import table_from_experiment
+from rnmt.planning.table import table_from_experiment
 from rnmt.report.tables import tidy, why_empty
 
 pytestmark = pytest.mark.faults

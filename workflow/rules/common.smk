@@ -22,7 +22,8 @@ from rnmt.parse.settings import ParseSettings
 from rnmt.io import InputError, with_extra_references
 from rnmt.parse.models import manifest_path
 from rnmt.planning.current import member_of, outdated, table_expected
-from rnmt.planning.plan import SIDES, SPLITS, Plan, member_seeds
+from rnmt.planning.plan import SIDES, SPLITS, Plan
+from rnmt.planning.table import member_seeds
 from rnmt.decode import DECODED_BY, POSTPROCESSED_BY
 from rnmt.evaluate import SCORED_BY
 from rnmt.provenance import source_digest

@@ -163,7 +163,7 @@ def write_metrics(output: str, hyp: str, refs: Sequence[str], hyp_tok: str | Non
                   train: Sequence[str] = (), decode: str | None = None) -> dict[str, Any]:
     """Score `hyp` against `refs` and `hyp_tok` against `refs_tok` (each with its extra references: NIST's
     4 on both sides) and write the metrics file."""
-    from rnmt.planning.plan import member_seeds
+    from rnmt.planning.table import member_seeds
 
     refs = with_extra_references(refs)
     refs_tok = with_extra_references(refs_tok) if refs_tok else None

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from rnmt.io import read_json
-from rnmt.planning.plan import Plan, Variant, member_seeds
+from rnmt.planning.plan import Plan, Variant
+from rnmt.planning.table import member_seeds
 
 
 def expected(variant: Variant) -> dict[str, Any]:

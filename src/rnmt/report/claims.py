@@ -40,7 +40,7 @@ from rnmt.evaluate.metric_names import length_range
 from rnmt.evaluate.metrics import Scored
 from rnmt.evaluate.score import of_length
 from rnmt.planning.experiments import check_claims
-from rnmt.planning.plan import Row, Table
+from rnmt.planning.table import Row, Table
 from rnmt.report import ran
 from rnmt.report.layout import FEW_SENTENCES, decimals_of, label, number, signed, tokenized
 from rnmt.report.significance import WHOLE_SPLIT, pairs

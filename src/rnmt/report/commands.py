@@ -17,7 +17,7 @@ log = logging.getLogger("rnmt")
 
 def cmd_table(a: argparse.Namespace) -> None:
     from rnmt.planning.current import member_of, outdated
-    from rnmt.planning.plan import load_table
+    from rnmt.planning.table import load_table
     from rnmt.report.tables import build
 
     table = load_table(a.experiment, a.corpus or None, a.max_seeds or None, a.scale_note, a.seeds or None)
@@ -64,7 +64,7 @@ def _expected(text: str) -> dict[str, Any]:
 
 
 def cmd_figure(a: argparse.Namespace) -> None:
-    from rnmt.planning.plan import load_table
+    from rnmt.planning.table import load_table
     from rnmt.report.figures import draw
 
     table = load_table(a.experiment, None, a.max_seeds or None, seeds=a.seeds or None)

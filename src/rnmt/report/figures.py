@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rnmt.io import InputError, read_json
-from rnmt.planning.plan import Table
+from rnmt.planning.table import Table
 from rnmt.report import ran
 from rnmt.report.curves import read_log, train_loss
 from rnmt.report.plotting import save

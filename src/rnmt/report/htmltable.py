@@ -10,7 +10,7 @@ import math
 import pandas as pd
 
 from rnmt.evaluate.metric_names import better
-from rnmt.planning.plan import Table
+from rnmt.planning.table import Table
 from rnmt.report import claims, significance
 from rnmt.report.layout import COUNTS, fmt, fmt_count, footer, label, signed
 

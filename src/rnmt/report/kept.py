@@ -38,6 +38,7 @@ from pathlib import Path
 
 from rnmt.evaluate.metrics import verify_scored
 from rnmt.io import InputError, atomic_writer, read_json, sha256_of, write_json
+from rnmt.planning.table import member_seeds
 from rnmt.report.store_layout import (
     NAME,
     Member,
@@ -149,8 +150,6 @@ def _trained_on(metrics_file: Path, root: Path, m: Member) -> dict[str, str]:
     """{path under `root`: sha256} of the files the member's models trained on (BPE'd text, vocabularies,
     labels), where its train.json recorded where they were (`input_files`, relative to each model's folder
     `models/<corpus>/<variant>/seed<N>`). A file outside the run folder (pretrained vectors) is not read."""
-    from rnmt.planning.plan import member_seeds
-
     train = read_json(metrics_file).get("train") or {}
     out = {}
     for seed, model in zip(member_seeds(m[2]), train.get("members") or [train], strict=False):
@@ -171,8 +170,6 @@ def _trained_here(run: Path, m: Member, store: Path) -> bool:
     training log is there, other than the log `store` keeps beside that seed's own member (restored with it:
     an ensemble of kept seeds restored after them is no training of the run's). Its own decoding of that
     model is the member, not a kept one."""
-    from rnmt.planning.plan import member_seeds
-
     for s in member_seeds(m[2]):
         folder = seed_folder(run, "models", m, s)
         if (folder / "model.pt").is_file() or (folder / "train.json").is_file():

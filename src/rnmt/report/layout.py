@@ -11,7 +11,7 @@ import pandas as pd
 
 from rnmt.evaluate.metric_names import METRIC_LABELS, TOKENIZED, bleu_family, length_range
 from rnmt.evaluate.score import bucket_name
-from rnmt.planning.plan import Table
+from rnmt.planning.table import Table
 
 
 def tokenized(metric: str) -> tuple[str, str]:

@@ -25,7 +25,7 @@ from rnmt.evaluate.compare import ALPHA, paired_test
 from rnmt.evaluate.metric_names import bleu_family
 from rnmt.evaluate.metrics import Scored
 from rnmt.io import InputError
-from rnmt.planning.plan import Row, Table
+from rnmt.planning.table import Row, Table
 from rnmt.report import ran
 from rnmt.report.layout import label, tokenized
 

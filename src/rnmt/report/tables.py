@@ -26,7 +26,7 @@ from rnmt.evaluate.metrics import scored_file
 from rnmt.evaluate.score import bucket_name
 from rnmt.io import InputError, atomic_writer, read_json
 from rnmt.planning.current import member_of
-from rnmt.planning.plan import Row, Table
+from rnmt.planning.table import Row, Table
 from rnmt.report import claims, ran, significance, trainings
 from rnmt.report.layout import COUNTS, FEW_SENTENCES, fmt, fmt_count, footer, label, signature_key, tokenized
 
