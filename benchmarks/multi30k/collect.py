@@ -512,7 +512,9 @@ def index(folder: Path = HERE) -> str:
            *(["## Committed numbers that are not the kept members'", "",
               "A table collected before its rows were kept, or from a decoding that a later one replaced in "
               f"{ROWS.name}/. Where the kept member is another decoding, `python benchmarks/multi30k/collect.py "
-              "--table <table> --seeds 3 --partial` builds the table again from the kept members. A member not "
+              "--table <table> --seeds <its seeds a row> --partial` builds the table again from the kept members (a "
+              "row has numbers once it has that many seeds kept, so a table of one seed a row is rebuilt with "
+              "`--seeds 1`). A member not "
               "kept cannot be rebuilt: train it again and keep it (`--keep-only`) first, or the rebuilt table "
               "shows its row without numbers.", "",
               "| Table | Row (member) | Why |", "|---|---|---|", *unkept, ""] if unkept else []),
