@@ -401,6 +401,7 @@ def index(folder: Path = HERE) -> str:
     from rnmt.report.kept import kept_members
 
     summary, claims_lines, missing, earlier, kept, left, unkept = [], [], [], [], [], [], []
+    rebuild: dict[str, int] = {}       # a table whose committed numbers are not the kept members': its seeds
     every_kept = set(kept_members(folder / ROWS.name))
     stale = _kept_outdated(plan, folder / ROWS.name, every_kept)
     held = every_kept - set(stale)                              # an outdated kept member is trained again
@@ -487,6 +488,8 @@ def index(folder: Path = HERE) -> str:
         # training, makes a table that the kept rows no longer give
         apart = committed_not_kept(folder, table.corpus, bleu) if len(bleu) and not one_run(table) else []
         unkept += [f"| `{name}` | {system} ({member}) | {why} |" for system, member, why in apart]
+        if apart:                       # rebuilt at the seeds its rows have: more would leave them empty
+            rebuild[name] = min(counted) if counted else plan.seeds
         from_kept = ("from one run" if one_run(table) else f"no: {len(apart)} of {len(bleu)} (below)" if apart
                      else "yes" if len(bleu) else "–")
         summary.append(f"| {table.title} (`{name}`) | {done_cell} | {seeds} | "
@@ -511,10 +514,10 @@ def index(folder: Path = HERE) -> str:
            "member that differs is listed below.", "",
            *(["## Committed numbers that are not the kept members'", "",
               "A table collected before its rows were kept, or from a decoding that a later one replaced in "
-              f"{ROWS.name}/. Where the kept member is another decoding, `python benchmarks/multi30k/collect.py "
-              "--table <table> --seeds <its seeds a row> --partial` builds the table again from the kept members (a "
-              "row has numbers once it has that many seeds kept, so a table of one seed a row is rebuilt with "
-              "`--seeds 1`). A member not "
+              f"{ROWS.name}/. Where the kept member is another decoding, "
+              + ", ".join(f"`python benchmarks/multi30k/collect.py --table {n} --seeds {s} --partial`"
+                          for n, s in rebuild.items())
+              + " builds the table again from the kept members, at the seeds a row it has. A member not "
               "kept cannot be rebuilt: train it again and keep it (`--keep-only`) first, or the rebuilt table "
               "shows its row without numbers.", "",
               "| Table | Row (member) | Why |", "|---|---|---|", *unkept, ""] if unkept else []),
