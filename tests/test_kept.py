@@ -595,6 +595,14 @@ def test_the_mini_index_lists_the_kept_members_of_a_table(tmp_path: Path) -> Non
             "DTMT#4 seed2 |") in text
     left = text.split("## Left to train for 3 seeds a row")[1].split("## Not trained yet")[0]
     assert "| `dtmt-table1` | 8 of 9 | 8.0 h + 3 never measured |" in left     # DTMT#4 seed2 (120 min) too
+    # a member kept toward a row that no table lists yet times the rest of its row: ShallowRNMT's seed 1
+    # (90 min) is kept, its seeds 2 and 3 are left at 90 min each
+    shallow = json.loads(made("dtmt-shallow-gru", seed=1))
+    shallow["train"]["train_seconds"] = 5400.0
+    (tmp_path / "rows/metrics/multi30k-en-de/dtmt-shallow-gru/seed1").mkdir(parents=True)
+    (tmp_path / "rows/metrics/multi30k-en-de/dtmt-shallow-gru/seed1/test.json").write_text(json.dumps(shallow))
+    left = collect.index(tmp_path).split("## Left to train for 3 seeds a row")[1].split("## Not trained yet")[0]
+    assert "| `dtmt-table1` | 7 of 9 | 11.0 h |" in left
 
 
 def test_the_mini_index_names_committed_numbers_that_are_not_the_kept_members(tmp_path: Path) -> None:

@@ -328,7 +328,9 @@ def _machines(bleu: pd.DataFrame) -> str:
 
 def _training_minutes(folder: Path, plan: Any, names: list[str]) -> dict[tuple[str, str], float]:
     """(corpus, variant) → the median training minutes of its one-seed members in this folder's `-bleu.csv`
-    files, each member once though several tables list it (an ensemble's minutes are its seeds')."""
+    files and, for a member no table lists yet (kept toward a row still short of seeds), in its kept metrics
+    (`train.train_seconds`); each member once though several tables list it (an ensemble's minutes are its
+    seeds')."""
     seen: dict[tuple[str, str], dict[str, float]] = {}
     for name in names:
         path = folder / f"{name}-bleu.csv"
@@ -337,6 +339,12 @@ def _training_minutes(folder: Path, plan: Any, names: list[str]) -> dict[tuple[s
             for r in bleu.dropna(subset=["train_minutes"]).itertuples():
                 if str(r.member).startswith("seed"):
                     seen.setdefault((plan.table(name).corpus, r.variant), {})[r.member] = float(r.train_minutes)
+    for path in sorted((folder / ROWS.name / "metrics").glob("*/*/seed*/test.json")):
+        corpus, variant, member = path.parts[-4:-1]
+        if member not in seen.get((corpus, variant), {}):
+            seconds = json.loads(path.read_text()).get("train", {}).get("train_seconds")
+            if isinstance(seconds, (int, float)):
+                seen.setdefault((corpus, variant), {})[member] = seconds / 60
     return {k: float(pd.Series(list(v.values())).median()) for k, v in seen.items()}
 
 
@@ -545,8 +553,9 @@ def index(folder: Path = HERE) -> str:
            f"{plan.seeds} seeds a row still needs (an ensemble's models are its seeds', trained again in the run that "
            "decodes it unless the ensemble is kept, as models are not; a row's members committed "
            "in a table but not kept are trained again). The time is one core's, estimated from the training "
-           "minutes measured for the same model (corpus and variant) in this folder's `-bleu.csv` files (their "
-           "median, on the machines the Built table names), decoding not counted.", "",
+           "minutes measured for the same model (corpus and variant) in this folder's `-bleu.csv` files and, for "
+           "members no table lists yet, in their metrics kept in rows/ (their median, on the machines the Built "
+           "table or the kept metrics name), decoding not counted.", "",
            "| Table | Models left | Training time left (estimated) |", "|---|---:|---:|", *left, "",
            f"The tables share models (DTMT's Tables 1-6 their three systems, SR-NMT Figure 3 two of Table 2's "
            f"in one run): {len(needed_all)} distinct models left, {_hours(needed_all, minutes)}. A session trains them "
