@@ -326,11 +326,12 @@ def _machines(bleu: pd.DataFrame) -> str:
     return "; ".join(sorted(names))
 
 
-def _training_minutes(folder: Path, plan: Any, names: list[str]) -> dict[tuple[str, str], float]:
+def _training_minutes(folder: Path, plan: Any, names: list[str],
+                      kept: set[tuple[str, str, str]]) -> dict[tuple[str, str], float]:
     """(corpus, variant) → the median training minutes of its one-seed members in this folder's `-bleu.csv`
-    files and, for a member no table lists yet (kept toward a row still short of seeds), in its kept metrics
-    (`train.train_seconds`); each member once though several tables list it (an ensemble's minutes are its
-    seeds')."""
+    files and, for a member of `kept` (rows/' members) no table lists yet (kept toward a row still short of
+    seeds), in its kept metrics (`train.train_seconds`); each member once though several tables list it (an
+    ensemble's minutes are its seeds')."""
     seen: dict[tuple[str, str], dict[str, float]] = {}
     for name in names:
         path = folder / f"{name}-bleu.csv"
@@ -339,9 +340,9 @@ def _training_minutes(folder: Path, plan: Any, names: list[str]) -> dict[tuple[s
             for r in bleu.dropna(subset=["train_minutes"]).itertuples():
                 if str(r.member).startswith("seed"):
                     seen.setdefault((plan.table(name).corpus, r.variant), {})[r.member] = float(r.train_minutes)
-    for path in sorted((folder / ROWS.name / "metrics").glob("*/*/seed*/test.json")):
-        corpus, variant, member = path.parts[-4:-1]
-        if member not in seen.get((corpus, variant), {}):
+    for corpus, variant, member in sorted(kept):
+        path = folder / ROWS.name / "metrics" / corpus / variant / member / "test.json"
+        if member.startswith("seed") and member not in seen.get((corpus, variant), {}) and path.is_file():
             seconds = json.loads(path.read_text()).get("train", {}).get("train_seconds")
             if isinstance(seconds, (int, float)):
                 seen.setdefault((corpus, variant), {})[member] = seconds / 60
@@ -413,7 +414,7 @@ def index(folder: Path = HERE) -> str:
     every_kept = set(kept_members(folder / ROWS.name))
     stale = _kept_outdated(plan, folder / ROWS.name, every_kept)
     held = every_kept - set(stale)                              # an outdated kept member is trained again
-    minutes = _training_minutes(folder, plan, names)
+    minutes = _training_minutes(folder, plan, names, every_kept)
     needed_all: set[tuple[str, str, str]] = set()
     for name in names:
         table = plan.table(name)
