@@ -332,6 +332,9 @@ def _training_minutes(folder: Path, plan: Any, names: list[str],
     files and, for a member of `kept` (rows/' members) no table lists yet (kept toward a row still short of
     seeds), in its kept metrics (`train.train_seconds`); each member once though several tables list it (an
     ensemble's minutes are its seeds')."""
+    from rnmt.io import read_json
+    from rnmt.report.store_layout import member_folders
+
     seen: dict[tuple[str, str], dict[str, float]] = {}
     for name in names:
         path = folder / f"{name}-bleu.csv"
@@ -341,9 +344,9 @@ def _training_minutes(folder: Path, plan: Any, names: list[str],
                 if str(r.member).startswith("seed"):
                     seen.setdefault((plan.table(name).corpus, r.variant), {})[r.member] = float(r.train_minutes)
     for corpus, variant, member in sorted(kept):
-        path = folder / ROWS.name / "metrics" / corpus / variant / member / "test.json"
+        path = member_folders(folder / ROWS.name, (corpus, variant, member))[0] / "test.json"
         if member.startswith("seed") and member not in seen.get((corpus, variant), {}) and path.is_file():
-            seconds = json.loads(path.read_text()).get("train", {}).get("train_seconds")
+            seconds = read_json(path).get("train", {}).get("train_seconds")
             if isinstance(seconds, (int, float)):
                 seen.setdefault((corpus, variant), {})[member] = seconds / 60
     return {k: float(pd.Series(list(v.values())).median()) for k, v in seen.items()}
@@ -371,11 +374,12 @@ def _kept_outdated(plan: Any, store: Path, members: set[tuple[str, str, str]]) -
     from rnmt.io import InputError, read_json
     from rnmt.planning.current import differences, expected
     from rnmt.report.kept import made_from
+    from rnmt.report.store_layout import member_folders
 
     out = {}
     data: dict[tuple[str, str, str], dict[str, str]] = {}
     for corpus, variant, member in sorted(members):
-        metrics = store / "metrics" / corpus / variant / member / "test.json"
+        metrics = member_folders(store, (corpus, variant, member))[0] / "test.json"
         if (corpus, variant) in plan.variants and metrics.is_file() and (why := differences(
                 expected(plan.variant(corpus, variant)), member, read_json(metrics))):
             out[(corpus, variant, member)] = f"made with other settings: {'; '.join(why)}"
