@@ -26,3 +26,8 @@ def rnmt(*args: str, env: dict[str, str] | None = None, timeout: float = 120) ->
     full = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1", **(env or {})}
     return subprocess.run([sys.executable, "-m", "rnmt", *args], capture_output=True, text=True, env=full,
                           timeout=timeout)
+
+
+def log_messages(stderr: str) -> list[str]:
+    """The messages of rnmt's INFO log lines in a job's stderr."""
+    return [line.split(" INFO: ", 1)[1] for line in stderr.splitlines() if " INFO: " in line]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from faults.faultlib import ROOT
+from faults.faultlib import ROOT, log_messages
 from faults.test_training_faults import ENV, run, train_cmd, wait_for_step
 from rnmt.models import checkpoint
 
@@ -74,7 +74,9 @@ def test_a_finished_run_resumed_trains_no_further_step(corpus: dict[str, Path], 
     log.unlink()
     got = run(cmd)
     assert got.returncode == 0, got.stderr[-2000:]
-    assert "validation at step" not in got.stderr
+    said = log_messages(got.stderr)
+    assert not [m for m in said if m.startswith("validation at step")], "the rerun must not validate again"
+    assert f"  validation at step {last}: dev ppl" in "\n".join(said)     # what the run had said, said again
     assert model.read_bytes() == weights, "the rerun must end with the uninterrupted run's model.pt, bit for bit"
     assert checkpoint.load(tmp_path / "last.pt")["step"] == last
     assert logged_steps(log) == steps

@@ -4,6 +4,7 @@ checkpointing, a diverging loss, a truncated or foreign checkpoint."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -15,7 +16,7 @@ import pytest
 import torch
 
 from conftest import SESSION_ENV
-from faults.faultlib import ROOT, fill
+from faults.faultlib import ROOT, fill, log_messages
 from rnmt.io import DiskFullError, InputError
 from rnmt.models import checkpoint
 from rnmt.train.trainer import Trainer, TrainSettings
@@ -82,6 +83,12 @@ def test_killed_training_resumes_to_the_same_weights(corpus: dict[str, Path], un
     again = run(train_cmd(corpus, tmp_path))
     assert again.returncode == 0, again.stderr[-2000:]
     assert f"resumed from {tmp_path / 'last.pt'} at step {interrupted_at}" in again.stderr
+    # Snakemake starts the rerun's log afresh; the rerun says first what the killed run had said, up to the
+    # step it resumes from, in the same words (less the time left then)
+    before = [re.sub(r", about .+ left$", "", m) for m in log_messages(err)
+              if (at := re.match(r"(?:validation at )?step (\d+)", m)) and int(at[1]) <= interrupted_at]
+    assert len(before) > interrupted_at                   # a progress line a step, and the validations
+    assert [m[2:] for m in log_messages(again.stderr) if m.startswith("  ")] == before
     assert_same_weights(uninterrupted / "last.pt", tmp_path / "last.pt")
     assert_same_weights(uninterrupted / "model.pt", tmp_path / "model.pt")
     steps = [json.loads(x)["step"] for x in (tmp_path / "train.jsonl").read_text().splitlines()

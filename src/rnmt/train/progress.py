@@ -110,16 +110,50 @@ class LogWindow:
              lr: float, valid_seconds: float = 0.0, validations: int = 0) -> str:
         """One line for a job log. Training time excludes validation; the time left includes the validations
         still to come in a step budget, at the mean time of those so far."""
-        where = f"step {step}" + (f"/{s.max_steps}" if s.max_steps else "")
-        if done is not None:
-            where += f" ({100 * done:.0f}% of the budget)"
         eta = (train_seconds * (1 - done) / done) if done else None
         if eta is not None and s.max_steps and validations:
             eta += (s.max_steps // s.valid_every - step // s.valid_every) * valid_seconds / validations
-        mean = self.mean_loss
-        return (f"{where}, epoch {epoch} | loss {mean:.3f}, ppl {math.exp(min(mean, 50.0)):.2f} over the last "
-                f"{s.log_every} steps | {self.tokens_per_s:,.0f} target tokens/s | lr {lr:.2g} | "
-                f"{clock(train_seconds)} training" + (f", about {clock(eta)} left" if eta is not None else ""))
+        return progress_line(s, step, epoch, self.mean_loss, self.tokens_per_s, lr, train_seconds, done, eta)
+
+
+def progress_line(s: TrainSettings, step: int, epoch: int, mean_loss: float, tokens_per_s: float, lr: float,
+                  train_seconds: float, done: float | None, eta: float | None) -> str:
+    """A job log's line every `log_every` steps: the step against the budget, the loss and perplexity over
+    those steps, speed, training time and (where known) the time left."""
+    where = f"step {step}" + (f"/{s.max_steps}" if s.max_steps else "")
+    if done is not None:
+        where += f" ({100 * done:.0f}% of the budget)"
+    return (f"{where}, epoch {epoch} | loss {mean_loss:.3f}, ppl {math.exp(min(mean_loss, 50.0)):.2f} over the last "
+            f"{s.log_every} steps | {tokens_per_s:,.0f} target tokens/s | lr {lr:.2g} | "
+            f"{clock(train_seconds)} training" + (f", about {clock(eta)} left" if eta is not None else ""))
+
+
+def validation_line(rec: dict[str, Any]) -> str:
+    """A job log's line for a validation record."""
+    return (f"validation at step {rec['step']}: dev ppl {rec['dev_ppl']:.3f}"
+            + (f", greedy dev BLEU {rec['dev_bleu']:.2f}" if "dev_bleu" in rec else ""))
+
+
+def retrain_line(select_by: str, rec: dict[str, Any]) -> str:
+    """A job log's line for a restart from the best checkpoint (a retrain record)."""
+    return (f"the dev {select_by} stopped improving: restarting from step {rec['from_step']} at "
+            f"{rec['lr_factor']:.3g} × lr")
+
+
+def replayed(s: TrainSettings, records: list[dict[str, Any]]) -> list[str]:
+    """The job log's lines of a run's records (train.jsonl), as the lines said them then, less the time left:
+    what a resumed job writes first, since its scheduler started its log afresh."""
+    lines = []
+    for rec in records:
+        if rec["kind"] == "train":
+            done = budget_done(s, rec["step"], rec["train_seconds"], rec["epoch"], 0, 0)
+            lines.append(progress_line(s, rec["step"], rec["epoch"], rec["mean_loss"], rec["mean_tgt_tokens_per_s"],
+                                       rec["lr"], rec["train_seconds"], done, None))
+        elif rec["kind"] == "valid":
+            lines.append(validation_line(rec))
+        elif rec["kind"] == "retrain":
+            lines.append(retrain_line(s.select_by, rec))
+    return lines
 
 
 def started_with(code: list[dict[str, Any]], step: int) -> list[dict[str, Any]]:

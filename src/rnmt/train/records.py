@@ -28,6 +28,10 @@ class TrainLog:
         if self.tensorboard is not None:
             self.tensorboard.record(rec)
 
+    def read(self) -> list[dict[str, Any]]:
+        """The records written so far (those kept from before a resume first)."""
+        return [json.loads(line) for line in self.content().decode("utf-8").splitlines() if line.strip()]
+
     def content(self) -> bytes:
         """Everything written so far, from the open file."""
         self.file.flush()
