@@ -533,6 +533,28 @@ def test_the_time_left_counts_the_validations_still_to_come() -> None:
     assert w.line(s, 50, 1, 50.0, 0.5, 0.001).endswith("about 50.0 s left")     # none yet: steps only
 
 
+
+def test_a_resumed_log_replays_the_records_even_of_an_older_rnmt() -> None:
+    """The lines a resumed trainer writes first, from train.jsonl: a log-step record as its line said it
+    (less the time left), a validation, a restart; one written before the window's means were recorded
+    shows its update's numbers, and a record missing what its line needs is left out, not a traceback."""
+    from rnmt.train.progress import replayed
+
+    s = TrainSettings.from_dict({"max_steps": 100, "log_every": 10, "select_by": "bleu"})
+    step = {"kind": "train", "step": 10, "epoch": 0, "loss": 5.0, "mean_loss": 6.0, "lr": 0.001,
+            "tgt_tokens_per_s": 900.0, "mean_tgt_tokens_per_s": 1200.0, "train_seconds": 12.0}
+    old = {k: v for k, v in step.items() if not k.startswith("mean_")} | {"step": 20}
+    lines = replayed(s, [step, old, {"kind": "valid", "step": 20, "dev_ppl": 95.5, "dev_bleu": 3.456},
+                         {"kind": "valid", "step": 30},
+                         {"kind": "retrain", "step": 30, "from_step": 20, "lr_factor": 0.5}])
+    assert lines == [
+        "step 10/100 (10% of the budget), epoch 0 | loss 6.000, ppl 403.43 over the last 10 steps | 1,200 target "
+        "tokens/s | lr 0.001 | 12.0 s training",
+        "step 20/100 (20% of the budget), epoch 0 | loss 5.000, ppl 148.41 over the last 10 steps | 900 target "
+        "tokens/s | lr 0.001 | 12.0 s training",
+        "validation at step 20: dev ppl 95.500, greedy dev BLEU 3.46",
+        "the dev bleu stopped improving: restarting from step 20 at 0.5 × lr"]
+
 # ---- checkpoint averaging ---------------------------------------------------------------------------
 def test_the_last_validations_are_kept_and_average_into_a_translatable_model(corpus: dict[str, Path],
                                                                              tmp_path: Path) -> None:

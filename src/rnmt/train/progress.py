@@ -142,17 +142,23 @@ def retrain_line(select_by: str, rec: dict[str, Any]) -> str:
 
 def replayed(s: TrainSettings, records: list[dict[str, Any]]) -> list[str]:
     """The job log's lines of a run's records (train.jsonl), as the lines said them then, less the time left:
-    what a resumed job writes first, since its scheduler started its log afresh."""
+    what a resumed job writes first, since its scheduler started its log afresh. A record without the
+    fields its line needs (written by an older rnmt) is left out rather than stopping the resume; a log-step
+    record without the window's means shows the one update's."""
     lines = []
     for rec in records:
-        if rec["kind"] == "train":
-            done = budget_done(s, rec["step"], rec["train_seconds"], rec["epoch"], 0, 0)
-            lines.append(progress_line(s, rec["step"], rec["epoch"], rec["mean_loss"], rec["mean_tgt_tokens_per_s"],
-                                       rec["lr"], rec["train_seconds"], done, None))
-        elif rec["kind"] == "valid":
-            lines.append(validation_line(rec))
-        elif rec["kind"] == "retrain":
-            lines.append(retrain_line(s.select_by, rec))
+        try:
+            if rec["kind"] == "train":
+                done = budget_done(s, rec["step"], rec["train_seconds"], rec["epoch"], 0, 0)
+                lines.append(progress_line(s, rec["step"], rec["epoch"], rec.get("mean_loss", rec["loss"]),
+                                           rec.get("mean_tgt_tokens_per_s", rec["tgt_tokens_per_s"]), rec["lr"],
+                                           rec["train_seconds"], done, None))
+            elif rec["kind"] == "valid":
+                lines.append(validation_line(rec))
+            elif rec["kind"] == "retrain":
+                lines.append(retrain_line(s.select_by, rec))
+        except KeyError:
+            continue
     return lines
 
 
