@@ -42,21 +42,10 @@ from rnmt.machine import fastpath, hardware
 from rnmt.models import build_model, checkpoint, factors
 from rnmt.models.init import initialise
 from rnmt.models.pretrained import load_source_vectors
-from rnmt.train import distributed, graphs, outputs, resume, schedules
+from rnmt.train import distributed, graphs, outputs, progress, resume, schedules
 from rnmt.train.loss import token_loss
 from rnmt.train.optim import load_optimizer_state, make_optimizer, set_lr
-from rnmt.train.progress import (
-    LogWindow,
-    Progress,
-    budget_done,
-    code_warnings,
-    ran_on,
-    replayed,
-    retrain_line,
-    run_metrics,
-    started_with,
-    validation_line,
-)
+from rnmt.train.progress import LogWindow, Progress, budget_done, code_warnings, ran_on, run_metrics, started_with
 from rnmt.train.records import TrainLog
 from rnmt.train.settings import TrainSettings, accumulation
 from rnmt.train.validation import UNLEARNED, dev_bleu, dev_loss, extra_references, frequency_loss, learning, stalled
@@ -225,7 +214,7 @@ class Trainer:
                 self.records = TrainLog(self.out_dir, self.p.step, s.tensorboard)
                 if self.p.step:     # Snakemake starts a rerun's log afresh: what it said before, from the records
                     log.info("this run's log up to step %d, from %s:", self.p.step, self.records.path)
-                    for line in replayed(s, self.records.read()):
+                    for line in progress.replayed(s, self.records.read()):
                         log.info("  %s", line)
             self._keep("train.jsonl")
             stop = self._loop()
@@ -380,7 +369,7 @@ class Trainer:
         p.valid_seconds += rec["valid_seconds"]
         self._record(rec)
         p.curve.append(rec)
-        log.info("%s", validation_line(rec))
+        log.info("%s", progress.validation_line(rec))
         if stalled(rec["dev_loss"], self.frequency_loss):
             log.warning("step %d: dev loss %.3f is not %.0f%% below %.3f, what word frequencies alone give: the "
                         "model has not yet learned to translate", p.step, rec["dev_loss"], 100 * (1 - UNLEARNED),
@@ -429,4 +418,4 @@ class Trainer:
         event = {"step": p.step, "from_step": best.get("step"), "lr_factor": p.lr_factor}
         p.retrained.append(event)
         self._record({"kind": "retrain", **event})
-        log.info("%s", retrain_line(self.s.select_by, event))
+        log.info("%s", progress.retrain_line(self.s.select_by, event))
